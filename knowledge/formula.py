@@ -1,0 +1,169 @@
+"""KPI formulas: a small, safe expression language over counters, gauges and histograms.
+
+A formula is a Python-syntax expression built only from numbers, ``+ - * /``, ``min``/``max``
+and these selector functions (first argument the metric name, keywords are label matchers,
+``"a|b"`` matches either value)::
+
+    increase("m", cause="22")   counter increase over the KPI window, summed over series
+    rate("m")                   increase / window seconds
+    gauge("m")                  latest value, summed over matching series
+    gauge_mean("m"), gauge_max("m"), gauge_min("m")
+    hist_mean("m")              increase(m_sum) / increase(m_count) of a histogram
+
+Division by zero or a missing series gives ``None`` (a gap), never zero.
+
+>>> f = parse_formula('increase("succ") / increase("req")')
+>>> sorted(f.metrics)
+['req', 'succ']
+>>> class Source:
+...     def select(self, fn, metric, matchers):
+...         return {"succ": 95.0, "req": 100.0}[metric]
+>>> f.evaluate(Source())
+0.95
+>>> parse_formula('open("/etc/passwd")')  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+knowledge.formula.FormulaError: unknown function 'open' (allowed: gauge, gauge_max, ...
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = ["SELECTORS", "Formula", "FormulaError", "SelectorSource", "parse_formula"]
+
+SELECTORS = frozenset(
+    {"increase", "rate", "gauge", "gauge_mean", "gauge_max", "gauge_min", "hist_mean"}
+)
+_AGGREGATES: dict[str, Callable[[float, float], float]] = {"min": min, "max": max}
+_BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+}
+
+
+class FormulaError(ValueError):
+    """A KPI formula that does not parse or uses something not allowed."""
+
+
+class SelectorSource(Protocol):
+    """What a formula reads its data from (the pipeline's per-entity series store)."""
+
+    def select(self, fn: str, metric: str, matchers: Mapping[str, str]) -> float | None:
+        """Value of selector ``fn`` over series named ``metric`` matching ``matchers``."""
+
+
+@dataclass(frozen=True)
+class Selector:
+    fn: str
+    metric: str
+    matchers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A parsed formula; :meth:`evaluate` it against a :class:`SelectorSource`."""
+
+    text: str
+    tree: ast.expr = field(repr=False)
+    selectors: tuple[Selector, ...]
+
+    @property
+    def metrics(self) -> frozenset[str]:
+        """Metric names the formula reads (histograms by their base name)."""
+        return frozenset(s.metric for s in self.selectors)
+
+    def evaluate(self, source: SelectorSource) -> float | None:
+        """Value of the formula, or ``None`` where data is missing or a division is by zero."""
+        value = _eval(self.tree, source)
+        if value is None or math.isnan(value) or math.isinf(value):
+            return None
+        return value
+
+
+def parse_formula(text: str) -> Formula:
+    """Parse and check ``text``; raise :class:`FormulaError` naming what is wrong."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise FormulaError(f"syntax error in formula {text!r}: {exc.msg}") from None
+    selectors: list[Selector] = []
+    _check(tree, selectors)
+    if not selectors:
+        raise FormulaError(f"formula {text!r} reads no metric")
+    return Formula(text=text, tree=tree, selectors=tuple(selectors))
+
+
+def _check(node: ast.expr, out: list[Selector]) -> None:
+    allowed = ", ".join(sorted(SELECTORS | set(_AGGREGATES)))
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        _check(node.left, out)
+        _check(node.right, out)
+        return
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        _check(node.operand, out)
+        return
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        name = node.func.id
+        if name in _AGGREGATES:
+            if node.keywords or len(node.args) < 2:
+                raise FormulaError(f"{name}() takes two or more expressions")
+            for arg in node.args:
+                _check(arg, out)
+            return
+        if name not in SELECTORS:
+            raise FormulaError(f"unknown function {name!r} (allowed: {allowed})")
+        if len(node.args) != 1 or not (
+            isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+        ):
+            raise FormulaError(f"{name}() takes one metric name as a string literal")
+        matchers: list[tuple[str, str]] = []
+        for kw in node.keywords:
+            if kw.arg is None or not (
+                isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
+            ):
+                raise FormulaError(f"{name}(): label matchers must be name=\"value\"")
+            matchers.append((kw.arg, kw.value.value))
+        out.append(Selector(name, node.args[0].value, tuple(sorted(matchers))))
+        return
+    raise FormulaError(f"not allowed in a formula: {ast.unparse(node)!r}")
+
+
+def _eval(node: ast.expr, source: SelectorSource) -> float | None:
+    if isinstance(node, ast.Constant):
+        assert isinstance(node.value, int | float)
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp):
+        inner = _eval(node.operand, source)
+        return None if inner is None else -inner
+    if isinstance(node, ast.BinOp):
+        left = _eval(node.left, source)
+        right = _eval(node.right, source)
+        if left is None or right is None:
+            return None
+        if isinstance(node.op, ast.Div) and right == 0:
+            return None
+        return _BINOPS[type(node.op)](left, right)
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    name = node.func.id
+    if name in _AGGREGATES:
+        values = [_eval(a, source) for a in node.args]
+        present = [v for v in values if v is not None]
+        if not present:
+            return None
+        agg = _AGGREGATES[name]
+        result = present[0]
+        for v in present[1:]:
+            result = agg(result, v)
+        return result
+    metric = node.args[0].value  # type: ignore[attr-defined]
+    matchers = {str(kw.arg): str(kw.value.value) for kw in node.keywords}  # type: ignore[attr-defined]
+    return source.select(name, str(metric), matchers)

@@ -1,0 +1,93 @@
+"""Derived KPI definitions of the knowledge pack (``knowledge/kpis/*.yaml``).
+
+>>> kpis = load_kpis()
+>>> kpis["amf-registration-success"].bad_direction
+'down'
+>>> sorted(kpis["amf-registration-success"].parsed.metrics)
+['fivegs_amffunction_rm_reginitreq', 'fivegs_amffunction_rm_reginitsucc']
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from knowledge.formula import Formula, FormulaError, parse_formula
+
+__all__ = ["KpiDef", "KpiFile", "KpiLoadError", "load_kpis"]
+
+
+class KpiLoadError(ValueError):
+    """A KPI file that cannot be used; the message names the file and field."""
+
+
+class KpiDef(BaseModel):
+    """One derived KPI: a formula over an entity's series, and which way is bad."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
+    title: str
+    entity_types: tuple[str, ...]
+    formula: str
+    support: str | None = None
+    min_support: float = 0.0
+    unit: str = ""
+    bad_direction: Literal["up", "down", "both"] = "both"
+    window_s: float | None = None
+    """Counter window; default: four scrape intervals of the data."""
+    references: tuple[str, ...] = ()
+    group_by: tuple[str, ...] = ()
+    """Labels to compute the KPI per value of (``plmnid``, ``addr`` …); findings carry them."""
+    target_nf: str | None = None
+    """NF type the measured calls go to (SBI client KPIs): where a fault may really sit."""
+
+    @field_validator("formula", "support")
+    @classmethod
+    def _formula_parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_formula(value)
+            except FormulaError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @cached_property
+    def parsed(self) -> Formula:
+        return parse_formula(self.formula)
+
+    @cached_property
+    def parsed_support(self) -> Formula | None:
+        return parse_formula(self.support) if self.support else None
+
+
+class KpiFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kpis: list[KpiDef]
+
+
+def load_kpis(directory: Path | None = None) -> dict[str, KpiDef]:
+    """Load every ``*.yaml`` under ``directory`` (default: the pack's own ``kpis/``)."""
+    root = directory if directory is not None else Path(str(resources.files("knowledge") / "kpis"))
+    out: dict[str, KpiDef] = {}
+    for path in sorted(root.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            parsed = KpiFile.model_validate(data)
+        except yaml.YAMLError as exc:
+            raise KpiLoadError(f"{path}: not valid YAML: {exc}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise KpiLoadError(f"{path}: field {loc}: {first['msg']}") from None
+        for kpi in parsed.kpis:
+            if kpi.id in out:
+                raise KpiLoadError(f"{path}: duplicate KPI id {kpi.id!r}")
+            out[kpi.id] = kpi
+    return out

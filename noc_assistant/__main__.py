@@ -1,0 +1,3 @@
+from noc_assistant.cli import main
+
+main()

@@ -1,0 +1,114 @@
+"""The web console and JSON API (FastAPI).
+
+Pages: ``/`` lists incidents (live, via ``/api/stream``), ``/incidents/{id}`` shows one with
+its findings. JSON: ``/api/incidents``, ``/api/incidents/{id}``, ``/health``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Annotated, Any
+
+import jinja2
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, StreamingResponse
+
+from noc_assistant.api.events import Broadcaster
+from noc_assistant.models import Finding, Incident
+from noc_assistant.storage import Store
+
+__all__ = ["create_app"]
+
+
+def _utc(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resources.files("noc_assistant.api") / "templates")),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["utc"] = _utc
+    return env
+
+
+def get_store(request: Request) -> Store:
+    """The store of the running application (override in tests via dependency_overrides)."""
+    store: Store = request.app.state.store
+    return store
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+
+
+def create_app(store: Store, broadcaster: Broadcaster | None = None) -> FastAPI:
+    """Build the application around a store (and a live event hub, if one runs)."""
+    app = FastAPI(title="noc-assistant", version="0.1.0")
+    hub = broadcaster or Broadcaster()
+    env = _templates()
+    app.state.store = store
+
+    def _incident_or_404(s: Store, incident_id: str) -> Incident:
+        inc = s.get_incident(incident_id)
+        if inc is None:
+            raise HTTPException(status_code=404, detail=f"incident {incident_id} not found")
+        return inc
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/api/incidents")
+    def list_incidents(s: StoreDep, state: str | None = None) -> list[Incident]:
+        return s.list_incidents(state=state)
+
+    @app.get("/api/incidents/{incident_id}")
+    def get_incident(s: StoreDep, incident_id: str) -> dict[str, Any]:
+        inc = _incident_or_404(s, incident_id)
+        return {
+            "incident": inc.model_dump(),
+            "findings": [f.model_dump() for f in s.findings_for(incident_id)],
+        }
+
+    @app.get("/api/stream")
+    async def stream(request: Request) -> StreamingResponse:
+        queue = hub.subscribe()
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                yield ": connected\n\n"
+                while not await request.is_disconnected():
+                    try:
+                        event = await asyncio.wait_for(queue.get(), timeout=15)
+                    except TimeoutError:
+                        yield ": keep-alive\n\n"
+                        continue
+                    yield f"event: {event.get('kind', 'message')}\ndata: {json.dumps(event)}\n\n"
+            finally:
+                hub.unsubscribe(queue)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @app.get("/", response_class=HTMLResponse)
+    def index(s: StoreDep) -> str:
+        incidents = s.list_incidents()
+        return env.get_template("index.html").render(
+            incidents=incidents,
+            open_count=sum(1 for i in incidents if i.state == "open"),
+        )
+
+    @app.get("/incidents/{incident_id}", response_class=HTMLResponse)
+    def incident_page(s: StoreDep, incident_id: str) -> str:
+        inc = _incident_or_404(s, incident_id)
+        findings: list[Finding] = s.findings_for(incident_id)
+        return env.get_template("incident.html").render(incident=inc, findings=findings)
+
+    return app

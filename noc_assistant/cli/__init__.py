@@ -1,0 +1,61 @@
+"""The ``noc`` command line. Only this package prints or exits.
+
+Each command group lives in its own module (``simulate``, ``demo``, ``eval``, ``pack``,
+``llm``, ``incident``); this module assembles them and maps typed errors to exit codes:
+0 done, 1 internal error, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+import typer
+
+from noc_assistant.cli import eval as eval_cmd
+from noc_assistant.cli import llm as llm_cmd
+from noc_assistant.cli import pack as pack_cmd
+from noc_assistant.cli import run as run_cmd
+from noc_assistant.cli._console import err_console
+from noc_assistant.errors import BadInputError, ConfigError, NocError
+
+__all__ = ["app", "main", "run"]
+
+app = typer.Typer(
+    name="noc",
+    help="noc-assistant: streaming anomaly detection and root-cause triage for a NOC.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+run_cmd.register(app)
+app.add_typer(eval_cmd.app, name="eval")
+app.add_typer(pack_cmd.app, name="pack")
+app.add_typer(llm_cmd.app, name="llm")
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI with ``argv`` and return the exit status instead of exiting."""
+    try:
+        app(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return int(exc.exit_code)
+    except click.exceptions.Abort:
+        err_console.print("aborted")
+        return 130
+    except (BadInputError, ConfigError) as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 2
+    except NocError as exc:
+        err_console.print(f"[bold red]internal error:[/] {exc}", highlight=False)
+        return 1
+    return 0
+
+
+def main() -> None:
+    """Console-script entry point (``noc``)."""
+    sys.exit(run(sys.argv[1:]))

@@ -1,0 +1,162 @@
+"""Top-level commands: ``noc demo`` (the main job of ``make run``) and ``noc replay``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from noc_assistant.cli._console import console
+from noc_assistant.correlate import IncidentEvent, MaintenanceWindow
+from noc_assistant.ingest import Point
+from noc_assistant.ingest.replay import parse_ts
+from noc_assistant.models import Finding
+from noc_assistant.settings import get_settings
+
+__all__ = ["register"]
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _maintenance(labels: dict[str, Any]) -> list[MaintenanceWindow]:
+    return [
+        MaintenanceWindow(m["entity"], parse_ts(m["start"]), parse_ts(m["end"]))
+        for m in labels.get("maintenance", [])
+    ]
+
+
+def _serve(app: Any, host: str, port: int) -> threading.Thread:
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="web", daemon=True)
+    thread.start()
+    return thread
+
+
+def demo(
+    days: Annotated[float, typer.Option(help="Simulated days to stream.")] = 1.0,
+    faults: Annotated[
+        str, typer.Option(help="'all', 'none' or comma-separated fault ids.")
+    ] = "all",
+    seed: Annotated[int, typer.Option(help="Simulator seed.")] = 7,
+    serve: Annotated[bool, typer.Option(help="Serve the web console while streaming.")] = True,
+    hold: Annotated[
+        bool, typer.Option(help="Keep serving the console after the day ends (Ctrl-C stops).")
+    ] = True,
+) -> None:
+    """Simulate a network day with faults, stream it through detection and show live alerts."""
+    from noc_assistant.api.app import create_app
+    from noc_assistant.api.events import Broadcaster
+    from noc_assistant.inventory import Inventory
+    from noc_assistant.pipeline import Pipeline
+    from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+    from noc_assistant.storage import open_store
+
+    settings = get_settings()
+    store = open_store(settings.db_url)
+    store.clear()
+    hub = Broadcaster()
+    scenario = build_scenario(ScenarioConfig(days=days, faults=faults, seed=seed))
+    paths = write_scenario(scenario, settings.data_dir)
+    console.print(
+        f"[bold]noc demo[/]: {days:g} simulated day(s), faults={faults}, seed={seed}\n"
+        f"  telemetry  {paths['telemetry']}\n  labels     {paths['labels']}\n"
+        f"  inventory  {paths['inventory']}\n  database   {store.path}"
+    )
+    url = f"http://{settings.http_host}:{settings.http_port}"
+    if serve:
+        _serve(create_app(store, hub), settings.http_host, settings.http_port)
+        console.print(f"  console    [link={url}]{url}[/link]")
+
+    pending: list[Finding] = []
+
+    def on_finding(finding: Finding) -> None:
+        pending.append(finding)
+
+    def on_incident(event: IncidentEvent) -> None:
+        inc = event.incident
+        store.save_incident(inc)
+        if event.finding is not None:
+            store.save_findings([event.finding], incident_id=inc.id)
+        hub.publish({"kind": event.kind, "incident": inc.id, "state": inc.state})
+        if event.kind == "opened":
+            f = event.finding
+            detail = (
+                f"{f.kpi} {f.direction}: observed {f.observed:.4g}, "
+                f"expected {f.expected_low:.4g}…{f.expected_high:.4g}"
+                if f
+                else ""
+            )
+            console.print(
+                f"[red]ALERT[/] {_utc(inc.opened_at)}  [bold]{', '.join(inc.entities)}[/]  "
+                f"{detail}  [dim]{inc.id}[/]",
+                highlight=False,
+            )
+        elif event.kind == "resolved":
+            console.print(
+                f"[green]RESOLVED[/] {_utc(inc.resolved_at or inc.updated_at)}  "
+                f"{', '.join(inc.entities)}  [dim]{inc.id}[/]",
+                highlight=False,
+            )
+
+    inventory = Inventory.from_dict(scenario.inventory)
+    pipe = Pipeline(inventory=inventory, on_finding=on_finding, on_incident=on_incident)
+    pipe.correlator.maintenance.extend(_maintenance(scenario.labels))
+    started = time.perf_counter()
+    span = days * 86400.0
+    t0: float | None = None
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("simulated day", total=span)
+        last = 0.0
+        for s in scenario.iter_samples():
+            point = Point(s.ts, s.metric, tuple(sorted(s.labels.items())), s.value, s.type)
+            pipe.feed(point)
+            if t0 is None:
+                t0 = s.ts
+            if s.ts - last >= 900:
+                last = s.ts
+                progress.update(task, completed=s.ts - t0, description=f"sim {_utc(s.ts)}")
+        pipe.finish()
+        progress.update(task, completed=span)
+    elapsed = time.perf_counter() - started
+    store.save_findings(pipe.correlator.suppressed)
+
+    table = Table(title="Demo summary", show_header=False)
+    incidents = list(pipe.correlator.incidents.values())
+    table.add_row("samples streamed", f"{pipe.samples:,}")
+    table.add_row("wall time", f"{elapsed:.1f} s ({pipe.samples / elapsed:,.0f} samples/s)")
+    table.add_row("findings", str(len(pipe.findings)))
+    table.add_row("incidents (alerts)", str(len(incidents)))
+    table.add_row("labelled fault incidents", str(len(scenario.labels.get("incidents", []))))
+    table.add_row("suppressed (maintenance)", str(len(pipe.correlator.suppressed)))
+    table.add_row(
+        "quarantined / duplicate samples", f"{pipe.quarantine.count} / {pipe.buffer.duplicates}"
+    )
+    console.print(table)
+    if serve and hold:
+        console.print(f"Console at {url} — press Ctrl-C to stop.")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            console.print("stopped")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the top-level commands to ``app``."""
+    app.command("demo")(demo)

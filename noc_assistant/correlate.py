@@ -1,0 +1,163 @@
+"""Findings → incidents: the unit an engineer is paged for.
+
+A finding joins the open incident of the same entity, or of a related entity (topology:
+an SMF's symptoms join its UPF's fault), when it comes within ``window_s`` of that incident's
+last finding; otherwise it opens a new incident. An incident resolves when none of its series
+is still alarming and nothing new arrived for ``resolve_after_s``. A finding that comes within
+``flap_s`` after its incident resolved reopens that incident instead of paging again.
+Findings on an entity inside a declared maintenance window are kept but page nobody.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from noc_assistant.models import Finding, Incident
+
+__all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow"]
+
+Related = Callable[[str, str], bool]
+
+
+@dataclass(frozen=True)
+class MaintenanceWindow:
+    entity: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class IncidentEvent:
+    kind: Literal["opened", "updated", "reopened", "resolved"]
+    incident: Incident
+    finding: Finding | None = None
+
+
+@dataclass
+class _Open:
+    incident: Incident
+    firing: set[tuple[str, str]] = field(default_factory=set)
+
+
+class Correlator:
+    """Group findings into incidents (see module docstring).
+
+    >>> c = Correlator(window_s=600, resolve_after_s=300)
+    >>> def f(i, e, ts): return Finding(id=i, detector="d", kpi="k", entity=e, ts=ts, score=9,
+    ...     observed=0, expected_low=1, expected_high=2, direction="down")
+    >>> [ev.kind for ev in c.add_finding(f("f1", "amf-1", 0))]
+    ['opened']
+    >>> [ev.kind for ev in c.add_finding(f("f2", "amf-1", 60))]
+    ['updated']
+    >>> c.clear("k", "amf-1", 100)
+    >>> [ev.kind for ev in c.tick(500)]
+    ['resolved']
+    """
+
+    def __init__(
+        self,
+        window_s: float = 600.0,
+        resolve_after_s: float = 300.0,
+        flap_s: float = 900.0,
+        related: Related | None = None,
+        maintenance: Iterable[MaintenanceWindow] = (),
+    ) -> None:
+        self.window_s = window_s
+        self.resolve_after_s = resolve_after_s
+        self.flap_s = flap_s
+        self.related = related
+        self.maintenance = list(maintenance)
+        self._open: list[_Open] = []
+        self._recent: list[Incident] = []
+        self.incidents: dict[str, Incident] = {}
+        self.suppressed: list[Finding] = []
+
+    def in_maintenance(self, entity: str, ts: float) -> bool:
+        return any(m.entity == entity and m.start <= ts <= m.end for m in self.maintenance)
+
+    def _joins(self, entity: str, incident: Incident) -> bool:
+        if entity in incident.entities:
+            return True
+        return self.related is not None and any(self.related(entity, e) for e in incident.entities)
+
+    def add_finding(self, finding: Finding) -> list[IncidentEvent]:
+        if self.in_maintenance(finding.entity, finding.ts):
+            self.suppressed.append(finding)
+            return []
+        candidates = [
+            o
+            for o in self._open
+            if finding.ts - o.incident.updated_at <= self.window_s
+            and self._joins(finding.entity, o.incident)
+        ]
+        if candidates:
+            target = max(candidates, key=lambda o: o.incident.updated_at)
+            self._attach(target, finding)
+            return [IncidentEvent("updated", target.incident, finding)]
+        for inc in reversed(self._recent):
+            if (
+                inc.resolved_at is not None
+                and finding.ts - inc.resolved_at <= self.flap_s
+                and self._joins(finding.entity, inc)
+            ):
+                self._recent.remove(inc)
+                inc.state, inc.resolved_at = "open", None
+                reopened = _Open(inc)
+                self._open.append(reopened)
+                self._attach(reopened, finding)
+                return [IncidentEvent("reopened", inc, finding)]
+        digest = hashlib.sha1(
+            f"{finding.entity}|{finding.kpi}|{finding.ts:.0f}".encode()
+        ).hexdigest()[:10]
+        incident = Incident(
+            id=f"inc-{digest}",
+            fingerprint=hashlib.sha1(finding.entity.encode()).hexdigest()[:12],
+            opened_at=finding.ts,
+            updated_at=finding.ts,
+            title=f"{finding.kpi} {finding.direction} on {finding.entity}",
+        )
+        opened = _Open(incident)
+        self._open.append(opened)
+        self.incidents[incident.id] = incident
+        self._attach(opened, finding)
+        return [IncidentEvent("opened", incident, finding)]
+
+    def _attach(self, target: _Open, finding: Finding) -> None:
+        inc = target.incident
+        inc.finding_ids.append(finding.id)
+        if finding.entity not in inc.entities:
+            inc.entities.append(finding.entity)
+        if finding.kpi not in inc.kpis:
+            inc.kpis.append(finding.kpi)
+        inc.updated_at = max(inc.updated_at, finding.ts)
+        inc.max_score = max(inc.max_score, finding.score)
+        target.firing.add((finding.kpi, finding.entity))
+
+    def clear(self, kpi: str, entity: str, ts: float) -> None:
+        """A series stopped alarming."""
+        for o in self._open:
+            o.firing.discard((kpi, entity))
+
+    def tick(self, ts: float) -> list[IncidentEvent]:
+        """Resolve incidents that went quiet; call at every evaluation time."""
+        events: list[IncidentEvent] = []
+        still: list[_Open] = []
+        for o in self._open:
+            if not o.firing and ts - o.incident.updated_at >= self.resolve_after_s:
+                o.incident.state = "resolved"
+                o.incident.resolved_at = ts
+                self._recent.append(o.incident)
+                events.append(IncidentEvent("resolved", o.incident))
+            else:
+                still.append(o)
+        self._open = still
+        cutoff = ts - self.flap_s
+        self._recent = [i for i in self._recent if (i.resolved_at or 0) >= cutoff]
+        return events
+
+    def close_all(self, ts: float) -> list[IncidentEvent]:
+        """End of input: nothing more will arrive, resolve whatever is quiet."""
+        return self.tick(ts)

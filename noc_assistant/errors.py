@@ -1,0 +1,63 @@
+"""Typed errors of noc-assistant.
+
+Libraries raise these; only the CLI turns them into messages and exit codes::
+
+    NocError                      base of everything we raise on purpose
+    ├── BadInputError             input data or files that do not follow FORMATS.md (exit 2)
+    │   ├── ReplayFormatError     a telemetry replay file (names file and line)
+    │   └── InventoryError        a network inventory file
+    ├── ConfigError               settings or a knowledge pack that cannot be used (exit 2)
+    ├── StorageError              the database refused or lost a write
+    └── LlmError                  the language model endpoint failed or answered unusably
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadInputError",
+    "ConfigError",
+    "InventoryError",
+    "LlmError",
+    "NocError",
+    "ReplayFormatError",
+    "StorageError",
+]
+
+
+class NocError(Exception):
+    """Base class of every error noc-assistant raises on purpose."""
+
+
+class BadInputError(NocError):
+    """Input that does not follow the contracts of FORMATS.md.
+
+    ``source`` names the file (or stream) and ``line`` the 1-based line, where known.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
+        self.source = source
+        self.line = line
+        where = source or ""
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ReplayFormatError(BadInputError):
+    """A telemetry replay file (JSONL or CSV) that cannot be read as a whole."""
+
+
+class InventoryError(BadInputError):
+    """A network inventory file that does not follow FORMATS.md §4."""
+
+
+class ConfigError(NocError):
+    """Settings or a knowledge pack that cannot be used."""
+
+
+class StorageError(NocError):
+    """The database refused or lost a write."""
+
+
+class LlmError(NocError):
+    """The language model endpoint failed or gave an unusable answer."""

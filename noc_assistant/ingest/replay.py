@@ -1,0 +1,200 @@
+"""Replay files (FORMATS.md §1): JSONL, one sample per line, or CSV.
+
+A line that does not parse is quarantined with its line number and the reason; a file that
+cannot be read as a whole (missing, wrong CSV header) raises :class:`ReplayFormatError`.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from noc_assistant.errors import ReplayFormatError
+from noc_assistant.ingest.point import METRIC_TYPES, Point
+from noc_assistant.ingest.quarantine import Quarantine
+
+__all__ = ["parse_ts", "read_replay"]
+
+_METRIC_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_CSV_REQUIRED = ("ts", "metric", "instance", "value")
+
+
+class _LineError(ValueError):
+    pass
+
+
+def parse_ts(raw: object) -> float:
+    """RFC 3339 (``Z`` or offset) or epoch seconds → epoch seconds.
+
+    >>> parse_ts("2026-11-29T10:05:00Z")
+    1795946700.0
+    >>> parse_ts(1795946700)
+    1795946700.0
+    """
+    if isinstance(raw, bool):
+        raise _LineError("ts must be RFC 3339 text or epoch seconds")
+    if isinstance(raw, int | float):
+        if not math.isfinite(raw):
+            raise _LineError("ts is not finite")
+        return float(raw)
+    if isinstance(raw, str):
+        text = raw.strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            dt = datetime.fromisoformat(text)
+        except ValueError:
+            raise _LineError(f"ts {raw!r} is not RFC 3339") from None
+        if dt.tzinfo is None:
+            raise _LineError(f"ts {raw!r} has no time zone (use Z or +00:00)")
+        return dt.timestamp()
+    raise _LineError("ts missing or not text/number")
+
+
+def _value(raw: object) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool):
+        raise _LineError("value must be a number")
+    if isinstance(raw, int | float):
+        return None if math.isnan(raw) else float(raw)
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.lower() in {"nan", "", "null"}:
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            raise _LineError(f"value {raw!r} is not a number") from None
+        return None if math.isnan(number) else number
+    raise _LineError("value must be a number or null")
+
+
+def _point(ts: object, metric: object, labels: object, value: object, type_: object) -> Point:
+    if not isinstance(metric, str) or not _METRIC_RE.match(metric):
+        raise _LineError(f"metric {metric!r} is not a Prometheus metric name")
+    if not isinstance(labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise _LineError("labels must be an object of string → string")
+    if type_ is None:
+        type_ = "gauge"
+    if type_ not in METRIC_TYPES:
+        raise _LineError(f"type {type_!r} is not one of {sorted(METRIC_TYPES)}")
+    return Point(parse_ts(ts), metric, tuple(sorted(labels.items())), _value(value), str(type_))
+
+
+def _loads(raw: bytes) -> Any:
+    """orjson for speed; the standard library for lines with a bare ``NaN`` token, which
+    Python's json writes for a missing value and FORMATS.md allows."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        if b"NaN" not in raw:
+            raise
+        return json.loads(raw)
+
+
+def _open(path: Path) -> IO[bytes]:
+    try:
+        if path.suffix == ".gz":
+            return gzip.open(path, "rb")  # type: ignore[return-value]
+        return path.open("rb")
+    except OSError as exc:
+        raise ReplayFormatError(f"cannot open: {exc.strerror}", source=str(path)) from None
+
+
+def _read_jsonl(path: Path, quarantine: Quarantine) -> Iterator[Point]:
+    source = str(path)
+    with _open(path) as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj: Any = _loads(raw)
+                if not isinstance(obj, dict):
+                    raise _LineError("line is not a JSON object")
+                for key in ("ts", "metric", "value"):
+                    if key not in obj:
+                        raise _LineError(f"missing required field {key!r}")
+                yield _point(
+                    obj["ts"], obj["metric"], obj.get("labels", {}), obj["value"], obj.get("type")
+                )
+            except ValueError as exc:
+                if isinstance(exc, _LineError):
+                    quarantine.add(source, lineno, str(exc), _text(raw))
+                else:
+                    quarantine.add(source, lineno, f"invalid JSON: {exc}", _text(raw))
+
+
+def _read_csv(path: Path, quarantine: Quarantine) -> Iterator[Point]:
+    source = str(path)
+    with _open(path) as binary:
+        text = io.TextIOWrapper(binary, encoding="utf-8", newline="")
+        reader = csv.reader(text)
+        header = next(reader, None)
+        if header is None:
+            raise ReplayFormatError("empty CSV file (no header)", source=source, line=1)
+        header = [h.strip() for h in header]
+        if tuple(header[:4]) != _CSV_REQUIRED:
+            raise ReplayFormatError(
+                f"CSV header must start with {','.join(_CSV_REQUIRED)}, got {','.join(header)}",
+                source=source,
+                line=1,
+            )
+        extra = header[4:]
+        has_type = bool(extra) and extra[0] == "type"
+        label_cols = extra[1:] if has_type else extra
+        for col in label_cols:
+            if not col.startswith("label="):
+                raise ReplayFormatError(
+                    f"CSV column {col!r} must be 'type' or 'label=NAME'", source=source, line=1
+                )
+        label_names = [c[len("label=") :] for c in label_cols]
+        for row in reader:
+            lineno = reader.line_num
+            if not row:
+                continue
+            try:
+                if len(row) != len(header):
+                    raise _LineError(f"expected {len(header)} fields, got {len(row)}")
+                labels = {"instance": row[2]}
+                values = row[len(header) - len(label_names) :]
+                for name, val in zip(label_names, values, strict=True):
+                    if val != "":
+                        labels[name] = val
+                type_ = (row[4] or None) if has_type else None
+                yield _point(row[0], row[1], labels, row[3], type_)
+            except _LineError as exc:
+                quarantine.add(source, lineno, str(exc), ",".join(row))
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace").rstrip("\n")
+
+
+def read_replay(path: Path, quarantine: Quarantine | None = None) -> Iterator[Point]:
+    """Yield the points of a replay file in file order; bad lines go to ``quarantine``.
+
+    The format is chosen by suffix: ``.csv`` (optionally ``.csv.gz``) is CSV, anything else
+    JSONL.
+    """
+    q = quarantine if quarantine is not None else Quarantine()
+    if not path.exists():
+        raise ReplayFormatError("file not found", source=str(path))
+    suffixes = [s.lower() for s in path.suffixes]
+    if ".csv" in suffixes:
+        return _read_csv(path, q)
+    return _read_jsonl(path, q)

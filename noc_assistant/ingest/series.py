@@ -1,0 +1,193 @@
+"""Recent history of every series, grouped by entity, with reset-aware counter increases.
+
+The store answers the selector functions of KPI formulas (``knowledge/formula.py``) for one
+entity at one evaluation time. Every series keeps reset-aware increments, so ``increase`` works
+whether or not the exporter declared the type; a counter that goes down restarted from zero
+(a process restart), so its increment is its new value — never a negative spike.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from noc_assistant.ingest.point import Point, canonical_metric
+
+__all__ = ["EntityView", "SeriesState", "SeriesStore"]
+
+_PART = {"histogram_sum": "sum", "histogram_count": "count", "histogram_bucket": "bucket"}
+
+
+@dataclass
+class SeriesState:
+    """State of one series."""
+
+    labels: dict[str, str]
+    last_ts: float = float("-inf")
+    last_value: float | None = None
+    """Latest non-gap value."""
+    prev_counter: float | None = None
+    increments: deque[tuple[float, float, float]] = field(default_factory=deque)
+    """(previous sample time, sample time, increase between them)."""
+    resets: int = 0
+
+    def add(self, ts: float, value: float | None, horizon: float) -> None:
+        if value is None:
+            return
+        if self.prev_counter is not None:
+            if value >= self.prev_counter:
+                self.increments.append((self.last_ts, ts, value - self.prev_counter))
+            else:
+                # counter reset: it restarted from zero, so all of `value` is new
+                self.resets += 1
+                self.increments.append((self.last_ts, ts, value))
+        self.prev_counter = value
+        self.last_ts = ts
+        self.last_value = value
+        cutoff = ts - horizon
+        inc = self.increments
+        while inc and inc[0][1] <= cutoff:
+            inc.popleft()
+
+    def increase(self, start: float, end: float) -> float | None:
+        """Increase over ``(start, end]``; None if the series has no sample there.
+
+        An increment between two samples far apart (after a gap) is spread evenly over the
+        time between them, so the first sample after a gap is not read as a burst.
+        """
+        total = 0.0
+        seen = False
+        for prev, ts, inc in reversed(self.increments):
+            if ts <= start:
+                break
+            if ts <= end:
+                span = ts - prev
+                lo = max(prev, start)
+                total += inc if lo <= prev or span <= 0 else inc * (ts - lo) / span
+                seen = True
+        return total if seen else None
+
+
+def _matches(labels: Mapping[str, str], matchers: Mapping[str, str]) -> bool:
+    for name, want in matchers.items():
+        have = labels.get(name)
+        if have is None:
+            return False
+        if "|" in want:
+            if have not in want.split("|"):
+                return False
+        elif have != want:
+            return False
+    return True
+
+
+class SeriesStore:
+    """All series, grouped by entity (``instance`` label) and canonical metric name."""
+
+    def __init__(self, horizon_s: float = 900.0) -> None:
+        self.horizon_s = horizon_s
+        self._series: dict[tuple[str, tuple[tuple[str, str], ...]], SeriesState] = {}
+        self._by_entity: dict[str, dict[tuple[str, str], list[SeriesState]]] = {}
+        self._entity_nf: dict[str, str] = {}
+        self._canon: dict[tuple[str, str], tuple[str, str]] = {}
+
+    @property
+    def entities(self) -> list[str]:
+        return sorted(self._by_entity)
+
+    def entity_hint(self, entity: str) -> str:
+        """The ``nf`` label seen on the entity's series, if any."""
+        return self._entity_nf.get(entity, "")
+
+    def metrics_of(self, entity: str) -> set[str]:
+        return {name for name, _ in self._by_entity.get(entity, {})}
+
+    def add(self, point: Point) -> None:
+        key = (point.metric, point.labels)
+        state = self._series.get(key)
+        if state is None:
+            labels = dict(point.labels)
+            state = SeriesState(labels)
+            self._series[key] = state
+            canon = self._canon.get((point.metric, point.type))
+            if canon is None:
+                canon = (canonical_metric(point.metric, point.type), _PART.get(point.type, ""))
+                self._canon[(point.metric, point.type)] = canon
+            entity = labels.get("instance", "")
+            self._by_entity.setdefault(entity, {}).setdefault(canon, []).append(state)
+            nf = labels.get("nf")
+            if nf:
+                self._entity_nf.setdefault(entity, nf)
+        state.add(point.ts, point.value, self.horizon_s)
+
+    def add_all(self, points: Iterable[Point]) -> None:
+        for p in points:
+            self.add(p)
+
+    def view(self, entity: str, at: float, window_s: float) -> EntityView:
+        return EntityView(self, entity, at, window_s)
+
+    def _states(self, entity: str, metric: str, part: str) -> list[SeriesState]:
+        return self._by_entity.get(entity, {}).get((metric, part), [])
+
+
+class EntityView:
+    """A :class:`knowledge.formula.SelectorSource` for one entity at one time."""
+
+    __slots__ = ("at", "entity", "store", "window_s")
+
+    def __init__(self, store: SeriesStore, entity: str, at: float, window_s: float) -> None:
+        self.store = store
+        self.entity = entity
+        self.at = at
+        self.window_s = window_s
+
+    def _increase(self, metric: str, part: str, matchers: Mapping[str, str]) -> float | None:
+        total: float | None = None
+        start = self.at - self.window_s
+        for st in self.store._states(self.entity, metric, part):
+            if matchers and not _matches(st.labels, matchers):
+                continue
+            inc = st.increase(start, self.at)
+            if inc is not None:
+                total = inc if total is None else total + inc
+        return total
+
+    def select(self, fn: str, metric: str, matchers: Mapping[str, str]) -> float | None:
+        if fn == "hist_mean":
+            base = canonical_metric(metric, "counter")
+            num = self._increase(base, "sum", matchers)
+            den = self._increase(base, "count", matchers)
+            if num is None or den is None:
+                num = self._increase(canonical_metric(metric + "_sum"), "", matchers)
+                den = self._increase(canonical_metric(metric + "_count"), "", matchers)
+            if num is None or den is None or den == 0:
+                return None
+            return num / den
+        name = canonical_metric(metric, "counter")
+        if fn in ("increase", "rate"):
+            inc = self._increase(name, "", matchers)
+            if inc is None:
+                return None
+            return inc if fn == "increase" else inc / self.window_s
+        # gauges: latest value of each matching series that is not stale
+        stale_before = self.at - 2 * self.window_s
+        values = [
+            st.last_value
+            for st in self.store._states(self.entity, name, "")
+            if st.last_value is not None
+            and st.last_ts > stale_before
+            and (not matchers or _matches(st.labels, matchers))
+        ]
+        if not values:
+            return None
+        if fn == "gauge":
+            return sum(values)
+        if fn == "gauge_mean":
+            return sum(values) / len(values)
+        if fn == "gauge_max":
+            return max(values)
+        if fn == "gauge_min":
+            return min(values)
+        raise ValueError(f"unknown selector {fn!r}")

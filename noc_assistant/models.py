@@ -1,0 +1,191 @@
+"""Domain models shared by every stage (pydantic v2).
+
+Timestamps inside the application are epoch seconds (float, UTC); files use RFC 3339 as
+FORMATS.md says. Ids are short strings, unique within their kind.
+
+>>> key = SeriesKey.of("fivegs_amffunction_rm_reginitreq", {"instance": "amf-2", "nf": "amf"})
+>>> key.instance
+'amf-2'
+>>> str(key)
+'fivegs_amffunction_rm_reginitreq{instance="amf-2",nf="amf"}'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Direction",
+    "EmailDraft",
+    "Evidence",
+    "Finding",
+    "Hypothesis",
+    "Incident",
+    "IncidentState",
+    "MetricType",
+    "Report",
+    "Sample",
+    "SeriesKey",
+]
+
+MetricType = Literal["counter", "gauge", "histogram_bucket", "histogram_sum", "histogram_count"]
+Direction = Literal["up", "down", "both"]
+IncidentState = Literal["open", "resolved"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SeriesKey(_Frozen):
+    """Identity of one time series: metric name plus its sorted label pairs."""
+
+    metric: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, metric: str, labels: Mapping[str, str] | None = None) -> SeriesKey:
+        """Build a key from a metric name and a label mapping (order does not matter)."""
+        return cls(metric=metric, labels=tuple(sorted((labels or {}).items())))
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    @property
+    def instance(self) -> str:
+        """The entity this series belongs to (the ``instance`` label, ``""`` if absent)."""
+        for name, value in self.labels:
+            if name == "instance":
+                return value
+        return ""
+
+    def __str__(self) -> str:
+        inner = ",".join(f'{k}="{v}"' for k, v in self.labels)
+        return f"{self.metric}{{{inner}}}"
+
+
+class Sample(BaseModel):
+    """One telemetry sample (FORMATS.md §1). ``value`` None or NaN is a gap, never zero."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ts: float
+    metric: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    value: float | None
+    type: MetricType = "gauge"
+
+    @property
+    def is_gap(self) -> bool:
+        return self.value is None or math.isnan(self.value)
+
+    @property
+    def key(self) -> SeriesKey:
+        return SeriesKey.of(self.metric, self.labels)
+
+
+class Finding(_Frozen):
+    """One detector's verdict that a KPI of an entity looks anomalous at one time."""
+
+    id: str
+    detector: str
+    kpi: str
+    """Id of the derived KPI (knowledge pack ``kpis/``) or the raw metric scored."""
+    entity: str
+    entity_type: str = ""
+    ts: float
+    score: float
+    """Detector score, higher = more anomalous."""
+    observed: float
+    expected_low: float
+    expected_high: float
+    direction: Direction
+    """Which way the observation left the expected range."""
+    series: str = ""
+    """The series (or KPI expression) the value came from, for evidence."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """Extra labels that scope the finding (``plmnid``, ``cause``, ``gpu`` …)."""
+
+
+class Evidence(_Frozen):
+    """A fact a hypothesis rests on: a finding, or a KPI value over a time range."""
+
+    id: str
+    kind: Literal["finding", "kpi", "absence", "inventory", "log"] = "finding"
+    finding_id: str | None = None
+    entity: str
+    kpi: str = ""
+    start: float
+    end: float
+    values: tuple[float, ...] = ()
+    summary: str = ""
+
+
+class Hypothesis(_Frozen):
+    """A candidate root cause: a fault class on an entity, with its evidence and references."""
+
+    fault: str
+    entity: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    rule_id: str = ""
+    evidence_ids: tuple[str, ...] = ()
+    references: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+    refuted_by: tuple[str, ...] = ()
+    partner: str | None = None
+    """Partner PLMN (``MCC-MNC``) when a roaming partner is involved."""
+
+
+class Incident(BaseModel):
+    """Findings grouped into one alert: the unit an engineer is paged for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    fingerprint: str
+    state: IncidentState = "open"
+    opened_at: float
+    updated_at: float
+    resolved_at: float | None = None
+    entities: list[str] = Field(default_factory=list)
+    finding_ids: list[str] = Field(default_factory=list)
+    kpis: list[str] = Field(default_factory=list)
+    max_score: float = 0.0
+    title: str = ""
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+
+
+class Report(BaseModel):
+    """A root-cause report for one incident."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    incident_id: str
+    title: str
+    summary: str
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=list)
+    body: str = ""
+    generated_by: Literal["template", "llm"] = "template"
+
+
+class EmailDraft(BaseModel):
+    """A partner-NOC e-mail: drafted, then approved by a person, then sent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    incident_id: str
+    to: list[str]
+    subject: str
+    body: str
+    partner_plmn: str | None = None
+    status: Literal["draft", "approved", "sent", "rejected"] = "draft"
+    approved_by: str | None = None
+    created_at: float
+    approved_at: float | None = None

@@ -1,0 +1,46 @@
+"""Settings, read from the environment (prefix ``NOC_``) and an optional ``.env`` file.
+
+Nothing reads settings at import time: call :func:`get_settings` (cached) where a value is
+needed, and ``get_settings.cache_clear()`` in tests that change the environment.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    """All tunables of the application; each maps to ``NOC_<NAME>``."""
+
+    model_config = SettingsConfigDict(env_prefix="NOC_", env_file=".env", extra="ignore")
+
+    db_url: str = "sqlite:///noc.db"
+    """``sqlite:///PATH`` (embedded default) or ``postgresql://...``."""
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    api_token: SecretStr | None = None
+    """Bearer token required by write endpoints; without one they answer 401/503."""
+    data_dir: Path = Path("data")
+    """Where `noc demo` writes its simulated telemetry, labels and inventory."""
+    pack_dir: Path | None = None
+    """An operator overlay pack applied on top of the default knowledge pack."""
+    correlation_window_s: float = 600.0
+    """Findings of one entity closer than this join the same incident."""
+    resolve_after_s: float = 300.0
+    """An incident with no new finding for this long is resolved."""
+    llm_base_url: str = "http://127.0.0.1:8000/v1"
+    llm_api_key: SecretStr = SecretStr("local")
+    llm_model: str = "smollm2-135m-instruct"
+    nats_url: str = "nats://127.0.0.1:4222"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Return the process-wide settings (cached; clear with ``get_settings.cache_clear()``)."""
+    return Settings()

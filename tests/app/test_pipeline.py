@@ -1,0 +1,111 @@
+"""The pipeline end to end on hand-made telemetry: resets, gaps and a real fault."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from noc_assistant.ingest import Point
+from noc_assistant.pipeline import Pipeline, run_replay
+
+T0 = 1_795_910_400.0  # 2026-11-29T00:00:00Z
+STEP = 15.0
+
+
+def amf_points(
+    hours: float = 6,
+    *,
+    reset_at: float | None = None,
+    fault: tuple[float, float] | None = None,
+    gap: tuple[float, float] | None = None,
+    seed: int = 1,
+) -> list[Point]:
+    """An AMF with ~20 registrations/s at 99.5% success, optionally a restart, fault or gap."""
+    rng = random.Random(seed)
+    labels = (("instance", "amf-1"), ("nf", "amf"))
+    req = succ = 0.0
+    out: list[Point] = []
+    for i in range(int(hours * 3600 / STEP)):
+        ts = T0 + i * STEP
+        if reset_at is not None and abs(ts - reset_at) < STEP / 2:
+            req = succ = 0.0  # clean process restart: counters start again from zero
+        n = rng.randint(270, 330)
+        ok_ratio = 0.5 if fault and fault[0] <= ts < fault[1] else 0.995
+        ok = sum(1 for _ in range(n) if rng.random() < ok_ratio)
+        req += n
+        succ += ok
+        if gap and gap[0] <= ts < gap[1]:
+            values: tuple[float | None, float | None] = (None, None)
+        else:
+            values = (req, succ)
+        out.append(Point(ts, "fivegs_amffunction_rm_reginitreq", labels, values[0], "counter"))
+        out.append(Point(ts, "fivegs_amffunction_rm_reginitsucc", labels, values[1], "counter"))
+        out.append(Point(ts, "gnb", labels, 12.0, "gauge"))
+    return out
+
+
+def run(points: list[Point]) -> Pipeline:
+    pipe = Pipeline()
+    pipe.feed_all(points)
+    pipe.finish()
+    return pipe
+
+
+def test_counter_reset_alone_raises_no_alert() -> None:
+    pipe = run(amf_points(reset_at=T0 + 3 * 3600))
+    assert pipe.findings == []
+    assert pipe.correlator.incidents == {}
+    state = next(
+        s for (m, _), s in pipe.store._series.items() if m == "fivegs_amffunction_rm_reginitreq"
+    )
+    assert state.resets == 1
+
+
+def test_gap_is_not_read_as_zero() -> None:
+    pipe = run(amf_points(gap=(T0 + 3 * 3600, T0 + 3 * 3600 + 600)))
+    assert pipe.findings == []
+    hist = pipe.kpi_history[("amf-registration-success", "amf-1")]
+    assert min(v for _, v in hist) > 0.9
+
+
+def test_success_ratio_drop_opens_and_resolves_one_incident() -> None:
+    start, end = T0 + 4 * 3600, T0 + 4 * 3600 + 1200
+    pipe = run(amf_points(fault=(start, end)))
+    incidents = list(pipe.correlator.incidents.values())
+    assert len(incidents) == 1
+    inc = incidents[0]
+    assert inc.entities == ["amf-1"]
+    assert "amf-registration-success" in inc.kpis
+    assert start <= inc.opened_at <= start + 4 * STEP
+    assert inc.state == "resolved" and inc.resolved_at is not None and inc.resolved_at > end
+    finding = pipe.findings[0]
+    assert finding.direction == "down" and finding.observed < 0.8 < finding.expected_low
+
+
+def test_interval_is_inferred_from_the_data() -> None:
+    pipe = run(amf_points(hours=1))
+    assert pipe.interval_s == STEP
+
+
+def test_run_replay_reads_a_file_and_reports_quarantine(tmp_path: Path) -> None:
+    start = T0 + 4 * 3600
+    points = amf_points(fault=(start, start + 1200))
+    path = tmp_path / "telemetry.jsonl"
+    with path.open("w") as fh:
+        for i, p in enumerate(points):
+            fh.write(
+                json.dumps(
+                    {"ts": p.ts, "metric": p.metric, "labels": dict(p.labels), "value": p.value,
+                     "type": p.type}
+                )
+                + "\n"
+            )
+            if i == 10:
+                fh.write("garbage\n")
+    result = run_replay(path)
+    assert result.samples == len(points)
+    assert result.quarantined == 1
+    assert result.quarantine.records[0].line == 12
+    assert (tmp_path / "telemetry.jsonl.quarantine.jsonl").exists()
+    assert len(result.incidents) == 1

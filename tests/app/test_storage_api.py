@@ -1,0 +1,108 @@
+"""SQLite storage survives a reopen; the web console serves incidents over real HTTP."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from noc_assistant.api.app import create_app
+from noc_assistant.api.events import Broadcaster
+from noc_assistant.models import Finding, Incident
+from noc_assistant.storage import Store, open_store
+
+
+def _incident(i: str = "inc-1") -> Incident:
+    return Incident(
+        id=i, fingerprint="fp", opened_at=1.0e9, updated_at=1.0e9 + 60, entities=["upf-3"],
+        kpis=["upf-pfcp-peers"], max_score=12.5, title="upf-pfcp-peers down on upf-3",
+    )
+
+
+def _finding(i: str = "f-1") -> Finding:
+    return Finding(
+        id=i, detector="robust-zscore", kpi="upf-pfcp-peers", entity="upf-3",
+        entity_type="upf", ts=1.0e9, score=12.5, observed=0.0, expected_low=1.5,
+        expected_high=2.5, direction="down",
+    )
+
+
+def test_store_round_trip_and_reopen(tmp_path: Path) -> None:
+    db = tmp_path / "noc.db"
+    store = open_store(f"sqlite:///{db}")
+    inc = _incident()
+    store.save_incident(inc)
+    store.save_findings([_finding()], incident_id=inc.id)
+    inc.state, inc.resolved_at = "resolved", 1.0e9 + 900
+    store.save_incident(inc)
+    store.close()
+    again = Store(db)
+    got = again.get_incident("inc-1")
+    assert got is not None and got.state == "resolved" and got.resolved_at == 1.0e9 + 900
+    assert [f.id for f in again.findings_for("inc-1")] == ["f-1"]
+    assert again.count("incidents") == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture()
+def served(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
+    store = Store(tmp_path / "noc.db")
+    hub = Broadcaster()
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(store, hub), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            httpx.get(base + "/health", timeout=1)
+            break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    yield base, store, hub
+    server.should_exit = True
+    thread.join(timeout=5)
+
+
+def test_console_lists_and_shows_incidents(served: tuple[str, Store, Broadcaster]) -> None:
+    base, store, _ = served
+    page = httpx.get(base + "/")
+    assert page.status_code == 200 and "No incidents yet" in page.text
+    store.save_incident(_incident())
+    store.save_findings([_finding()], incident_id="inc-1")
+    page = httpx.get(base + "/")
+    assert "upf-pfcp-peers down on upf-3" in page.text and "/incidents/inc-1" in page.text
+    detail = httpx.get(base + "/incidents/inc-1")
+    assert detail.status_code == 200 and "f-1" in detail.text
+    api = httpx.get(base + "/api/incidents/inc-1").json()
+    assert api["incident"]["entities"] == ["upf-3"]
+    assert [f["id"] for f in api["findings"]] == ["f-1"]
+    assert httpx.get(base + "/api/incidents/nope").status_code == 404
+
+
+def test_live_feed_streams_published_events(served: tuple[str, Store, Broadcaster]) -> None:
+    base, _, hub = served
+    got: list[str] = []
+    with httpx.stream("GET", base + "/api/stream", timeout=10) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        lines = resp.iter_lines()
+        assert next(lines).startswith(": connected")
+        hub.publish({"kind": "opened", "incident": "inc-9", "state": "open"})
+        for line in lines:
+            if line.startswith("data:"):
+                got.append(line)
+                break
+    assert '"incident": "inc-9"' in got[0]
