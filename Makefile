@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test lint typecheck bench bench-detectors bench-dspine serve clean
+.PHONY: system-deps run test lint typecheck bench bench-detectors bench-dspine serve clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,10 @@ $(VENV)/.full: pyproject.toml $(VENV)/.base
 run: $(VENV)/.base
 	$(BIN)/noc demo
 
-test: $(VENV)/.full
+system-deps:
+	bash scripts/system-deps.sh
+
+test: $(VENV)/.full system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q

@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-import click
 import typer
 
 from noc_assistant.cli import eval as eval_cmd
+from noc_assistant.cli import incident as incident_cmd
 from noc_assistant.cli import llm as llm_cmd
 from noc_assistant.cli import pack as pack_cmd
 from noc_assistant.cli import run as run_cmd
@@ -31,6 +31,7 @@ app = typer.Typer(
 )
 run_cmd.register(app)
 app.add_typer(eval_cmd.app, name="eval")
+app.add_typer(incident_cmd.app, name="incident")
 app.add_typer(pack_cmd.app, name="pack")
 app.add_typer(llm_cmd.app, name="llm")
 
@@ -38,15 +39,11 @@ app.add_typer(llm_cmd.app, name="llm")
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return the exit status instead of exiting."""
     try:
-        app(args=list(argv) if argv is not None else None, standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return int(exc.exit_code)
-    except click.exceptions.Abort:
-        err_console.print("aborted")
-        return 130
+        # standalone mode: usage errors print their message and exit 2, --help exits 0
+        app(args=list(argv) if argv is not None else None, prog_name="noc")
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     except (BadInputError, ConfigError) as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
         return 2

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
-import uvicorn
 
-from noc_assistant.api.app import create_app
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.models import Finding, Incident
 from noc_assistant.storage import Store, open_store
@@ -47,34 +40,6 @@ def test_store_round_trip_and_reopen(tmp_path: Path) -> None:
     assert got is not None and got.state == "resolved" and got.resolved_at == 1.0e9 + 900
     assert [f.id for f in again.findings_for("inc-1")] == ["f-1"]
     assert again.count("incidents") == 1
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture()
-def served(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
-    store = Store(tmp_path / "noc.db")
-    hub = Broadcaster()
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(store, hub), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            httpx.get(base + "/health", timeout=1)
-            break
-        except httpx.TransportError:
-            time.sleep(0.05)
-    yield base, store, hub
-    server.should_exit = True
-    thread.join(timeout=5)
 
 
 def test_console_lists_and_shows_incidents(served: tuple[str, Store, Broadcaster]) -> None:

@@ -1,0 +1,45 @@
+"""Shared fixtures: the web console served by a real uvicorn on a loopback port."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from noc_assistant.api.app import create_app
+from noc_assistant.api.events import Broadcaster
+from noc_assistant.storage import Store
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture()
+def served(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
+    store = Store(tmp_path / "noc.db")
+    hub = Broadcaster()
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(store, hub), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            httpx.get(base + "/health", timeout=1)
+            break
+        except httpx.TransportError:
+            time.sleep(0.05)
+    yield base, store, hub
+    server.should_exit = True
+    thread.join(timeout=5)

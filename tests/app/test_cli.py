@@ -1,0 +1,72 @@
+"""The `noc` CLI: exit codes and the incident commands."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from noc_assistant.cli import run
+from noc_assistant.models import Finding, Hypothesis, Incident
+from noc_assistant.settings import get_settings
+from noc_assistant.storage import open_store
+
+
+@pytest.fixture()
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    url = f"sqlite:///{tmp_path / 'noc.db'}"
+    monkeypatch.setenv("NOC_DB_URL", url)
+    get_settings.cache_clear()
+    yield url
+    get_settings.cache_clear()
+
+
+def test_incident_show_prints_hypotheses_and_findings(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = open_store(db)
+    store.save_incident(
+        Incident(
+            id="inc-42",
+            fingerprint="x",
+            opened_at=1.0e9,
+            updated_at=1.0e9,
+            entities=["smf-1", "upf-2"],
+            title="smf-pfcp-peers down on smf-1",
+            hypotheses=[
+                Hypothesis(
+                    fault="pfcp_association_loss",
+                    entity="upf-2",
+                    confidence=0.8,
+                    evidence_ids=("f-1",),
+                    references=("ts-29-244",),
+                )
+            ],
+        )
+    )
+    store.save_findings(
+        [
+            Finding(
+                id="f-1", detector="robust-zscore", kpi="smf-pfcp-peers", entity="smf-1",
+                ts=1.0e9, score=9.0, observed=2, expected_low=2.9, expected_high=3.1,
+                direction="down",
+            )
+        ],
+        incident_id="inc-42",
+    )
+    assert run(["incident", "show", "inc-42"]) == 0
+    out = capsys.readouterr().out
+    assert "pfcp_association_loss" in out and "upf-2" in out and "ts-29-244" in out
+    assert "smf-pfcp-peers" in out and "f-1" in out
+    assert run(["incident", "list"]) == 0
+    assert "inc-42" in capsys.readouterr().out
+
+
+def test_unknown_incident_exits_2(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["incident", "show", "inc-missing"]) == 2
+    assert "inc-missing" in capsys.readouterr().err
+
+
+def test_usage_error_exits_2() -> None:
+    assert run(["incident", "show"]) == 2

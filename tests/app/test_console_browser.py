@@ -1,0 +1,64 @@
+"""The web console in a real browser: headless Chromium renders the incident list and the
+live feed's script connects to the server-sent event stream."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from noc_assistant.models import Incident
+from noc_assistant.storage import Store
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _dump_dom(url: str) -> str:
+    assert CHROMIUM, "chromium is not installed: run `make test` (scripts/system-deps.sh)"
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--timeout=5000",
+                "--dump-dom",
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_incident_list_renders_and_live_feed_connects(
+    served: tuple[str, Store, object], tmp_path: Path
+) -> None:
+    base, store, _ = served
+    store.save_incident(
+        Incident(
+            id="inc-7",
+            fingerprint="f",
+            opened_at=1.0e9,
+            updated_at=1.0e9,
+            entities=["gpu-srv-1"],
+            kpis=["gpu-kv-cache-usage"],
+            max_score=8.0,
+            title="gpu-kv-cache-usage up on gpu-srv-1",
+        )
+    )
+    dom = _dump_dom(base + "/")
+    assert "gpu-kv-cache-usage up on gpu-srv-1" in dom
+    assert 'id="open-count">1<' in dom
+    assert "live feed: connected" in dom
