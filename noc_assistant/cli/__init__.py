@@ -17,6 +17,7 @@ from noc_assistant.cli import incident as incident_cmd
 from noc_assistant.cli import llm as llm_cmd
 from noc_assistant.cli import pack as pack_cmd
 from noc_assistant.cli import run as run_cmd
+from noc_assistant.cli import simulate as simulate_cmd
 from noc_assistant.cli._console import err_console
 from noc_assistant.errors import BadInputError, ConfigError, NocError
 
@@ -30,6 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 run_cmd.register(app)
+simulate_cmd.register(app)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(incident_cmd.app, name="incident")
 app.add_typer(pack_cmd.app, name="pack")

@@ -1,0 +1,184 @@
+"""The simulated operator network: entities, their relations and their traffic shares.
+
+>>> net = build_network(7)
+>>> [e.id for e in net.entities if e.type == "upf"]
+['upf-1', 'upf-2', 'upf-3']
+>>> net.inventory()["entities"][0]
+{'id': 'amf-1', 'type': 'amf'}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EXPORTING_TYPES", "Entity", "GpuServer", "Network", "Partner", "build_network"]
+
+#: Entity types that expose metrics (Open5GS NRF, UDM, AUSF and SEPP have no metrics module).
+EXPORTING_TYPES: frozenset[str] = frozenset({"amf", "smf", "upf", "pcf", "gpu_server"})
+
+HOME_PLMN = "999-70"
+
+_PARTNER_POOL: tuple[tuple[str, str], ...] = (
+    ("262-01", "partner-a"),
+    ("208-10", "partner-b"),
+    ("234-15", "partner-c"),
+    ("310-260", "partner-d"),
+)
+_MODELS: tuple[str, ...] = ("llama-3.1-70b-instruct", "qwen3-32b", "mistral-large-2411")
+
+
+def plmn_digits(plmn: str) -> str:
+    """``"262-01"`` → ``"26201"`` (the Open5GS ``plmnid`` label form).
+
+    >>> plmn_digits("310-260")
+    '310260'
+    """
+    return plmn.replace("-", "")
+
+
+@dataclass(frozen=True)
+class Partner:
+    """A roaming partner reached through the SEPP (and over S8 from its SGW)."""
+
+    plmn: str
+    s8_peer: str
+    noc_email: str
+    share: float
+    """Share of initial registrations that are inbound roamers of this partner."""
+
+
+@dataclass(frozen=True)
+class GpuServer:
+    """An inference server: one vLLM engine with tensor parallelism over its GPUs."""
+
+    id: str
+    gpus: tuple[str, ...]
+    model_name: str
+    peak_rps: float
+    kv_tokens: float
+
+
+@dataclass(frozen=True)
+class Entity:
+    id: str
+    type: str
+    share: float = 0.0
+    """Share of its type's traffic (AMF, SMF); 0 where it does not apply."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Network:
+    """Everything the traffic model and the inventory need to know about the network."""
+
+    entities: tuple[Entity, ...]
+    home_plmn: str
+    partners: tuple[Partner, ...]
+    smf_peers: dict[str, tuple[str, ...]]
+    gpu_servers: tuple[GpuServer, ...]
+    uptime_s: dict[str, float]
+    """Process uptime of each exporting entity when the scenario starts."""
+
+    def by_type(self, type_: str) -> list[Entity]:
+        return [e for e in self.entities if e.type == type_]
+
+    def entity(self, entity_id: str) -> Entity:
+        for e in self.entities:
+            if e.id == entity_id:
+                return e
+        raise KeyError(entity_id)
+
+    def server(self, entity_id: str) -> GpuServer:
+        for s in self.gpu_servers:
+            if s.id == entity_id:
+                return s
+        raise KeyError(entity_id)
+
+    def smfs_of_upf(self, upf: str) -> list[str]:
+        return [smf for smf, peers in self.smf_peers.items() if upf in peers]
+
+    def inventory(self) -> dict[str, Any]:
+        """The inventory document (FORMATS.md §4)."""
+        rows: list[dict[str, Any]] = []
+        for e in self.entities:
+            row: dict[str, Any] = {"id": e.id, "type": e.type}
+            if e.type == "smf":
+                row["peers"] = list(self.smf_peers[e.id])
+            elif e.type == "sepp":
+                row["partners"] = [
+                    {"plmn": p.plmn, "s8_peer": p.s8_peer, "noc_email": p.noc_email}
+                    for p in self.partners
+                ]
+            elif e.type == "gpu_server":
+                srv = self.server(e.id)
+                row["gpus"] = list(srv.gpus)
+                row["model_name"] = srv.model_name
+            rows.append(row)
+        return {"entities": rows}
+
+
+def _shares(rng: np.random.Generator, n: int) -> list[float]:
+    raw = 1.0 + rng.uniform(-0.12, 0.12, n)
+    return [float(x) for x in raw / raw.sum()]
+
+
+def build_network(seed: int) -> Network:
+    """Build the operator network for ``seed`` (names never hint at faults)."""
+    rng = np.random.default_rng([seed, 11])
+    entities: list[Entity] = []
+    for i, s in enumerate(_shares(rng, 2), 1):
+        entities.append(Entity(f"amf-{i}", "amf", s))
+    for i, s in enumerate(_shares(rng, 2), 1):
+        entities.append(Entity(f"smf-{i}", "smf", s))
+    for i in range(1, 4):
+        entities.append(Entity(f"upf-{i}", "upf"))
+    entities += [
+        Entity("pcf-1", "pcf"),
+        Entity("nrf-1", "nrf"),
+        Entity("udm-1", "udm"),
+        Entity("ausf-1", "ausf"),
+        Entity("sepp-1", "sepp"),
+    ]
+    # N4: each SMF serves two UPFs, one UPF is shared
+    shared = int(rng.integers(1, 4))
+    others = [u for u in (1, 2, 3) if u != shared]
+    smf_peers = {
+        "smf-1": tuple(sorted((f"upf-{others[0]}", f"upf-{shared}"))),
+        "smf-2": tuple(sorted((f"upf-{others[1]}", f"upf-{shared}"))),
+    }
+    picks = rng.choice(len(_PARTNER_POOL), size=2, replace=False)
+    partners = tuple(
+        Partner(
+            plmn=_PARTNER_POOL[int(k)][0],
+            s8_peer=f"10.250.{j + 1}.{int(rng.integers(1, 200))}",
+            noc_email=f"noc@{_PARTNER_POOL[int(k)][1]}.example",
+            share=(0.022, 0.013)[j],
+        )
+        for j, k in enumerate(picks)
+    )
+    models = rng.permutation(len(_MODELS))
+    servers = tuple(
+        GpuServer(
+            id=f"gpu-srv-{i}",
+            gpus=("0", "1"),
+            model_name=_MODELS[int(models[i - 1])],
+            peak_rps=float(rng.uniform(5.0, 7.0)),
+            kv_tokens=float(rng.uniform(280_000, 320_000)),
+        )
+        for i in (1, 2)
+    )
+    entities += [Entity(s.id, "gpu_server") for s in servers]
+    uptime = {
+        e.id: float(rng.uniform(2, 40) * 86400) for e in entities if e.type in EXPORTING_TYPES
+    }
+    return Network(
+        entities=tuple(entities),
+        home_plmn=HOME_PLMN,
+        partners=partners,
+        smf_peers=smf_peers,
+        gpu_servers=servers,
+        uptime_s=uptime,
+    )

@@ -1,0 +1,438 @@
+"""Contract tests of the telemetry simulator (FORMATS.md §1, §2, §4) and its fault injection."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import typer
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from noc_assistant.cli.simulate import register
+from noc_assistant.simulate import (
+    FAULT_IDS,
+    Scenario,
+    ScenarioConfig,
+    build_scenario,
+    write_scenario,
+)
+from noc_assistant.simulate.network import EXPORTING_TYPES
+
+RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
+TYPES = {"counter", "gauge", "histogram_bucket", "histogram_sum", "histogram_count"}
+ENTITY_TYPES = {
+    *("amf", "smf", "upf", "pcf", "nrf", "udm", "ausf", "nssf", "sepp"),
+    *("mme", "sgw", "pgw", "hss", "gnb", "gpu_server"),
+}
+CORE = {"amf", "smf", "upf", "pcf"}
+FAST = {"interval_s": 60.0}
+
+
+def epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class Frame:
+    """All values of a scenario as a (series × tick) array, with lookup helpers."""
+
+    def __init__(self, sc: Scenario) -> None:
+        self.sc = sc
+        times, values = [], []
+        for t, v, _ in sc.iter_chunks():
+            times.append(t)
+            values.append(v)
+        self.t = np.concatenate(times)
+        self.v = np.concatenate(values, axis=1)
+
+    def rows(self, entity: str, metric: str, **labels: str) -> list[int]:
+        return [
+            i
+            for i, s in enumerate(self.sc.series)
+            if s.entity == entity
+            and s.metric == metric
+            and all(s.labels.get(k) == v for k, v in labels.items())
+        ]
+
+    def window(self, start: float, end: float) -> np.ndarray[Any, Any]:
+        return (self.t >= start) & (self.t < end)
+
+    def rate(self, w: np.ndarray[Any, Any], entity: str, metric: str, **labels: str) -> float:
+        """Mean increase per tick over the window, summed over matching series."""
+        total = 0.0
+        for i in self.rows(entity, metric, **labels):
+            x = self.v[i][w]
+            x = x[~np.isnan(x)]
+            d = np.diff(x)
+            total += float(d[d >= 0].mean()) if len(d) else 0.0
+        return total
+
+    def mean(self, w: np.ndarray[Any, Any], entity: str, metric: str, **labels: str) -> float:
+        vals = [float(np.nanmean(self.v[i][w])) for i in self.rows(entity, metric, **labels)]
+        return float(np.nansum(vals))
+
+    def max(self, w: np.ndarray[Any, Any], entity: str, metric: str, **labels: str) -> float:
+        return max(float(np.nanmax(self.v[i][w])) for i in self.rows(entity, metric, **labels))
+
+
+@pytest.fixture(scope="module")
+def day() -> Scenario:
+    return build_scenario(ScenarioConfig(days=1, faults="all", seed=7, **FAST))
+
+
+@pytest.fixture(scope="module")
+def day_frame(day: Scenario) -> Frame:
+    return Frame(day)
+
+
+@pytest.fixture(scope="module")
+def day_files(day: Scenario, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_scenario(day, tmp_path_factory.mktemp("day"))
+
+
+def read_lines(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            yield json.loads(line)
+
+
+# -- FORMATS.md contracts ---------------------------------------------------------------------
+
+
+def test_telemetry_lines_follow_formats(day_files: dict[str, Path], day: Scenario) -> None:
+    types = {e["id"]: e["type"] for e in day.inventory["entities"]}
+    last = -1.0
+    n = 0
+    for rec in read_lines(day_files["telemetry"]):
+        n += 1
+        assert set(rec) == {"ts", "metric", "labels", "value", "type"}
+        assert RFC3339.match(rec["ts"])
+        ts = epoch(rec["ts"])
+        assert ts >= last
+        last = ts
+        assert re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", rec["metric"])
+        assert rec["type"] in TYPES
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in rec["labels"].items())
+        inst = rec["labels"]["instance"]
+        assert inst in types
+        if types[inst] in CORE:
+            assert rec["labels"]["nf"] == types[inst]
+        assert rec["value"] is None or isinstance(rec["value"], float)
+        if rec["type"].startswith("histogram_bucket"):
+            assert "le" in rec["labels"]
+    assert n == day.n_series * day.n_ticks
+    assert 150 <= day.n_series <= 320
+
+
+def test_inventory_follows_formats(day_files: dict[str, Path]) -> None:
+    inv = json.loads(day_files["inventory"].read_text())
+    ents = inv["entities"]
+    ids = [e["id"] for e in ents]
+    assert len(ids) == len(set(ids))
+    assert all(e["type"] in ENTITY_TYPES for e in ents)
+    count = {t: sum(e["type"] == t for e in ents) for t in ENTITY_TYPES}
+    assert count["amf"] >= 2 and count["smf"] >= 2 and count["upf"] >= 3
+    for t in ("pcf", "nrf", "udm", "ausf", "sepp"):
+        assert count[t] >= 1
+    assert count["gpu_server"] == 2
+    for e in ents:
+        if e["type"] == "smf":
+            assert e["peers"] and all(p in ids for p in e["peers"])
+        if e["type"] == "sepp":
+            assert len(e["partners"]) == 2
+            for p in e["partners"]:
+                assert re.match(r"^\d{3}-\d{2,3}$", p["plmn"])
+                assert p["noc_email"].endswith(".example")
+                assert re.match(r"^\d+\.\d+\.\d+\.\d+$", p["s8_peer"])
+        if e["type"] == "gpu_server":
+            assert e["gpus"] == ["0", "1"]
+
+
+def test_labels_follow_formats(day_files: dict[str, Path], day: Scenario) -> None:
+    labels = json.loads(day_files["labels"].read_text())
+    ents = {e["id"]: e for e in day.inventory["entities"]}
+    partners = {p["plmn"] for e in ents.values() for p in e.get("partners", [])}
+    for inc in labels["incidents"]:
+        assert inc["root_cause"]["fault"] in FAULT_IDS
+        assert inc["root_cause"]["entity"] in ents
+        assert inc["root_cause"]["entity"] in inc["affected"]
+        assert all(a in ents for a in inc["affected"])
+        assert epoch(inc["start"]) < epoch(inc["end"])
+        if inc["root_cause"]["fault"] == "roaming_partner_outage":
+            assert inc["partner"] in partners
+        else:
+            assert inc["partner"] is None
+    for w in labels["no_fault"]:
+        assert epoch(w["start"]) < epoch(w["end"]) and w["note"]
+    for m in labels["maintenance"]:
+        assert m["entity"] in ents and epoch(m["start"]) < epoch(m["end"])
+    n_nf, n_inc = len(labels["no_fault"]), len(labels["incidents"])
+    assert n_nf / (n_nf + n_inc) >= 0.2
+    ids = [x["id"] for x in labels["incidents"] + labels["no_fault"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_all_faults_once_per_day_without_overlap(day: Scenario) -> None:
+    incs = day.labels["incidents"]
+    assert {i["root_cause"]["fault"] for i in incs} == set(FAULT_IDS)
+    spans = sorted((epoch(i["start"]), epoch(i["end"])) for i in incs)
+    for a, b in spans:
+        assert 10 * 60 <= b - a <= 45 * 60
+    for (_, end), (nxt, _) in itertools.pairwise(spans):
+        assert nxt - end >= 30 * 60
+    windows = [(epoch(w["start"]), epoch(w["end"])) for w in day.labels["no_fault"]]
+    windows += [(epoch(m["start"]), epoch(m["end"])) for m in day.labels["maintenance"]]
+    for a, b in spans:
+        assert all(b <= c or d <= a for c, d in windows)
+
+
+def test_multi_day_repeats_every_fault() -> None:
+    sc = build_scenario(ScenarioConfig(days=3, faults="all", seed=11, interval_s=300))
+    faults = [i["root_cause"]["fault"] for i in sc.labels["incidents"]]
+    assert all(faults.count(f) >= 3 for f in FAULT_IDS)
+
+
+# -- determinism -------------------------------------------------------------------------------
+
+
+def _files(tmp: Path, **kw: Any) -> dict[str, bytes]:
+    cfg = ScenarioConfig(days=0.1, faults="udm_timeout,nccl_hang", defects=True, **FAST, **kw)
+    paths = write_scenario(build_scenario(cfg), tmp)
+    return {k: p.read_bytes() for k, p in paths.items()}
+
+
+def test_same_seed_gives_identical_files(tmp_path: Path) -> None:
+    a = _files(tmp_path / "a", seed=5)
+    b = _files(tmp_path / "b", seed=5)
+    c = _files(tmp_path / "c", seed=6)
+    assert a == b
+    assert a["telemetry"] != c["telemetry"]
+
+
+def test_iter_samples_matches_file(tmp_path: Path) -> None:
+    sc = build_scenario(ScenarioConfig(days=0.02, faults="none", seed=2, defects=True, **FAST))
+    paths = write_scenario(sc, tmp_path)
+    from_file = [
+        (epoch(r["ts"]), r["metric"], r["labels"], r["value"], r["type"])
+        for r in read_lines(paths["telemetry"])
+    ]
+    assert [tuple(s) for s in sc.iter_samples()] == from_file
+
+
+def test_defects_are_gaps_and_duplicates(tmp_path: Path) -> None:
+    sc = build_scenario(ScenarioConfig(days=0.05, faults="none", seed=4, defects=True, **FAST))
+    lines = write_scenario(sc, tmp_path)["telemetry"].read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert any(r["value"] is None for r in recs)
+    assert len(lines) > len(set(lines))
+    assert len(lines) == sc.n_series * sc.n_ticks + 2
+
+
+def test_unknown_fault_is_rejected() -> None:
+    with pytest.raises(ValidationError):
+        ScenarioConfig(faults="udm_timeout,disk_full")
+    assert ScenarioConfig(faults="none").fault_ids == ()
+    assert ScenarioConfig(faults=["nccl_hang"]).fault_ids == ("nccl_hang",)
+
+
+# -- counters and restarts ---------------------------------------------------------------------
+
+
+def _restart_ticks(sc: Scenario, t: np.ndarray[Any, Any]) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for r in sc.labels["restarts"]:
+        out.setdefault(r["entity"], set()).add(int(np.searchsorted(t, epoch(r["ts"]))))
+    return out
+
+
+def test_counters_monotone_except_at_labelled_restarts(day_frame: Frame) -> None:
+    f = day_frame
+    restarts = _restart_ticks(f.sc, f.t)
+    assert restarts
+    for i, s in enumerate(f.sc.series):
+        if s.type == "gauge":
+            continue
+        x = f.v[i]
+        ok = np.flatnonzero(~np.isnan(x))
+        drops = ok[1:][np.diff(x[ok]) < 0]
+        for k in drops:
+            prev = ok[ok < k][-1]
+            assert any(prev < r <= k for r in restarts.get(s.entity, ())), (s, k)
+
+
+def test_benign_restart_resets_counters(day_frame: Frame) -> None:
+    f = day_frame
+    clean = [r for r in f.sc.labels["restarts"] if r["reason"] == "clean restart"]
+    assert clean
+    for r in clean:
+        k = int(np.searchsorted(f.t, epoch(r["ts"])))
+        counters = [
+            i for i, s in enumerate(f.sc.series) if s.entity == r["entity"] and s.type == "counter"
+        ]
+        assert all(f.v[i][k] <= f.v[i][k - 1] for i in counters if f.v[i][k - 1] > 0)
+        (ps,) = f.rows(r["entity"], "process_start_time_seconds")
+        assert f.v[ps][k] == epoch(r["ts"]) > f.v[ps][k - 1]
+
+
+# -- fault injection ---------------------------------------------------------------------------
+
+Check = Callable[[Frame, Frame, np.ndarray[Any, Any], dict[str, Any]], bool]
+
+
+def _root(inc: dict[str, Any]) -> str:
+    return str(inc["root_cause"]["entity"])
+
+
+def _sbi(status: str, svc: str | None = None) -> dict[str, str]:
+    lab = {"status_code": status}
+    if svc:
+        lab["target_service_name"] = svc
+    return lab
+
+
+def _plmn(inc: dict[str, Any]) -> str:
+    return str(inc["partner"]).replace("-", "")
+
+
+OUT = "free5gc_sbi_outbound_request_total"
+CHECKS: dict[str, Check] = {
+    "n2_sctp_loss": lambda a, b, w, i: (
+        a.mean(w, _root(i), "gnb") < 0.8 * b.mean(w, _root(i), "gnb")
+    ),
+    "pfcp_association_loss": lambda a, b, w, i: (
+        a.mean(w, _root(i), "pfcp_peers_active") < 0.5 * b.mean(w, _root(i), "pfcp_peers_active")
+        and sum(
+            a.rate(w, s, "fivegs_smffunction_sm_n4sessionestabfail", cause="72")
+            for s in i["affected"]
+            if s.startswith("smf")
+        )
+        > 1
+    ),
+    "registration_storm": lambda a, b, w, i: (
+        a.rate(w, _root(i), "fivegs_amffunction_rm_reginitreq")
+        > 3 * b.rate(w, _root(i), "fivegs_amffunction_rm_reginitreq")
+    ),
+    "nrf_discovery_failure": lambda a, b, w, i: (
+        a.rate(w, "amf-1", OUT, **_sbi("503", "nnrf-disc")) > 1
+        and a.rate(w, "smf-1", OUT, **_sbi("200", "nudm-sdm"))
+        < 0.8 * b.rate(w, "smf-1", OUT, **_sbi("200", "nudm-sdm"))
+    ),
+    "upf_gtpu_drop": lambda a, b, w, i: (
+        a.rate(w, _root(i), "node_network_receive_drop_total")
+        > 100 * max(b.rate(w, _root(i), "node_network_receive_drop_total"), 1)
+    ),
+    "udm_timeout": lambda a, b, w, i: (
+        a.rate(w, "amf-1", OUT, **_sbi("504", "nudm-sdm")) > 1
+        and a.rate(w, "amf-1", OUT, **_sbi("0")) == 0
+    ),
+    "sbi_cert_expiry": lambda a, b, w, i: (
+        sum(a.rate(w, e, OUT, **_sbi("0")) for e in i["affected"] if e[:3] in ("amf", "smf")) > 10
+    ),
+    "roaming_partner_outage": lambda a, b, w, i: (
+        a.rate(w, "amf-1", "fivegs_amffunction_rm_reginitsucc", plmnid=_plmn(i))
+        < 0.5 * b.rate(w, "amf-1", "fivegs_amffunction_rm_reginitsucc", plmnid=_plmn(i))
+        and a.rate(w, "amf-1", "fivegs_amffunction_rm_reginitsucc", plmnid="99970")
+        == b.rate(w, "amf-1", "fivegs_amffunction_rm_reginitsucc", plmnid="99970")
+    ),
+    "kv_cache_saturation": lambda a, b, w, i: (
+        a.max(w, _root(i), "vllm:kv_cache_usage_perc") >= 0.95
+        and a.rate(w, _root(i), "vllm:num_preemptions_total") > 0
+    ),
+    "gpu_thermal_throttle": lambda a, b, w, i: (
+        a.mean(w, _root(i), "DCGM_FI_DEV_SM_CLOCK")
+        < 0.9 * b.mean(w, _root(i), "DCGM_FI_DEV_SM_CLOCK")
+    ),
+    "gpu_xid_error": lambda a, b, w, i: a.max(w, _root(i), "DCGM_FI_DEV_XID_ERRORS") == 79,
+    "spec_accept_collapse": lambda a, b, w, i: (
+        a.rate(w, _root(i), "vllm:spec_decode_num_accepted_tokens_total")
+        / a.rate(w, _root(i), "vllm:spec_decode_num_draft_tokens_total")
+        < 0.5
+        * b.rate(w, _root(i), "vllm:spec_decode_num_accepted_tokens_total")
+        / b.rate(w, _root(i), "vllm:spec_decode_num_draft_tokens_total")
+    ),
+    "long_context_kv_cost": lambda a, b, w, i: (
+        a.rate(w, _root(i), "vllm:request_prompt_tokens_sum")
+        / a.rate(w, _root(i), "vllm:request_prompt_tokens_count")
+        > 5
+        * b.rate(w, _root(i), "vllm:request_prompt_tokens_sum")
+        / b.rate(w, _root(i), "vllm:request_prompt_tokens_count")
+    ),
+    "compressed_weights_high_concurrency": lambda a, b, w, i: (
+        a.mean(w, _root(i), "vllm:num_requests_running")
+        > 2 * b.mean(w, _root(i), "vllm:num_requests_running")
+        and a.max(w, _root(i), "vllm:kv_cache_usage_perc") < 0.95
+    ),
+    "nccl_hang": lambda a, b, w, i: (
+        a.rate(w & (a.t < epoch(i["start"]) + 300), _root(i), "vllm:generation_tokens_total") == 0
+        and a.mean(w & (a.t < epoch(i["start"]) + 300), _root(i), "vllm:num_requests_running") > 0
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def baseline() -> Frame:
+    return Frame(build_scenario(ScenarioConfig(days=0.3, faults="none", seed=21, **FAST)))
+
+
+def test_checks_cover_every_fault() -> None:
+    assert set(CHECKS) == set(FAULT_IDS)
+
+
+@pytest.mark.parametrize("fault", FAULT_IDS)
+def test_fault_changes_affected_telemetry(fault: str, baseline: Frame) -> None:
+    sc = build_scenario(ScenarioConfig(days=0.3, faults=[fault], seed=21, **FAST))
+    (inc,) = sc.labels["incidents"]
+    assert inc["root_cause"]["fault"] == fault
+    a = Frame(sc)
+    start, end = epoch(inc["start"]), epoch(inc["end"])
+    before = a.t < start
+    # common random numbers: nothing differs before the fault starts
+    assert np.array_equal(a.v[:, before], baseline.v[:, before], equal_nan=True)
+    w = a.window(start, end)
+    types = {e["id"]: e["type"] for e in sc.inventory["entities"]}
+    for ent in inc["affected"]:
+        if types[ent] not in EXPORTING_TYPES:
+            continue
+        rows = [i for i, s in enumerate(sc.series) if s.entity == ent]
+        diff = ~np.isclose(a.v[rows][:, w], baseline.v[rows][:, w], equal_nan=True)
+        assert diff.any(), f"{fault}: no change on {ent}"
+    assert CHECKS[fault](a, baseline, w, inc), fault
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+
+
+def test_cli_writes_files(tmp_path: Path) -> None:
+    app = typer.Typer()
+    register(app)
+
+    @app.callback()
+    def _root_cb() -> None:
+        """Root."""
+
+    out = tmp_path / "sim"
+    res = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--days",
+            "0.05",
+            "--faults",
+            "none",
+            "--seed",
+            "3",
+            "--interval",
+            "60",
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in out.iterdir()} == {"telemetry.jsonl", "labels.json", "inventory.json"}
