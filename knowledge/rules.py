@@ -1,0 +1,414 @@
+"""Evaluate the pack's diagnostic rules over findings, and run each rule's own fixtures.
+
+A rule fires on an *anchor* finding (the symptom that names the fault), resolves the root-cause
+entity from it (the anchor's entity, an upstream entity from the topology, or the SEPP of a
+roaming partner), needs every ``require`` condition, gains each ``support`` weight seen, and
+loses each ``refute`` weight seen. The score also rewards the share of the incident's findings
+the hypothesis explains. Matches come back best first; the application turns them into
+hypotheses with evidence and a calibrated confidence.
+
+Findings are anything with the attributes of the application's ``Finding`` (:class:`FindingLike`),
+so this module imports nothing outside ``knowledge``.
+
+>>> from knowledge.pack import load_pack
+>>> pack = load_pack()
+>>> [r for r in run_fixtures(pack) if not r.passed]
+[]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from knowledge.pack import Pack
+from knowledge.schema import Condition, Rule, RuleFixture
+from knowledge.topology import Topology, load_inventory
+
+__all__ = [
+    "ConditionHit",
+    "FindingLike",
+    "FixtureResult",
+    "Match",
+    "evaluate",
+    "fixture_findings",
+    "run_fixtures",
+]
+
+
+class FindingLike(Protocol):
+    """What the rules read from a finding (the application's ``Finding`` fits)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def kpi(self) -> str: ...
+    @property
+    def entity(self) -> str: ...
+    @property
+    def entity_type(self) -> str: ...
+    @property
+    def ts(self) -> float: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def observed(self) -> float: ...
+    @property
+    def expected_low(self) -> float: ...
+    @property
+    def expected_high(self) -> float: ...
+    @property
+    def direction(self) -> str: ...
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]: ...
+
+
+@dataclass(frozen=True)
+class ConditionHit:
+    """A condition of a rule and the findings that satisfied it (empty: not seen)."""
+
+    part: str
+    """``anchor``, ``require``, ``support`` or ``refute``."""
+    index: int
+    condition: Condition
+    findings: tuple[FindingLike, ...]
+
+
+@dataclass
+class Match:
+    """One rule fired: a fault class on a root entity, with what it rests on."""
+
+    rule: Rule
+    root: str
+    partner: str | None
+    score: float
+    anchor: FindingLike
+    root_via: str
+    """``anchor``, ``topology`` (upstream entity from the inventory), ``partner`` or ``guess``."""
+    hits: list[ConditionHit] = field(default_factory=list)
+    refutations: list[ConditionHit] = field(default_factory=list)
+    missing: list[ConditionHit] = field(default_factory=list)
+    """Support conditions not seen (what would have strengthened it)."""
+    coverage: float = 0.0
+
+    @property
+    def fault(self) -> str:
+        return self.rule.fault
+
+    @property
+    def finding_ids(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for hit in self.hits:
+            for f in hit.findings:
+                seen[f.id] = None
+        return tuple(seen)
+
+
+def _labels(f: FindingLike) -> dict[str, str]:
+    return dict(f.labels)
+
+
+def _entity_type(f: FindingLike, topology: Topology) -> str:
+    return topology.type_of(f.entity) or f.entity_type
+
+
+def _bound(value: float | str | None, pack: Pack) -> float | None:
+    if value is None:
+        return None
+    return pack.param(value) if isinstance(value, str) else value
+
+
+def _matches(cond: Condition, f: FindingLike, pack: Pack) -> bool:
+    if f.kpi not in cond.kpis:
+        return False
+    if cond.direction != "both" and f.direction not in (cond.direction, "both"):
+        return False
+    low, high = _bound(cond.value_min, pack), _bound(cond.value_max, pack)
+    if low is not None and f.observed < low:
+        return False
+    return not (high is not None and f.observed > high)
+
+
+def _in_scope(
+    cond: Condition, f: FindingLike, anchor: FindingLike, root: str, topology: Topology, pack: Pack
+) -> bool:
+    if cond.scope == "anchor" and f.entity != anchor.entity:
+        return False
+    if cond.scope == "root" and f.entity != root:
+        return False
+    if cond.scope == "related" and not (
+        f.entity in (anchor.entity, root)
+        or topology.related(f.entity, anchor.entity)
+        or topology.related(f.entity, root)
+    ):
+        return False
+    if cond.order == "before" and f.ts > anchor.ts:
+        return False
+    if cond.order == "after" and f.ts < anchor.ts:
+        return False
+    if cond.same_target:
+        a_def, f_def = pack.kpis.get(anchor.kpi), pack.kpis.get(f.kpi)
+        if a_def is None or f_def is None or a_def.target_nf != f_def.target_nf:
+            return False
+    if cond.same_labels or cond.differ_labels:
+        fl, al = _labels(f), _labels(anchor)
+        if any(fl.get(name) != al.get(name) for name in cond.same_labels):
+            return False
+        for name in cond.differ_labels:
+            if name not in fl or fl[name] == al.get(name):
+                return False
+    return True
+
+
+def _roots(
+    rule: Rule,
+    anchor: FindingLike,
+    findings: Sequence[FindingLike],
+    topology: Topology,
+    pack: Pack,
+) -> list[tuple[str, str | None, str, float]]:
+    """(root entity, partner PLMN, how it was found, score penalty) candidates."""
+    kind = rule.root.kind
+    penalty = pack.param("candidate_without_findings_penalty", 0.3)
+    with_findings = {f.entity for f in findings}
+    if kind == "anchor":
+        return [(anchor.entity, None, "anchor", 0.0)]
+    if kind == "partner":
+        labels = _labels(anchor)
+        for name in rule.partner_from:
+            value = labels.get(name)
+            if not value:
+                continue
+            link = (
+                topology.partner_for_plmn(value)
+                if name == "plmnid"
+                else topology.partner_for_addr(value)
+            )
+            if link is None:
+                continue
+            seps = topology.entities_of_type("sepp")
+            root = link.sepp or (seps[0] if len(seps) == 1 else anchor.entity)
+            return [(root, link.plmn, "partner", 0.0)]
+        return []
+    if kind == "type":
+        wanted = rule.root.type or ""
+        if _entity_type(anchor, topology) == wanted:
+            return [(anchor.entity, None, "anchor", 0.0)]
+        cands = topology.upstream_candidates(anchor.entity, wanted, max_depth=1)
+        cands = cands or topology.upstream_candidates(anchor.entity, wanted)
+        if not cands:
+            return [(anchor.entity, None, "guess", 2 * penalty)]
+        if len(cands) == 1:
+            return [(cands[0], None, "topology", 0.0)]
+        return [
+            (c, None, "topology", 0.0 if c in with_findings else penalty) for c in cands
+        ]
+    # target: the NF type the anchor's KPI calls
+    target = pack.kpis[anchor.kpi].target_nf or ""
+    cands = topology.upstream_candidates(anchor.entity, target, max_depth=2)
+    if not cands:
+        return [(target, None, "guess", penalty)]
+    symptomatic = {
+        f.entity
+        for f in findings
+        if _matches(rule.anchor, f, pack)
+        and pack.kpis.get(f.kpi) is not None
+        and pack.kpis[f.kpi].target_nf == target
+    }
+    out: list[tuple[str, str | None, str, float]] = []
+    for c in cands:
+        share = sum(1 for e in symptomatic if c in topology.upstream_candidates(e, target)) / max(
+            1, len(symptomatic)
+        )
+        out.append((c, None, "topology", penalty * (1.0 - share)))
+    return out
+
+
+def _evaluate_rule(
+    rule: Rule, findings: Sequence[FindingLike], topology: Topology, pack: Pack
+) -> list[Match]:
+    anchors: dict[tuple[str, tuple[tuple[str, str], ...]], FindingLike] = {}
+    for f in findings:
+        if _matches(rule.anchor, f, pack):
+            key = (f.entity, tuple(sorted(f.labels)))
+            if key not in anchors or f.ts < anchors[key].ts:
+                anchors[key] = f
+    coverage_weight = pack.param("coverage_weight", 0.5)
+    out: list[Match] = []
+    for anchor in anchors.values():
+        for root, partner, via, penalty in _roots(rule, anchor, findings, topology, pack):
+            anchor_hit = ConditionHit(
+                "anchor",
+                0,
+                rule.anchor,
+                tuple(
+                    f
+                    for f in findings
+                    if _matches(rule.anchor, f, pack)
+                    and f.entity == anchor.entity
+                    and f.labels == anchor.labels
+                ),
+            )
+            match = Match(rule, root, partner, 0.0, anchor, via, hits=[anchor_hit])
+            score = rule.prior - penalty
+            ok = True
+            for part in ("require", "support", "refute"):
+                conds: tuple[Condition, ...] = getattr(rule, part)
+                for i, cond in enumerate(conds):
+                    seen = tuple(
+                        f
+                        for f in findings
+                        if _matches(cond, f, pack)
+                        and _in_scope(cond, f, anchor, root, topology, pack)
+                    )
+                    hit = ConditionHit(part, i, cond, seen)
+                    if part == "refute":
+                        if seen:
+                            match.refutations.append(hit)
+                            score -= cond.weight
+                    elif seen:
+                        match.hits.append(hit)
+                        score += cond.weight
+                    elif part == "require":
+                        ok = False
+                        break
+                    else:
+                        match.missing.append(hit)
+                if not ok:
+                    break
+            if not ok:
+                continue
+            explained = set(match.finding_ids)
+            match.coverage = len(explained) / max(1, len({f.id for f in findings}))
+            match.score = score + coverage_weight * match.coverage
+            out.append(match)
+    return out
+
+
+def evaluate(
+    findings: Sequence[FindingLike],
+    topology: Topology,
+    pack: Pack,
+    rules: Iterable[Rule] | None = None,
+) -> list[Match]:
+    """Every rule's best match per (fault, root entity), best first."""
+    best: dict[tuple[str, str], Match] = {}
+    order: dict[str, int] = {}
+    for n, rule in enumerate(rules if rules is not None else pack.rules.values()):
+        order[rule.id] = n
+        for match in _evaluate_rule(rule, findings, topology, pack):
+            key = (match.fault, match.root)
+            if key not in best or match.score > best[key].score:
+                best[key] = match
+    return sorted(best.values(), key=lambda m: (-m.score, order[m.rule.id], m.root))
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@dataclass(frozen=True)
+class _FixtureFinding:
+    id: str
+    kpi: str
+    entity: str
+    entity_type: str
+    ts: float
+    score: float
+    observed: float
+    expected_low: float
+    expected_high: float
+    direction: str
+    labels: tuple[tuple[str, str], ...]
+
+
+_FIXTURE_T0 = 1_790_000_000.0
+
+
+def fixture_findings(
+    rule_id: str, index: int, fixture: RuleFixture, topology: Topology
+) -> list[_FixtureFinding]:
+    """The fixture's findings as finding-like objects (timestamps from a fixed origin)."""
+    return [
+        _FixtureFinding(
+            id=f"fx-{rule_id}-{index}-{j}",
+            kpi=f.kpi,
+            entity=f.entity,
+            entity_type=topology.type_of(f.entity),
+            ts=_FIXTURE_T0 + f.t,
+            score=f.score,
+            observed=f.observed,
+            expected_low=f.expected_low,
+            expected_high=f.expected_high,
+            direction=f.direction,
+            labels=tuple(sorted(f.labels.items())),
+        )
+        for j, f in enumerate(fixture.findings)
+    ]
+
+
+@dataclass(frozen=True)
+class FixtureResult:
+    rule_id: str
+    name: str
+    positive: bool
+    passed: bool
+    detail: str
+
+
+def run_fixtures(pack: Pack, rule_ids: Iterable[str] | None = None) -> list[FixtureResult]:
+    """Run every rule's fixtures against the whole pack (like ``promtool test rules``).
+
+    A positive fixture passes when the rule yields the expected fault on the expected entity
+    (and partner) and, unless ``rank1: false``, that hypothesis ranks first over all rules.
+    A negative fixture passes when the rule's hypothesis does not rank first among the matches
+    scoring at least the pack's ``min_score`` (weaker ones are not claims).
+    """
+    topologies: dict[Path, Topology] = {}
+    wanted = set(rule_ids) if rule_ids is not None else None
+    results: list[FixtureResult] = []
+    for rule in pack.rules.values():
+        if wanted is not None and rule.id not in wanted:
+            continue
+        for i, fixture in enumerate(rule.tests):
+            path = pack.fixture_path(fixture.inventory)
+            if path not in topologies:
+                topologies[path] = load_inventory(path, pack)
+            topology = topologies[path]
+            findings = fixture_findings(rule.id, i, fixture, topology)
+            matches = evaluate(findings, topology, pack)
+            own = evaluate(findings, topology, pack, rules=[rule])
+            results.append(_judge(rule, fixture, matches, own, pack.param("min_score", 0.5)))
+    return results
+
+
+def _judge(
+    rule: Rule, fixture: RuleFixture, matches: list[Match], rule_matches: list[Match], floor: float
+) -> FixtureResult:
+    claims = [m for m in matches if m.score >= floor]
+    top = claims[0] if claims else None
+    top_text = f"{top.fault} on {top.root} ({top.rule.id}, {top.score:.2f})" if top else "nothing"
+    expect = fixture.expect
+    if expect is None:
+        passed = top is None or top.rule.id != rule.id
+        return FixtureResult(rule.id, fixture.name, False, passed, f"top: {top_text}")
+    own = [
+        m
+        for m in rule_matches
+        if m.fault == expect.fault
+        and m.root == expect.entity
+        and (expect.partner is None or m.partner == expect.partner)
+    ]
+    if not own:
+        found = [f"{m.fault} on {m.root}" for m in rule_matches]
+        detail = f"rule gave {found or 'no match'}; expected {expect.fault} on {expect.entity}"
+        return FixtureResult(rule.id, fixture.name, True, False, detail)
+    if fixture.rank1 and top is not None and (top.fault, top.root) != (expect.fault, expect.entity):
+        return FixtureResult(rule.id, fixture.name, True, False, f"ranked first: {top_text}")
+    return FixtureResult(rule.id, fixture.name, True, True, f"top: {top_text}")
+
+
+def summarize(results: Sequence[FixtureResult]) -> Mapping[str, int]:
+    passed = sum(1 for r in results if r.passed)
+    return {"total": len(results), "passed": passed, "failed": len(results) - passed}

@@ -1,0 +1,323 @@
+"""Network topology: the operator inventory (FORMATS.md §4) read against the pack's NF types.
+
+An entity of type A depends on entity B when the pack says type A depends on B's type; inventory
+``peers`` narrow that to the listed entities (an SMF depends only on its own UPFs). Entities that
+export no metrics (NRF, UDM, SEPP) are still nodes, so the RCA can blame them.
+
+>>> topo = Topology.from_inventory({"entities": [
+...     {"id": "smf-1", "type": "smf", "peers": ["upf-1"]},
+...     {"id": "upf-1", "type": "upf"}, {"id": "upf-2", "type": "upf"},
+...     {"id": "nrf-1", "type": "nrf"},
+...     {"id": "sepp-1", "type": "sepp", "partners": [{"plmn": "262-01", "s8_peer": "10.0.0.1"}]}]})
+>>> topo.depends_on("smf-1")
+('nrf-1', 'sepp-1', 'upf-1')
+>>> topo.related("upf-1", "smf-1"), topo.related("upf-2", "smf-1")
+(True, False)
+>>> topo.upstream_candidates("smf-1", "upf")
+['upf-1']
+>>> topo.partner_for_plmn("26201").sepp
+'sepp-1'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from knowledge.pack import Pack, load_pack
+
+__all__ = [
+    "InventoryEntity",
+    "PartnerLink",
+    "Topology",
+    "TopologyError",
+    "load_inventory",
+    "plmn_digits",
+]
+
+
+class TopologyError(ValueError):
+    """An inventory that does not follow FORMATS.md §4; names file and field."""
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None):
+        self.file = file
+        self.field = field
+        where = file or ""
+        if field:
+            where = f"{where}: field {field}" if where else f"field {field}"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class _InventoryPartner(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    plmn: str = Field(pattern=r"^\d{3}-\d{2,3}$")
+    s8_peer: str | None = None
+    noc_email: str | None = None
+
+
+class InventoryEntity(BaseModel):
+    """One inventory entity; unknown keys are kept (FORMATS.md §4)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1)
+    type: str = Field(min_length=1)
+    peers: list[str] = Field(default_factory=list)
+    partners: list[_InventoryPartner] = Field(default_factory=list)
+    gpus: list[str] = Field(default_factory=list)
+
+
+class _Inventory(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    entities: list[InventoryEntity]
+
+
+@dataclass(frozen=True)
+class PartnerLink:
+    """A roaming partner as our network sees it: PLMN, our SEPP, S8 peers, NOC contact."""
+
+    plmn: str
+    sepp: str | None = None
+    s8_peers: tuple[str, ...] = ()
+    noc_email: str | None = None
+    name: str = ""
+
+
+def plmn_digits(plmn: str) -> str:
+    """``"262-01"`` and ``"26201"`` both give ``"26201"``.
+
+    >>> plmn_digits("262-01"), plmn_digits("26201")
+    ('26201', '26201')
+    """
+    return re.sub(r"\D", "", plmn)
+
+
+@dataclass
+class Topology:
+    """Entities, their types, direct dependencies and roaming partners."""
+
+    types: dict[str, str]
+    edges: dict[str, set[str]]
+    partners: tuple[PartnerLink, ...] = ()
+    home_plmns: tuple[str, ...] = ()
+    attributes: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _reverse: dict[str, set[str]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._reverse = {}
+        for source, targets in self.edges.items():
+            for target in targets:
+                self._reverse.setdefault(target, set()).add(source)
+
+    # ------------------------------------------------------------ building
+
+    @classmethod
+    def from_inventory(
+        cls, data: Mapping[str, Any], pack: Pack | None = None, *, source: str | None = None
+    ) -> Topology:
+        """Build from an inventory mapping (``{"entities": [...]}``)."""
+        try:
+            inventory = _Inventory.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise TopologyError(first["msg"], file=source, field=loc) from None
+        pack = pack if pack is not None else load_pack()
+        types: dict[str, str] = {}
+        attributes: dict[str, dict[str, Any]] = {}
+        for i, entity in enumerate(inventory.entities):
+            if entity.id in types:
+                raise TopologyError(
+                    f"duplicate entity id {entity.id!r}", file=source, field=f"entities.{i}.id"
+                )
+            types[entity.id] = entity.type
+            attributes[entity.id] = entity.model_dump()
+        for entity in inventory.entities:
+            for gpu in entity.gpus:
+                types.setdefault(f"{entity.id}/gpu{gpu}", "gpu")
+        explicit = {e.id: list(e.peers) for e in inventory.entities}
+        for e in inventory.entities:
+            explicit[e.id] += [f"{e.id}/gpu{g}" for g in e.gpus]
+        partners: list[PartnerLink] = []
+        for entity in inventory.entities:
+            for p in entity.partners:
+                partners.append(
+                    PartnerLink(
+                        plmn=p.plmn,
+                        sepp=entity.id,
+                        s8_peers=(p.s8_peer,) if p.s8_peer else (),
+                        noc_email=p.noc_email,
+                    )
+                )
+        return cls._build(types, explicit, partners, pack, attributes)
+
+    @classmethod
+    def infer(cls, entity_types: Mapping[str, str], pack: Pack | None = None) -> Topology:
+        """Build without an inventory, from entity → type pairs seen in telemetry labels.
+
+        An empty type is filled in from the operator overlay's naming rules or the id's prefix.
+        """
+        pack = pack if pack is not None else load_pack()
+        types = {e: t or guess_type(e, pack) for e, t in entity_types.items()}
+        return cls._build(types, {}, [], pack, {})
+
+    @classmethod
+    def _build(
+        cls,
+        types: dict[str, str],
+        explicit: Mapping[str, Sequence[str]],
+        partners: list[PartnerLink],
+        pack: Pack,
+        attributes: dict[str, dict[str, Any]],
+    ) -> Topology:
+        by_type: dict[str, list[str]] = {}
+        for entity, t in types.items():
+            by_type.setdefault(t, []).append(entity)
+        edges: dict[str, set[str]] = {e: set() for e in types}
+        for entity, t in types.items():
+            peers = [p for p in explicit.get(entity, ()) if p]
+            peer_types = {types.get(p, "") for p in peers}
+            for p in peers:
+                edges[entity].add(p)
+            nf = pack.nf_types.get(t)
+            if nf is None:
+                continue
+            for dep_type in nf.depends_on:
+                if dep_type in peer_types:
+                    continue
+                edges[entity].update(x for x in by_type.get(dep_type, ()) if x != entity)
+        # overlay partners add contacts and S8 peers to what the inventory says
+        merged: dict[str, PartnerLink] = {plmn_digits(p.plmn): p for p in partners}
+        for op in pack.partners:
+            key = plmn_digits(op.plmn)
+            base = merged.get(key)
+            merged[key] = PartnerLink(
+                plmn=op.plmn,
+                sepp=op.sepp or (base.sepp if base else None),
+                s8_peers=tuple(dict.fromkeys((*(base.s8_peers if base else ()), *op.s8_peers))),
+                noc_email=op.noc_email or (base.noc_email if base else None),
+                name=op.name,
+            )
+        home = pack.operator.home_plmns if pack.operator else ()
+        return cls(types, edges, tuple(merged.values()), tuple(home), attributes)
+
+    def with_entities(self, entity_types: Mapping[str, str], pack: Pack | None = None) -> Topology:
+        """A copy that also knows entities seen only in telemetry (type-level edges)."""
+        new = {e: t for e, t in entity_types.items() if e not in self.types and t}
+        if not new:
+            return self
+        pack = pack if pack is not None else load_pack()
+        types = {**self.types, **new}
+        explicit = {e: sorted(d) for e, d in self.edges.items()}
+        topo = Topology._build(types, explicit, list(self.partners), pack, dict(self.attributes))
+        topo.home_plmns = self.home_plmns
+        return topo
+
+    # ------------------------------------------------------------ queries
+
+    def type_of(self, entity: str) -> str:
+        """The entity's type, ``""`` if the topology does not know it."""
+        return self.types.get(entity, "")
+
+    def entities_of_type(self, nf_type: str) -> list[str]:
+        return sorted(e for e, t in self.types.items() if t == nf_type)
+
+    def depends_on(self, entity: str) -> tuple[str, ...]:
+        """Entities ``entity`` directly depends on (sorted)."""
+        return tuple(sorted(self.edges.get(entity, ())))
+
+    def dependents(self, entity: str) -> tuple[str, ...]:
+        """Entities that directly depend on ``entity`` (sorted)."""
+        return tuple(sorted(self._reverse.get(entity, ())))
+
+    def neighbours(self, entity: str) -> set[str]:
+        return set(self.edges.get(entity, ())) | set(self._reverse.get(entity, ()))
+
+    def related(self, a: str, b: str, hops: int = 1) -> bool:
+        """Whether ``a`` and ``b`` are the same or within ``hops`` dependency links."""
+        if a == b:
+            return True
+        frontier, seen = {a}, {a}
+        for _ in range(hops):
+            frontier = {n for x in frontier for n in self.neighbours(x)} - seen
+            if b in frontier:
+                return True
+            seen |= frontier
+        return False
+
+    def upstream_candidates(
+        self, entity: str, nf_type: str | None = None, max_depth: int = 3
+    ) -> list[str]:
+        """Entities ``entity`` depends on, nearest first, optionally of one type only."""
+        out: list[str] = []
+        seen = {entity}
+        queue: deque[tuple[str, int]] = deque([(entity, 0)])
+        while queue:
+            node, depth = queue.popleft()
+            if depth >= max_depth:
+                continue
+            for dep in self.depends_on(node):
+                if dep in seen:
+                    continue
+                seen.add(dep)
+                if nf_type is None or self.types.get(dep) == nf_type:
+                    out.append(dep)
+                queue.append((dep, depth + 1))
+        return out
+
+    def common_upstream(self, entities: Iterable[str], nf_type: str | None = None) -> list[str]:
+        """Entities every one of ``entities`` depends on (directly or not): shared suspects."""
+        sets = [set(self.upstream_candidates(e, nf_type)) for e in entities]
+        if not sets:
+            return []
+        return sorted(set.intersection(*sets))
+
+    def partner_for_plmn(self, plmnid: str) -> PartnerLink | None:
+        digits = plmn_digits(plmnid)
+        for p in self.partners:
+            if plmn_digits(p.plmn) == digits:
+                return p
+        return None
+
+    def partner_for_addr(self, addr: str) -> PartnerLink | None:
+        for p in self.partners:
+            if addr in p.s8_peers:
+                return p
+        return None
+
+
+def guess_type(entity: str, pack: Pack) -> str:
+    """Type of an entity id from the overlay's naming rules, else its alphabetic prefix."""
+    if pack.operator is not None:
+        for rule in pack.operator.naming:
+            if re.search(rule.pattern, entity):
+                return rule.type
+    match = re.match(r"[a-z_]+", entity.lower())
+    prefix = match.group(0).rstrip("_") if match else ""
+    return prefix if prefix in pack.nf_types else ""
+
+
+def load_inventory(path: Path | str, pack: Pack | None = None) -> Topology:
+    """Read an inventory JSON (or YAML) file into a :class:`Topology`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TopologyError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    try:
+        data = yaml.safe_load(text) if path.suffix in {".yaml", ".yml"} else json.loads(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise TopologyError(f"not valid JSON/YAML: {exc}", file=str(path)) from None
+    if not isinstance(data, Mapping):
+        raise TopologyError("top level must be an object with 'entities'", file=str(path))
+    return Topology.from_inventory(data, pack, source=str(path))

@@ -1,0 +1,100 @@
+"""`noc pack ...` commands: validate, show and test a knowledge pack (default or overlay)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from knowledge.pack import Pack, PackError, describe, load_pack
+from knowledge.rules import run_fixtures
+from knowledge.topology import TopologyError
+from noc_assistant.cli._console import console, err_console
+from noc_assistant.errors import ConfigError
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Validate, show and test knowledge packs.", no_args_is_help=True)
+
+PackDir = Annotated[
+    Path | None,
+    typer.Argument(help="Pack directory (an overlay extends the default pack); default: built-in."),
+]
+
+
+def _load(directory: Path | None) -> Pack:
+    if directory is not None and not (directory / "pack.yaml").is_file():
+        raise ConfigError(f"{directory}: not a knowledge pack (no pack.yaml)")
+    try:
+        return load_pack(directory)
+    except (PackError, TopologyError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+@app.command("validate")
+def validate(directory: PackDir = None) -> None:
+    """Load the pack and check every cross-reference; exit 2 naming file and field if not."""
+    pack = _load(directory)
+    counts = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in describe(pack).items())
+    console.print(f"[green]ok[/] {pack.meta.name} {pack.meta.version}: {counts}", highlight=False)
+
+
+@app.command("show")
+def show(directory: PackDir = None) -> None:
+    """Summary of the pack: what it holds and which rules cover which fault classes."""
+    pack = _load(directory)
+    console.print(
+        f"[bold]{pack.meta.name}[/] {pack.meta.version}  scope: {', '.join(pack.meta.scope)}",
+        highlight=False,
+    )
+    if len(pack.directories) > 1:
+        console.print("layers: " + " <- ".join(str(d) for d in pack.directories), highlight=False)
+    counts = Table(title="contents")
+    counts.add_column("kind")
+    counts.add_column("count", justify="right")
+    for kind, n in describe(pack).items():
+        counts.add_row(kind.replace("_", " "), str(n))
+    console.print(counts)
+    rules = Table(title="fault classes and rules")
+    rules.add_column("fault")
+    rules.add_column("rules")
+    rules.add_column("references")
+    for fault in pack.faults.values():
+        ids = [r.id for r in pack.rules.values() if r.fault == fault.id]
+        refs = sorted(
+            {ref for r in pack.rules.values() if r.fault == fault.id for ref in r.references}
+        )
+        rules.add_row(fault.id, ", ".join(ids) or "-", ", ".join(refs) or "-")
+    console.print(rules)
+
+
+@app.command("test")
+def test(directory: PackDir = None) -> None:
+    """Run every rule's positive and negative fixtures; exit 1 if any fails."""
+    pack = _load(directory)
+    try:
+        results = run_fixtures(pack)
+    except (PackError, TopologyError) as exc:
+        raise ConfigError(str(exc)) from None
+    table = Table(title=f"rule fixtures of {pack.meta.name} {pack.meta.version}")
+    table.add_column("rule")
+    table.add_column("fixture")
+    table.add_column("kind")
+    table.add_column("result")
+    table.add_column("detail")
+    for r in results:
+        table.add_row(
+            r.rule_id,
+            r.name,
+            "positive" if r.positive else "negative",
+            "[green]pass[/]" if r.passed else "[red]FAIL[/]",
+            r.detail,
+        )
+    console.print(table)
+    failed = [r for r in results if not r.passed]
+    console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed", highlight=False)
+    if failed:
+        err_console.print(f"[bold red]{len(failed)} fixture(s) failed[/]")
+        raise typer.Exit(1)

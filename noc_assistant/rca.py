@@ -1,0 +1,276 @@
+"""Root-cause analysis: the knowledge pack's rules, run on one incident, give ranked hypotheses.
+
+Each hypothesis is a fault class (FORMATS.md §3) on a root-cause entity, with the evidence it rests
+on (findings, inventory links, expected-but-absent signals), its references, the checks to run,
+what refutes it, and a confidence. Confidences are a softmax over rule scores against a
+``no_fault`` baseline (pack params ``no_fault_score`` and ``confidence_temperature``), so an
+incident no rule explains well is answered ``no_fault`` (insufficient evidence) rather than
+forced onto a fault. ``evals/rca.py`` measures how well the confidences are calibrated.
+
+>>> from knowledge.pack import load_pack
+>>> from knowledge.topology import Topology
+>>> from noc_assistant.models import Finding, Incident
+>>> pack = load_pack()
+>>> topo = Topology.from_inventory({"entities": [
+...     {"id": "smf-1", "type": "smf", "peers": ["upf-1"]}, {"id": "upf-1", "type": "upf"}]}, pack)
+>>> f = Finding(id="f1", detector="d", kpi="smf-pfcp-peers", entity="smf-1", entity_type="smf",
+...             ts=100.0, score=0.9, observed=0.0, expected_low=1.0, expected_high=1.0,
+...             direction="down")
+>>> inc = Incident(id="inc-1", fingerprint="x", opened_at=100.0, updated_at=100.0,
+...                finding_ids=["f1"])
+>>> d = diagnose(inc, [f], topo, pack)
+>>> d.top.fault, d.top.entity
+('pfcp_association_loss', 'upf-1')
+>>> all(e in d.evidence_ids for h in d.hypotheses for e in h.evidence_ids)
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from knowledge.pack import Pack
+from knowledge.rules import ConditionHit, Match, evaluate
+from knowledge.topology import Topology
+from noc_assistant.models import Evidence, Finding, Hypothesis, Incident
+
+__all__ = ["Diagnosis", "diagnose"]
+
+_MAX_FINDINGS_PER_CONDITION = 3
+_MAX_HYPOTHESES = 5
+
+
+class Diagnosis(BaseModel):
+    """The RCA answer for one incident: hypotheses best first, and every evidence item cited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    incident_id: str
+    verdict: Literal["fault", "no_fault"]
+    hypotheses: list[Hypothesis] = Field(min_length=1)
+    evidence: list[Evidence] = Field(default_factory=list)
+    pack: str = ""
+    """``name@version`` of the knowledge pack that produced it."""
+
+    @property
+    def top(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+    @property
+    def evidence_ids(self) -> set[str]:
+        return {e.id for e in self.evidence}
+
+    def evidence_by_id(self, evidence_id: str) -> Evidence | None:
+        for e in self.evidence:
+            if e.id == evidence_id:
+                return e
+        return None
+
+
+def diagnose(
+    incident: Incident, findings: Sequence[Finding], topology: Topology, pack: Pack
+) -> Diagnosis:
+    """Rank root-cause hypotheses for ``incident`` from its findings and the topology.
+
+    ``findings`` may hold more than the incident's; only those listed in
+    ``incident.finding_ids`` are used (all of them when the list is empty).
+    """
+    wanted = set(incident.finding_ids)
+    used = [f for f in findings if not wanted or f.id in wanted]
+    seen_types = {f.entity: f.entity_type for f in used if f.entity_type}
+    topo = topology.with_entities(seen_types, pack)
+    matches = evaluate(used, topo, pack)
+
+    builder = _EvidenceBuilder(incident)
+    scored: list[tuple[float, Hypothesis]] = []
+    for match in matches[: 3 * _MAX_HYPOTHESES]:
+        scored.append((match.score, _hypothesis(match, builder, pack)))
+
+    temperature = pack.param("confidence_temperature", 0.5)
+    baseline = pack.param("no_fault_score", 1.0)
+    weights = [math.exp(s / temperature) for s, _ in scored]
+    total = sum(weights) + math.exp(baseline / temperature)
+
+    no_fault_p = math.exp(baseline / temperature) / total
+    no_fault_evidence: list[str] = []
+    no_fault_rule = ""
+    no_fault_entity = ""
+    ranked: list[Hypothesis] = []
+    for (_, hyp), weight in zip(scored, weights, strict=True):
+        p = weight / total
+        if hyp.fault == "no_fault":
+            no_fault_p += p
+            no_fault_evidence += [e for e in hyp.evidence_ids if e not in no_fault_evidence]
+            no_fault_rule = no_fault_rule or hyp.rule_id
+            no_fault_entity = no_fault_entity or hyp.entity
+            continue
+        ranked.append(hyp.model_copy(update={"confidence": _clip(p)}))
+    if not no_fault_evidence:
+        no_fault_evidence.append(builder.baseline(used, pack))
+    no_fault = Hypothesis(
+        fault="no_fault",
+        entity=no_fault_entity,
+        confidence=_clip(no_fault_p),
+        rule_id=no_fault_rule,
+        evidence_ids=tuple(no_fault_evidence),
+        refuted_by=tuple(e for h in ranked[:1] for e in h.evidence_ids[:3]),
+    )
+    ranked.append(no_fault)
+    ranked.sort(key=lambda h: -h.confidence)
+    ranked = _dedupe(ranked)[: _MAX_HYPOTHESES + 1]
+    if ranked[0].fault != "no_fault" and no_fault not in ranked:
+        ranked.append(no_fault)
+    cited = {e for h in ranked for e in (*h.evidence_ids, *h.refuted_by)}
+    return Diagnosis(
+        incident_id=incident.id,
+        verdict="no_fault" if ranked[0].fault == "no_fault" else "fault",
+        hypotheses=ranked,
+        evidence=[e for e in builder.items.values() if e.id in cited],
+        pack=f"{pack.meta.name}@{pack.meta.version}",
+    )
+
+
+def _clip(p: float) -> float:
+    return min(1.0, max(0.0, round(p, 4)))
+
+
+def _dedupe(hypotheses: list[Hypothesis]) -> list[Hypothesis]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for h in hypotheses:
+        key = (h.fault, h.entity)
+        if key not in seen:
+            seen.add(key)
+            out.append(h)
+    return out
+
+
+def _hypothesis(match: Match, builder: _EvidenceBuilder, pack: Pack) -> Hypothesis:
+    evidence: list[str] = []
+    for hit in match.hits:
+        evidence += builder.from_hit(hit)
+    if match.root_via in ("topology", "partner"):
+        evidence.append(builder.link(match))
+    refuted: list[str] = []
+    for hit in match.refutations:
+        refuted += builder.from_hit(hit, against=match.rule.id)
+    for hit in match.missing:
+        refuted.append(builder.absence(hit, match))
+    rule = match.rule
+    fault = pack.faults.get(rule.fault)
+    references = tuple(dict.fromkeys((*rule.references, *(fault.references if fault else ()))))
+    return Hypothesis(
+        fault=rule.fault,
+        entity=match.root,
+        confidence=0.0,
+        rule_id=rule.id,
+        evidence_ids=tuple(dict.fromkeys(evidence)),
+        references=references,
+        checks=rule.checks,
+        refuted_by=tuple(dict.fromkeys(refuted)),
+        partner=match.partner,
+    )
+
+
+class _EvidenceBuilder:
+    """Creates evidence items once, under stable ids, as hypotheses cite them."""
+
+    def __init__(self, incident: Incident) -> None:
+        self.incident = incident
+        self.items: dict[str, Evidence] = {}
+
+    def _add(self, evidence: Evidence) -> str:
+        self.items.setdefault(evidence.id, evidence)
+        return evidence.id
+
+    def finding(self, f: Finding, note: str = "", against: str = "") -> str:
+        summary = (
+            f"{f.kpi} {f.direction} on {f.entity}: {f.observed:.6g} "
+            f"(expected {f.expected_low:.6g}..{f.expected_high:.6g})"
+        )
+        labels = ",".join(f"{k}={v}" for k, v in f.labels)
+        if labels:
+            summary += f" [{labels}]"
+        if against:
+            summary += f"; refutes {against}: {note}"
+        return self._add(
+            Evidence(
+                id=f"ev-{f.id}-against-{against}" if against else f"ev-{f.id}",
+                kind="finding",
+                finding_id=f.id,
+                entity=f.entity,
+                kpi=f.kpi,
+                start=f.ts,
+                end=f.ts,
+                values=(f.observed, f.expected_low, f.expected_high),
+                summary=summary,
+            )
+        )
+
+    def from_hit(self, hit: ConditionHit, against: str = "") -> list[str]:
+        chosen = sorted(hit.findings, key=lambda f: (f.ts, -f.score))
+        ids = []
+        for f in chosen[:_MAX_FINDINGS_PER_CONDITION]:
+            if isinstance(f, Finding):
+                ids.append(self.finding(f, hit.condition.note, against))
+        return ids
+
+    def link(self, match: Match) -> str:
+        anchor = match.anchor
+        if match.root_via == "partner":
+            labels = ",".join(f"{k}={v}" for k, v in anchor.labels)
+            summary = (
+                f"{labels} on {anchor.entity} is partner {match.partner}, "
+                f"reached via {match.root}"
+            )
+        else:
+            summary = f"{anchor.entity} depends on {match.root} (inventory)"
+        return self._add(
+            Evidence(
+                id=f"ev-link-{anchor.entity}-{match.root}",
+                kind="inventory",
+                entity=match.root,
+                start=anchor.ts,
+                end=anchor.ts,
+                summary=summary,
+            )
+        )
+
+    def absence(self, hit: ConditionHit, match: Match) -> str:
+        cond = hit.condition
+        where = match.root if cond.scope == "root" else match.anchor.entity
+        summary = f"no {'/'.join(cond.kpis)} {cond.direction} seen near {where}"
+        if cond.note:
+            summary += f" (expected if: {cond.note})"
+        return self._add(
+            Evidence(
+                id=f"ev-absent-{match.rule.id}-{hit.index}-{where}",
+                kind="absence",
+                entity=where,
+                kpi=cond.kpis[0],
+                start=self.incident.opened_at,
+                end=self.incident.updated_at,
+                summary=summary,
+            )
+        )
+
+    def baseline(self, findings: Sequence[Finding], pack: Pack) -> str:
+        entity = findings[0].entity if findings else ""
+        summary = (
+            f"{len(findings)} finding(s); no rule of {pack.meta.name} explains them above the "
+            "no-fault baseline"
+        )
+        return self._add(
+            Evidence(
+                id=f"ev-baseline-{self.incident.id}",
+                kind="absence",
+                entity=entity,
+                start=self.incident.opened_at,
+                end=self.incident.updated_at,
+                summary=summary,
+            )
+        )

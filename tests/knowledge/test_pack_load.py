@@ -1,0 +1,73 @@
+"""The default knowledge pack loads, every id resolves, every rule's fixtures pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowledge.kpis import load_kpis
+from knowledge.pack import REQUIRED_FAULTS, Pack, load_pack
+from knowledge.rules import run_fixtures
+
+
+@pytest.fixture(scope="module")
+def pack() -> Pack:
+    return load_pack()
+
+
+def test_every_fault_class_has_a_rule(pack: Pack) -> None:
+    assert set(pack.faults) >= REQUIRED_FAULTS
+    covered = {r.fault for r in pack.rules.values()}
+    assert REQUIRED_FAULTS - {"no_fault"} <= covered
+
+
+def test_every_cross_reference_resolves(pack: Pack) -> None:
+    refs = set(pack.references)
+    for kpi in pack.kpis.values():
+        assert set(kpi.references) <= refs, kpi.id
+        assert set(kpi.entity_types) <= set(pack.nf_types), kpi.id
+    for fault in pack.faults.values():
+        assert set(fault.references) <= refs, fault.id
+    for rule in pack.rules.values():
+        assert rule.fault in pack.faults
+        assert set(rule.references) <= refs, rule.id
+        for cond in (rule.anchor, *rule.require, *rule.support, *rule.refute):
+            assert set(cond.kpis) <= set(pack.kpis), rule.id
+    for nf in pack.nf_types.values():
+        assert set(nf.depends_on) <= set(pack.nf_types)
+
+
+def test_kpi_files_cite_defined_references(pack: Pack) -> None:
+    cited = {r for k in load_kpis().values() for r in k.references}
+    assert cited <= set(pack.references)
+
+
+def test_references_carry_spec_numbers(pack: Pack) -> None:
+    assert pack.references["ts-29-244"].citation == "3GPP TS 29.244 §6.2.2"
+    assert pack.references["rfc-9260"].spec == "IETF RFC 9260"
+    assert pack.references["gsma-ir-88"].spec == "GSMA IR.88"
+
+
+def test_every_rule_has_positive_and_negative_fixtures(pack: Pack) -> None:
+    for rule in pack.rules.values():
+        assert any(t.expect is not None for t in rule.tests), rule.id
+        assert any(t.expect is None for t in rule.tests), rule.id
+
+
+@pytest.mark.parametrize("rule_id", sorted(load_pack().rules))
+def test_rule_fixtures_pass(pack: Pack, rule_id: str) -> None:
+    results = run_fixtures(pack, [rule_id])
+    assert results
+    failed = [f"{r.name}: {r.detail}" for r in results if not r.passed]
+    assert not failed, failed
+
+
+def test_guardrail_policies_loaded(pack: Pack) -> None:
+    ids = {m.id for m in pack.masking}
+    assert {"supi-imsi", "gpsi-msisdn", "pei-imei"} <= ids
+    assert pack.grounding.require_evidence_ids
+    assert pack.injection is not None and "email" in pack.injection.untrusted_sources
+
+
+def test_spec_break_even_follows_verify_share(pack: Pack) -> None:
+    share = pack.param("spec_verify_share")
+    assert pack.param("spec_break_even_accept_length") == pytest.approx(1 / share, abs=0.01)
