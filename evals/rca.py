@@ -32,9 +32,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from knowledge.pack import Pack, load_pack
-from knowledge.topology import Topology, load_inventory, plmn_digits
+from knowledge.topology import plmn_digits
 from noc_assistant.models import Finding, Hypothesis, Incident
-from noc_assistant.rca import Diagnosis, diagnose
+from noc_assistant.rca import Diagnosis
 
 __all__ = [
     "Labels",
@@ -366,18 +366,13 @@ def evaluate_replay(
     Needs ``noc_assistant.pipeline.run_replay(path, inventory=...)`` returning an object with
     ``incidents`` and ``findings``.
     """
-    from noc_assistant import pipeline  # type: ignore[attr-defined,unused-ignore]
+    from noc_assistant import pipeline
 
     loaded = pack if isinstance(pack, Pack) else load_pack(pack)
     label_set = labels if isinstance(labels, Labels) else load_labels(labels)
     inventory_path = Path(inventory) if inventory is not None else None
-    result = pipeline.run_replay(Path(telemetry), inventory=inventory_path)
-    incidents: list[Incident] = list(result.incidents)
-    findings: list[Finding] = list(result.findings)
-    topology = (
-        load_inventory(inventory, loaded)
-        if inventory is not None
-        else Topology.infer({f.entity: f.entity_type for f in findings}, loaded)
+    pack_dir = loaded.directories[-1] if len(loaded.directories) > 1 else None
+    result = pipeline.run_replay(Path(telemetry), inventory=inventory_path, pack_dir=pack_dir)
+    return score_rca(
+        cases_from_run(label_set, result.incidents, result.diagnoses, result.findings)
     )
-    diagnoses = {inc.id: diagnose(inc, findings, topology, loaded) for inc in incidents}
-    return score_rca(cases_from_run(label_set, incidents, diagnoses, findings))

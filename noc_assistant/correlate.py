@@ -1,10 +1,12 @@
 """Findings → incidents: the unit an engineer is paged for.
 
-A finding joins the open incident of the same entity, or of a related entity (topology:
-an SMF's symptoms join its UPF's fault), when it comes within ``window_s`` of that incident's
-last finding; otherwise it opens a new incident. An incident resolves when none of its series
-is still alarming and nothing new arrived for ``resolve_after_s``. A finding that comes within
-``flap_s`` after its incident resolved reopens that incident instead of paging again.
+A finding joins the open incident of the same entity, of a related entity (topology:
+an SMF's symptoms join its UPF's fault), or of the same scope (findings about one upstream NF,
+e.g. every consumer's SBI errors towards the UDM), when it comes within ``window_s`` of that
+incident's last finding; otherwise it opens a new incident. An incident resolves when none of
+its series is still alarming and nothing new arrived for ``resolve_after_s``. A finding that
+comes within ``flap_s`` after its incident resolved reopens that incident instead of paging
+again.
 Findings on an entity inside a declared maintenance window are kept but page nobody.
 """
 
@@ -17,9 +19,21 @@ from typing import Literal
 
 from noc_assistant.models import Finding, Incident
 
-__all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow"]
+__all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow", "series_id"]
 
 Related = Callable[[str, str], bool]
+Scope = Callable[[Finding], str | None]
+
+
+def series_id(kpi: str, labels: tuple[tuple[str, str], ...] = ()) -> str:
+    """Identity of one watched KPI series of an entity (a KPI, or one group of a grouped KPI).
+
+    >>> series_id("amf-registration-success-by-plmn", (("plmnid", "26201"),))
+    'amf-registration-success-by-plmn{plmnid=26201}'
+    """
+    if not labels:
+        return kpi
+    return kpi + "{" + ",".join(f"{k}={v}" for k, v in labels) + "}"
 
 
 @dataclass(frozen=True)
@@ -40,6 +54,7 @@ class IncidentEvent:
 class _Open:
     incident: Incident
     firing: set[tuple[str, str]] = field(default_factory=set)
+    scopes: set[str] = field(default_factory=set)
 
 
 class Correlator:
@@ -64,11 +79,13 @@ class Correlator:
         flap_s: float = 900.0,
         related: Related | None = None,
         maintenance: Iterable[MaintenanceWindow] = (),
+        scope: Scope | None = None,
     ) -> None:
         self.window_s = window_s
         self.resolve_after_s = resolve_after_s
         self.flap_s = flap_s
         self.related = related
+        self.scope = scope
         self.maintenance = list(maintenance)
         self._open: list[_Open] = []
         self._recent: list[Incident] = []
@@ -78,8 +95,11 @@ class Correlator:
     def in_maintenance(self, entity: str, ts: float) -> bool:
         return any(m.entity == entity and m.start <= ts <= m.end for m in self.maintenance)
 
-    def _joins(self, entity: str, incident: Incident) -> bool:
+    def _joins(self, finding: Finding, incident: Incident, scopes: set[str]) -> bool:
+        entity = finding.entity
         if entity in incident.entities:
+            return True
+        if self.scope is not None and scopes and self.scope(finding) in scopes:
             return True
         return self.related is not None and any(self.related(entity, e) for e in incident.entities)
 
@@ -91,7 +111,7 @@ class Correlator:
             o
             for o in self._open
             if finding.ts - o.incident.updated_at <= self.window_s
-            and self._joins(finding.entity, o.incident)
+            and self._joins(finding, o.incident, o.scopes)
         ]
         if candidates:
             target = max(candidates, key=lambda o: o.incident.updated_at)
@@ -101,7 +121,7 @@ class Correlator:
             if (
                 inc.resolved_at is not None
                 and finding.ts - inc.resolved_at <= self.flap_s
-                and self._joins(finding.entity, inc)
+                and self._joins(finding, inc, set())
             ):
                 self._recent.remove(inc)
                 inc.state, inc.resolved_at = "open", None
@@ -134,12 +154,16 @@ class Correlator:
             inc.kpis.append(finding.kpi)
         inc.updated_at = max(inc.updated_at, finding.ts)
         inc.max_score = max(inc.max_score, finding.score)
-        target.firing.add((finding.kpi, finding.entity))
+        target.firing.add((series_id(finding.kpi, finding.labels), finding.entity))
+        if self.scope is not None:
+            sc = self.scope(finding)
+            if sc:
+                target.scopes.add(sc)
 
-    def clear(self, kpi: str, entity: str, ts: float) -> None:
-        """A series stopped alarming."""
+    def clear(self, series: str, entity: str, ts: float) -> None:
+        """A series (see :func:`series_id`) of ``entity`` stopped alarming."""
         for o in self._open:
-            o.firing.discard((kpi, entity))
+            o.firing.discard((series, entity))
 
     def tick(self, ts: float) -> list[IncidentEvent]:
         """Resolve incidents that went quiet; call at every evaluation time."""

@@ -18,12 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from detectors import MonitorEvent, SeriesMonitor
-from knowledge.kpis import KpiDef, load_kpis
-from noc_assistant.correlate import Correlator, IncidentEvent, MaintenanceWindow
+from knowledge.kpis import KpiDef
+from knowledge.pack import Pack, PackError, load_pack
+from knowledge.topology import Topology
+from noc_assistant.correlate import Correlator, IncidentEvent, MaintenanceWindow, series_id
+from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
 from noc_assistant.ingest.point import canonical_metric
-from noc_assistant.inventory import Inventory, load_inventory
+from noc_assistant.inventory import load_topology
 from noc_assistant.models import Finding, Incident
+from noc_assistant.rca import Diagnosis, diagnose
 from noc_assistant.settings import get_settings
 
 __all__ = ["Pipeline", "ReplayResult", "run_replay"]
@@ -40,12 +44,16 @@ class ReplayResult:
 
     incidents: list[Incident]
     findings: list[Finding]
+    diagnoses: dict[str, Diagnosis]
     suppressed: list[Finding]
     samples: int
     quarantined: int
     duplicates: int
     elapsed_s: float
     interval_s: float
+    first_ts: float
+    last_ts: float
+    entities: list[str]
     quarantine: Quarantine = field(repr=False, default_factory=Quarantine)
 
     @property
@@ -59,31 +67,31 @@ class Pipeline:
     def __init__(
         self,
         *,
-        kpis: dict[str, KpiDef] | None = None,
-        inventory: Inventory | None = None,
+        pack: Pack | None = None,
+        topology: Topology | None = None,
         correlator: Correlator | None = None,
         quarantine: Quarantine | None = None,
         lateness_s: float = 60.0,
         on_finding: FindingSink | None = None,
         on_incident: IncidentSink | None = None,
         history: int = 480,
+        rca: bool = True,
     ) -> None:
         settings = get_settings()
-        self.kpis = kpis if kpis is not None else load_kpis()
-        self.inventory = inventory
-        self._types = {e.id: e.type for e in inventory.entities} if inventory else {}
-        related = None
-        if inventory is not None:
-            neighbours = {e.id: inventory.neighbours(e.id) for e in inventory.entities}
-
-            def related(a: str, b: str) -> bool:
-                return b in neighbours.get(a, ()) or a in neighbours.get(b, ())
-
+        self.pack = pack if pack is not None else load_pack()
+        self.kpis = self.pack.kpis
+        self.topology = topology
+        self._types = dict(topology.types) if topology is not None else {}
+        self._inferred: Topology | None = None
         self.correlator = correlator or Correlator(
             window_s=settings.correlation_window_s,
             resolve_after_s=settings.resolve_after_s,
-            related=related,
+            related=self._related,
+            scope=self._scope,
         )
+        self.rca = rca
+        self.diagnoses: dict[str, Diagnosis] = {}
+        self._by_id: dict[str, Finding] = {}
         self.quarantine = quarantine if quarantine is not None else Quarantine()
         self.buffer = ReorderBuffer(lateness_s=lateness_s, quarantine=self.quarantine)
         self.store = SeriesStore()
@@ -91,6 +99,8 @@ class Pipeline:
         self.on_incident = on_incident
         self.monitors: dict[tuple[str, str], SeriesMonitor] = {}
         self.kpi_history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        """(series id, entity) → recent (time, value) of every evaluated KPI series."""
+        self.first_ts: float | None = None
         self._history = history
         self.findings: list[Finding] = []
         self.samples = 0
@@ -99,6 +109,25 @@ class Pipeline:
         self._last_ts: float | None = None
         self._next_eval: float | None = None
         self._applicable: dict[str, tuple[int, list[KpiDef]]] = {}
+        self._groups: dict[tuple[str, str], tuple[int, list[tuple[tuple[str, str], ...]]]] = {}
+
+    # -- topology ---------------------------------------------------------------------------
+
+    def current_topology(self) -> Topology:
+        """The inventory's topology, or one inferred from telemetry labels without one."""
+        if self.topology is not None:
+            return self.topology
+        entities = [e for e in self.store.entities if e]
+        if self._inferred is None or set(self._inferred.types) != set(entities):
+            self._inferred = Topology.infer({e: self.entity_type(e) for e in entities}, self.pack)
+        return self._inferred
+
+    def _related(self, a: str, b: str) -> bool:
+        return self.current_topology().related(a, b)
+
+    def _scope(self, finding: Finding) -> str | None:
+        kpi = self.kpis.get(finding.kpi)
+        return f"nf:{kpi.target_nf}" if kpi is not None and kpi.target_nf else None
 
     # -- input -----------------------------------------------------------------------------
 
@@ -143,6 +172,8 @@ class Pipeline:
                         nxt = p.ts - (p.ts % step)
                     self._next_eval = nxt
             store.add(p)
+            if self.first_ts is None:
+                self.first_ts = p.ts
             self._learn_interval(p.ts)
             if self._next_eval is None and self.interval_s is not None and len(self._deltas) >= 2:
                 step = self.interval_s
@@ -173,6 +204,19 @@ class Pipeline:
         self._applicable[entity] = (len(metrics), chosen)
         return chosen
 
+    def _groups_for(self, entity: str, kpi: KpiDef) -> list[tuple[tuple[str, str], ...]]:
+        """Label groups a grouped KPI (``group_by``) is evaluated for on ``entity``."""
+        if not kpi.group_by:
+            return [()]
+        size = len(self.store.metrics_of(entity))
+        cached = self._groups.get((entity, kpi.id))
+        if cached is not None and cached[0] == size:
+            return cached[1]
+        metrics = {canonical_metric(m, "counter") for m in kpi.parsed.metrics}
+        groups = sorted(self.store.label_groups(entity, metrics, kpi.group_by))
+        self._groups[(entity, kpi.id)] = (size, groups)
+        return groups
+
     def _evaluate(self, at: float) -> None:
         step = self.interval_s or 15.0
         for entity in self.store.entities:
@@ -180,32 +224,40 @@ class Pipeline:
                 continue
             for kpi in self._kpis_for(entity):
                 window = kpi.window_s or 4 * step
-                view = self.store.view(entity, at, window)
-                value = kpi.parsed.evaluate(view)
-                if value is None:
-                    continue
-                support = kpi.parsed_support.evaluate(view) if kpi.parsed_support else None
-                key = (kpi.id, entity)
-                hist = self.kpi_history.get(key)
-                if hist is None:
-                    hist = self.kpi_history[key] = deque(maxlen=self._history)
-                hist.append((at, value))
-                mon = self.monitors.get(key)
-                if mon is None:
-                    mon = self.monitors[key] = SeriesMonitor(
-                        bad_direction=kpi.bad_direction, min_support=kpi.min_support
-                    )
-                event = mon.observe(at, value, support)
-                if event is not None:
-                    self._on_monitor(kpi, entity, event)
+                for group in self._groups_for(entity, kpi):
+                    view = self.store.view(entity, at, window, extra=dict(group))
+                    value = kpi.parsed.evaluate(view)
+                    if value is None:
+                        continue
+                    support = kpi.parsed_support.evaluate(view) if kpi.parsed_support else None
+                    key = (series_id(kpi.id, group), entity)
+                    hist = self.kpi_history.get(key)
+                    if hist is None:
+                        hist = self.kpi_history[key] = deque(maxlen=self._history)
+                    hist.append((at, value))
+                    mon = self.monitors.get(key)
+                    if mon is None:
+                        mon = self.monitors[key] = SeriesMonitor(
+                            bad_direction=kpi.bad_direction, min_support=kpi.min_support
+                        )
+                    event = mon.observe(at, value, support)
+                    if event is not None:
+                        self._on_monitor(kpi, entity, group, event)
         for ev in self.correlator.tick(at):
             self._emit(ev)
 
-    def _on_monitor(self, kpi: KpiDef, entity: str, event: MonitorEvent) -> None:
+    def _on_monitor(
+        self,
+        kpi: KpiDef,
+        entity: str,
+        group: tuple[tuple[str, str], ...],
+        event: MonitorEvent,
+    ) -> None:
+        sid = series_id(kpi.id, group)
         if event.kind == "close":
-            self.correlator.clear(kpi.id, entity, event.ts)
+            self.correlator.clear(sid, entity, event.ts)
             return
-        fid = "f-" + hashlib.sha1(f"{kpi.id}|{entity}|{event.ts:.3f}".encode()).hexdigest()[:12]
+        fid = "f-" + hashlib.sha1(f"{sid}|{entity}|{event.ts:.3f}".encode()).hexdigest()[:12]
         finding = Finding(
             id=fid,
             detector=event.detector,
@@ -219,16 +271,43 @@ class Pipeline:
             expected_high=event.expected_high,
             direction=event.direction,
             series=kpi.formula,
+            labels=group,
         )
         self.findings.append(finding)
+        self._by_id[finding.id] = finding
         if self.on_finding is not None:
             self.on_finding(finding)
         for ev in self.correlator.add_finding(finding):
             self._emit(ev)
 
     def _emit(self, event: IncidentEvent) -> None:
+        if (self.rca and event.kind != "updated") or (
+            self.rca and event.finding is not None and _widens(event)
+        ):
+            self.diagnose(event.incident)
         if self.on_incident is not None:
             self.on_incident(event)
+
+    def diagnose(self, incident: Incident) -> Diagnosis:
+        """Rank root causes for ``incident`` now; the hypotheses are stored on the incident."""
+        findings = [self._by_id[i] for i in incident.finding_ids if i in self._by_id]
+        diag = diagnose(incident, findings, self.current_topology(), self.pack)
+        incident.hypotheses = list(diag.hypotheses)
+        top = diag.top
+        incident.title = (
+            f"{top.fault} on {top.entity}" if top.fault != "no_fault" else incident.title
+        )
+        self.diagnoses[incident.id] = diag
+        return diag
+
+
+def _widens(event: IncidentEvent) -> bool:
+    """Whether the finding just attached brought a new entity or KPI to the incident (worth a
+    new diagnosis); repeats of known series are not."""
+    f = event.finding
+    assert f is not None
+    inc = event.incident
+    return inc.entities[-1] == f.entity or inc.kpis[-1] == f.kpi
 
 
 def run_replay(
@@ -240,41 +319,46 @@ def run_replay(
     quarantine_path: Path | None = None,
     on_finding: FindingSink | None = None,
     on_incident: IncidentSink | None = None,
+    rca: bool = True,
 ) -> ReplayResult:
     """Run a replay file through the whole pipeline and return what it found.
 
-    ``pack_dir`` is an operator overlay whose ``kpis/`` extend or replace the default KPIs.
-    Bad lines go to ``quarantine_path`` (default ``<telemetry>.quarantine.jsonl``).
+    ``pack_dir`` is an operator overlay pack (it extends the default one). Bad lines go to
+    ``quarantine_path`` (default ``<telemetry>.quarantine.jsonl``).
     """
     started = time.perf_counter()
-    inv = load_inventory(inventory) if inventory is not None else None
-    kpis = load_kpis()
-    if pack_dir is not None and (pack_dir / "kpis").is_dir():
-        kpis.update(load_kpis(pack_dir / "kpis"))
+    try:
+        pack = load_pack(pack_dir)
+    except PackError as exc:
+        raise ConfigError(str(exc)) from None
+    topology = load_topology(inventory, pack) if inventory is not None else None
     qpath = quarantine_path or telemetry.with_name(telemetry.name + ".quarantine.jsonl")
     if qpath.exists():
         qpath.unlink()
     quarantine = Quarantine(path=qpath)
-    settings = get_settings()
     pipe = Pipeline(
-        kpis=kpis,
-        inventory=inv,
+        pack=pack,
+        topology=topology,
         quarantine=quarantine,
         on_finding=on_finding,
         on_incident=on_incident,
+        rca=rca,
     )
     pipe.correlator.maintenance.extend(maintenance)
-    pipe.correlator.window_s = settings.correlation_window_s
     pipe.feed_all(read_replay(telemetry, quarantine))
     pipe.finish()
     return ReplayResult(
         incidents=list(pipe.correlator.incidents.values()),
         findings=pipe.findings,
+        diagnoses=pipe.diagnoses,
         suppressed=pipe.correlator.suppressed,
         samples=pipe.samples,
         quarantined=quarantine.count,
         duplicates=pipe.buffer.duplicates,
         elapsed_s=time.perf_counter() - started,
         interval_s=pipe.interval_s or 0.0,
+        first_ts=pipe.first_ts if pipe.first_ts is not None else 0.0,
+        last_ts=pipe._last_ts if pipe._last_ts is not None else 0.0,
+        entities=[e for e in pipe.store.entities if e],
         quarantine=quarantine,
     )

@@ -55,7 +55,7 @@ def demo(
     """Simulate a network day with faults, stream it through detection and show live alerts."""
     from noc_assistant.api.app import create_app
     from noc_assistant.api.events import Broadcaster
-    from noc_assistant.inventory import Inventory
+    from noc_assistant.inventory import topology_from_dict
     from noc_assistant.pipeline import Pipeline
     from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
     from noc_assistant.storage import open_store
@@ -107,8 +107,8 @@ def demo(
                 highlight=False,
             )
 
-    inventory = Inventory.from_dict(scenario.inventory)
-    pipe = Pipeline(inventory=inventory, on_finding=on_finding, on_incident=on_incident)
+    topology = topology_from_dict(scenario.inventory)
+    pipe = Pipeline(topology=topology, on_finding=on_finding, on_incident=on_incident)
     pipe.correlator.maintenance.extend(_maintenance(scenario.labels))
     started = time.perf_counter()
     span = days * 86400.0

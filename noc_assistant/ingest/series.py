@@ -125,8 +125,27 @@ class SeriesStore:
         for p in points:
             self.add(p)
 
-    def view(self, entity: str, at: float, window_s: float) -> EntityView:
-        return EntityView(self, entity, at, window_s)
+    def view(
+        self, entity: str, at: float, window_s: float, extra: Mapping[str, str] | None = None
+    ) -> EntityView:
+        """Selector source for ``entity`` at ``at``; ``extra`` label matchers apply to every
+        selector (the group of a grouped KPI)."""
+        return EntityView(self, entity, at, window_s, extra or {})
+
+    def label_groups(
+        self, entity: str, metrics: Iterable[str], names: Iterable[str]
+    ) -> set[tuple[tuple[str, str], ...]]:
+        """Distinct values of the labels ``names`` on the entity's series of ``metrics``
+        (canonical names); series lacking one of the labels are left out."""
+        wanted = tuple(names)
+        out: set[tuple[tuple[str, str], ...]] = set()
+        for (metric, _part), states in self._by_entity.get(entity, {}).items():
+            if metric not in metrics:
+                continue
+            for st in states:
+                if all(n in st.labels for n in wanted):
+                    out.add(tuple((n, st.labels[n]) for n in wanted))
+        return out
 
     def _states(self, entity: str, metric: str, part: str) -> list[SeriesState]:
         return self._by_entity.get(entity, {}).get((metric, part), [])
@@ -135,13 +154,21 @@ class SeriesStore:
 class EntityView:
     """A :class:`knowledge.formula.SelectorSource` for one entity at one time."""
 
-    __slots__ = ("at", "entity", "store", "window_s")
+    __slots__ = ("at", "entity", "extra", "store", "window_s")
 
-    def __init__(self, store: SeriesStore, entity: str, at: float, window_s: float) -> None:
+    def __init__(
+        self,
+        store: SeriesStore,
+        entity: str,
+        at: float,
+        window_s: float,
+        extra: Mapping[str, str],
+    ) -> None:
         self.store = store
         self.entity = entity
         self.at = at
         self.window_s = window_s
+        self.extra = extra
 
     def _increase(self, metric: str, part: str, matchers: Mapping[str, str]) -> float | None:
         total: float | None = None
@@ -155,6 +182,8 @@ class EntityView:
         return total
 
     def select(self, fn: str, metric: str, matchers: Mapping[str, str]) -> float | None:
+        if self.extra:
+            matchers = {**matchers, **self.extra}
         if fn == "hist_mean":
             base = canonical_metric(metric, "counter")
             num = self._increase(base, "sum", matchers)

@@ -1,0 +1,123 @@
+"""`noc eval ...` commands: NAB benchmark scoring and scenario (replay + labels) scoring."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from noc_assistant.cli._console import console
+from noc_assistant.errors import BadInputError, NocError
+
+__all__ = ["app"]
+
+app = typer.Typer(help="eval commands", no_args_is_help=True)
+
+
+def _write(report: dict[str, Any], out: Path | None) -> None:
+    text = json.dumps(report, indent=2, sort_keys=True, default=float)
+    if out is None:
+        console.print_json(text)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n", encoding="utf-8")
+    console.print(f"report written to {out}")
+
+
+@app.command("nab")
+def nab(
+    data: Annotated[Path, typer.Option("--data", help="NAB root (data/, labels/)")],
+    out: Annotated[Path | None, typer.Option("--out", help="report.json")] = None,
+    scores_out: Annotated[
+        Path | None, typer.Option("--scores-out", help="per-series timestamp,value,score,alarm")
+    ] = None,
+) -> None:
+    """Score the label-free detector ensemble on a NAB corpus (NAB v1.1, three profiles)."""
+    from evals import nab as nab_eval
+
+    report = nab_eval.evaluate(data, scores_out=scores_out)
+    _write(report, out)
+    console.print(
+        f"NAB standard {report['nab_score_standard']:.1f}  low_FP {report['nab_score_low_fp']:.1f}"
+        f"  low_FN {report['nab_score_low_fn']:.1f}  windows {report['windows_detected']}/"
+        f"{report['windows_total']}  FA/series-day {report['false_alarms_per_series_day']:.3f}",
+        highlight=False,
+    )
+
+
+@app.command("run")
+def run(
+    telemetry: Annotated[Path, typer.Option("--telemetry", help="replay JSONL")],
+    labels: Annotated[Path, typer.Option("--labels", help="ground-truth labels JSON")],
+    inventory: Annotated[Path | None, typer.Option("--inventory")] = None,
+    pack: Annotated[Path | None, typer.Option("--pack", help="knowledge pack directory")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="report.json")] = None,
+) -> None:
+    """Replay telemetry through the pipeline and score its alerts against labels."""
+    from evals.scenario import Alert, score_scenario
+
+    try:
+        label_doc = json.loads(labels.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInputError("file not found", source=str(labels)) from None
+    except json.JSONDecodeError as exc:
+        raise BadInputError(exc.msg, source=str(labels), line=exc.lineno) from None
+    if not isinstance(label_doc, dict):
+        raise BadInputError("expected a JSON object", source=str(labels))
+    if not telemetry.is_file():
+        raise BadInputError("file not found", source=str(telemetry))
+    try:
+        pipeline = importlib.import_module("noc_assistant.pipeline")
+    except ImportError:
+        raise NocError("noc_assistant.pipeline is not available in this build") from None
+    from evals.scenario import parse_time
+
+    correlate = importlib.import_module("noc_assistant.correlate")
+    try:
+        maintenance = [
+            correlate.MaintenanceWindow(
+                str(m["entity"]), parse_time(m["start"]), parse_time(m["end"])
+            )
+            for m in label_doc.get("maintenance", []) or []
+        ]
+    except (KeyError, TypeError):
+        msg = "maintenance entries need entity/start/end"
+        raise BadInputError(msg, source=str(labels)) from None
+    start = time.perf_counter()
+    result = pipeline.run_replay(
+        telemetry, inventory=inventory, pack_dir=pack, maintenance=maintenance
+    )
+    elapsed = time.perf_counter() - start
+    if result.samples == 0:
+        raise BadInputError("no parsable samples", source=str(telemetry))
+    entities = set(result.entities)
+    if inventory is not None:
+        try:
+            inv = json.loads(inventory.read_text(encoding="utf-8"))
+            entities |= {str(e["id"]) for e in inv.get("entities", [])}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise BadInputError("unreadable inventory", source=str(inventory)) from None
+    by_id = {f.id: f for f in result.findings}
+    alerts = []
+    for inc in result.incidents:
+        dets = tuple(sorted({by_id[f].detector for f in inc.finding_ids if f in by_id}))
+        ents = list(inc.entities) or [""]
+        alerts.append(Alert(ents[0], inc.opened_at, dets, inc.id, tuple(ents[1:])))
+    report = score_scenario(
+        alerts, label_doc, entities, (result.first_ts, result.last_ts), source=str(labels)
+    )
+    from evals.rca import cases_from_run, load_labels, report_keys, score_rca
+
+    rca = score_rca(
+        cases_from_run(load_labels(labels), result.incidents, result.diagnoses, result.findings)
+    )
+    report.update(report_keys(rca))
+    report["samples"] = result.samples
+    report["quarantined"] = result.quarantined
+    seconds = result.elapsed_s or elapsed
+    report["samples_per_s"] = result.samples / seconds if seconds > 0 else 0.0
+    _write(report, out)
