@@ -13,6 +13,7 @@ from pathlib import Path
 
 from noc_assistant.errors import ConfigError, StorageError
 from noc_assistant.models import Finding, Incident
+from noc_assistant.rca import Diagnosis
 
 __all__ = ["Store", "open_store"]
 
@@ -37,6 +38,10 @@ CREATE TABLE IF NOT EXISTS findings (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS findings_incident ON findings (incident_id);
+CREATE TABLE IF NOT EXISTS diagnoses (
+    incident_id TEXT PRIMARY KEY,
+    body TEXT NOT NULL
+);
 """
 
 
@@ -63,6 +68,7 @@ class Store:
         with self._lock, self._conn:
             self._conn.execute("DELETE FROM findings")
             self._conn.execute("DELETE FROM incidents")
+            self._conn.execute("DELETE FROM diagnoses")
 
     def save_findings(self, findings: Iterable[Finding], incident_id: str | None = None) -> None:
         rows = [
@@ -102,6 +108,25 @@ class Store:
                 )
         except sqlite3.Error as exc:
             raise StorageError(f"{self.path}: cannot save incident {incident.id}: {exc}") from exc
+
+    def save_diagnosis(self, diagnosis: Diagnosis) -> None:
+        """Keep the latest diagnosis of an incident (hypotheses with their evidence)."""
+        try:
+            with self._lock, self._conn:
+                self._conn.execute(
+                    "INSERT INTO diagnoses (incident_id, body) VALUES (?, ?) ON CONFLICT"
+                    "(incident_id) DO UPDATE SET body = excluded.body",
+                    (diagnosis.incident_id, diagnosis.model_dump_json()),
+                )
+        except sqlite3.Error as exc:
+            raise StorageError(f"{self.path}: cannot save diagnosis: {exc}") from exc
+
+    def get_diagnosis(self, incident_id: str) -> Diagnosis | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT body FROM diagnoses WHERE incident_id = ?", (incident_id,)
+            ).fetchone()
+        return Diagnosis.model_validate_json(row[0]) if row else None
 
     def list_incidents(self, state: str | None = None, limit: int = 500) -> list[Incident]:
         query = "SELECT body FROM incidents"

@@ -73,9 +73,11 @@ def create_app(store: Store, broadcaster: Broadcaster | None = None) -> FastAPI:
     @app.get("/api/incidents/{incident_id}")
     def get_incident(s: StoreDep, incident_id: str) -> dict[str, Any]:
         inc = _incident_or_404(s, incident_id)
+        diagnosis = s.get_diagnosis(incident_id)
         return {
             "incident": inc.model_dump(),
             "findings": [f.model_dump() for f in s.findings_for(incident_id)],
+            "evidence": [e.model_dump() for e in diagnosis.evidence] if diagnosis else [],
         }
 
     @app.get("/api/stream")
@@ -109,6 +111,11 @@ def create_app(store: Store, broadcaster: Broadcaster | None = None) -> FastAPI:
     def incident_page(s: StoreDep, incident_id: str) -> str:
         inc = _incident_or_404(s, incident_id)
         findings: list[Finding] = s.findings_for(incident_id)
-        return env.get_template("incident.html").render(incident=inc, findings=findings)
+        diagnosis = s.get_diagnosis(incident_id)
+        return env.get_template("incident.html").render(
+            incident=inc,
+            findings=findings,
+            evidence=diagnosis.evidence if diagnosis else [],
+        )
 
     return app

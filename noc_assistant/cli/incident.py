@@ -73,6 +73,23 @@ def show(
         console.print(hyp)
     else:
         console.print("hypotheses: none yet")
+    diagnosis = store.get_diagnosis(inc.id)
+    if diagnosis is not None and diagnosis.evidence:
+        ev = Table(
+            "id", "kind", "entity", "KPI", "from", "to", "values", "summary", title="Evidence"
+        )
+        for e in diagnosis.evidence:
+            ev.add_row(
+                e.id,
+                e.kind,
+                e.entity,
+                e.kpi,
+                _utc(e.start),
+                _utc(e.end),
+                " ".join(f"{v:.4g}" for v in e.values),
+                e.summary,
+            )
+        console.print(ev)
     table = Table(
         "time (UTC)", "entity", "KPI", "observed", "expected", "score", "id", title="Findings"
     )

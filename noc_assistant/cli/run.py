@@ -84,6 +84,9 @@ def demo(
     def on_incident(event: IncidentEvent) -> None:
         inc = event.incident
         store.save_incident(inc)
+        diagnosis = pipe.diagnoses.get(inc.id)
+        if diagnosis is not None:
+            store.save_diagnosis(diagnosis)
         if event.finding is not None:
             store.save_findings([event.finding], incident_id=inc.id)
         hub.publish({"kind": event.kind, "incident": inc.id, "state": inc.state})
@@ -99,12 +102,23 @@ def demo(
                 f"[red]ALERT[/] {_utc(inc.opened_at)}  [bold]{', '.join(inc.entities)}[/]  "
                 f"{detail}  [dim]{inc.id}[/]",
                 highlight=False,
+                soft_wrap=True,
             )
         elif event.kind == "resolved":
+            top = inc.hypotheses[0] if inc.hypotheses else None
+            verdict = f"  → {top.fault} on {top.entity} ({top.confidence:.0%})" if top else ""
             console.print(
                 f"[green]RESOLVED[/] {_utc(inc.resolved_at or inc.updated_at)}  "
-                f"{', '.join(inc.entities)}  [dim]{inc.id}[/]",
+                f"{', '.join(inc.entities)}{verdict}  [dim]{inc.id}[/]",
                 highlight=False,
+                soft_wrap=True,
+            )
+        elif event.kind == "reopened":
+            console.print(
+                f"[yellow]REOPENED[/] {_utc(inc.updated_at)}  {', '.join(inc.entities)}  "
+                f"[dim]{inc.id}[/]",
+                highlight=False,
+                soft_wrap=True,
             )
 
     topology = topology_from_dict(scenario.inventory)

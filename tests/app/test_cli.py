@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from noc_assistant.cli import run
-from noc_assistant.models import Finding, Hypothesis, Incident
+from noc_assistant.cli._console import console
+from noc_assistant.models import Evidence, Finding, Hypothesis, Incident
+from noc_assistant.rca import Diagnosis
 from noc_assistant.settings import get_settings
 from noc_assistant.storage import open_store
 
@@ -17,6 +19,7 @@ from noc_assistant.storage import open_store
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     url = f"sqlite:///{tmp_path / 'noc.db'}"
     monkeypatch.setenv("NOC_DB_URL", url)
+    monkeypatch.setattr(console, "width", 240)
     get_settings.cache_clear()
     yield url
     get_settings.cache_clear()
@@ -48,15 +51,49 @@ def test_incident_show_prints_hypotheses_and_findings(
     store.save_findings(
         [
             Finding(
-                id="f-1", detector="robust-zscore", kpi="smf-pfcp-peers", entity="smf-1",
-                ts=1.0e9, score=9.0, observed=2, expected_low=2.9, expected_high=3.1,
+                id="f-1",
+                detector="robust-zscore",
+                kpi="smf-pfcp-peers",
+                entity="smf-1",
+                ts=1.0e9,
+                score=9.0,
+                observed=2,
+                expected_low=2.9,
+                expected_high=3.1,
                 direction="down",
             )
         ],
         incident_id="inc-42",
     )
+    store.save_diagnosis(
+        Diagnosis(
+            incident_id="inc-42",
+            verdict="fault",
+            hypotheses=[
+                Hypothesis(
+                    fault="pfcp_association_loss",
+                    entity="upf-2",
+                    confidence=0.8,
+                    evidence_ids=("e-1",),
+                )
+            ],
+            evidence=[
+                Evidence(
+                    id="e-1",
+                    finding_id="f-1",
+                    entity="smf-1",
+                    kpi="smf-pfcp-peers",
+                    start=1.0e9,
+                    end=1.0e9 + 60,
+                    values=(2.0,),
+                    summary="PFCP peers fell from 3 to 2",
+                )
+            ],
+        )
+    )
     assert run(["incident", "show", "inc-42"]) == 0
     out = capsys.readouterr().out
+    assert "Evidence" in out and "e-1" in out and "PFCP peers fell from 3 to 2" in out
     assert "pfcp_association_loss" in out and "upf-2" in out and "ts-29-244" in out
     assert "smf-pfcp-peers" in out and "f-1" in out
     assert run(["incident", "list"]) == 0
