@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from knowledge.topology import Topology
 from noc_assistant.models import Finding, Incident
 
-__all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow", "series_id"]
+__all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow", "inhibit_rules", "series_id"]
 
 Related = Callable[[str, str], bool]
 Scope = Callable[[Finding], str | None]
@@ -185,3 +186,42 @@ class Correlator:
     def close_all(self, ts: float) -> list[IncidentEvent]:
         """End of input: nothing more will arrive, resolve whatever is quiet."""
         return self.tick(ts)
+
+
+def inhibit_rules(topology: Topology, source_severity: str = "critical") -> dict[str, object]:
+    """The topology as Prometheus Alertmanager ``inhibit_rules``: while an alert of
+    ``source_severity`` fires on an entity, alerts on the entities that depend on it are muted
+    (an SMF's session failures while its UPF is down page once, for the UPF).
+
+    Entities are matched on the ``instance`` label, as our exporters and alerts carry it.
+
+    >>> topo = Topology({"smf-1": "smf", "upf-2": "upf"}, {"smf-1": {"upf-2"}, "upf-2": set()})
+    >>> inhibit_rules(topo)["inhibit_rules"]
+    [{'source_matchers': ['instance="upf-2"', 'severity="critical"'], \
+'target_matchers': ['instance="smf-1"']}]
+    """
+    rules: list[dict[str, list[str]]] = []
+    for upstream in sorted(topology.types):
+        if "/" in upstream:
+            # a part of an entity (a GPU of a server): its alerts carry the server's
+            # instance and a `gpu` label, so instance matching cannot single it out
+            continue
+        dependents = sorted(d for d in topology.dependents(upstream) if "/" not in d)
+        if not dependents:
+            continue
+        target = (
+            f'instance="{dependents[0]}"'
+            if len(dependents) == 1
+            else 'instance=~"' + "|".join(_re_escape(d) for d in dependents) + '"'
+        )
+        rules.append(
+            {
+                "source_matchers": [f'instance="{upstream}"', f'severity="{source_severity}"'],
+                "target_matchers": [target],
+            }
+        )
+    return {"inhibit_rules": rules}
+
+
+def _re_escape(text: str) -> str:
+    return "".join("\\" + c if c in ".^$*+?()[]{}|\\" else c for c in text)

@@ -98,3 +98,24 @@ def test(directory: PackDir = None) -> None:
     if failed:
         err_console.print(f"[bold red]{len(failed)} fixture(s) failed[/]")
         raise typer.Exit(1)
+
+
+@app.command("inhibit-rules")
+def inhibit_rules_cmd(
+    inventory: Annotated[Path, typer.Option(help="Network inventory JSON (FORMATS.md §4).")],
+    directory: PackDir = None,
+    out: Annotated[Path | None, typer.Option(help="Write YAML here instead of stdout.")] = None,
+) -> None:
+    """Export the topology as Alertmanager inhibit_rules (upstream alerts mute dependents)."""
+    import yaml
+
+    from noc_assistant.correlate import inhibit_rules
+    from noc_assistant.inventory import load_topology
+
+    pack = _load(directory)
+    text = yaml.safe_dump(inhibit_rules(load_topology(inventory, pack)), sort_keys=False)
+    if out is None:
+        console.print(text, highlight=False, markup=False, soft_wrap=True)
+    else:
+        out.write_text(text, encoding="utf-8")
+        console.print(f"inhibit rules written to {out}")

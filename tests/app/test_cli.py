@@ -107,3 +107,32 @@ def test_unknown_incident_exits_2(db: str, capsys: pytest.CaptureFixture[str]) -
 
 def test_usage_error_exits_2() -> None:
     assert run(["incident", "show"]) == 2
+
+
+def test_pack_inhibit_rules_follow_the_inventory(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+
+    inv = tmp_path / "inventory.json"
+    inv.write_text(
+        json.dumps(
+            {
+                "entities": [
+                    {"id": "smf-1", "type": "smf", "peers": ["upf-7"]},
+                    {"id": "smf-2", "type": "smf", "peers": ["upf-7"]},
+                    {"id": "upf-7", "type": "upf"},
+                    {"id": "upf-8", "type": "upf"},
+                ]
+            }
+        )
+    )
+    out = tmp_path / "inhibit.yaml"
+    assert run(["pack", "inhibit-rules", "--inventory", str(inv), "--out", str(out)]) == 0
+    rules = yaml.safe_load(out.read_text())["inhibit_rules"]
+    by_source = {r["source_matchers"][0]: r["target_matchers"] for r in rules}
+    assert by_source['instance="upf-7"'] == ['instance=~"smf-1|smf-2"']
+    assert 'instance="upf-8"' not in by_source  # nothing depends on it
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"entities": [{"id": "x"}]}')
+    assert run(["pack", "inhibit-rules", "--inventory", str(bad)]) == 2
