@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 __all__ = ["METRIC_TYPES", "Point", "canonical_metric"]
@@ -32,6 +33,7 @@ class Point(NamedTuple):
         return ""
 
 
+@lru_cache(maxsize=65536)
 def canonical_metric(name: str, type_: str = "gauge") -> str:
     """Name under which a series is looked up, whatever exporter spelling it arrived with.
 

@@ -1,0 +1,225 @@
+"""Detector benchmarks → bench/detectors_results.md.
+
+Run: ``.venv/bin/python bench/bench_detectors.py [--nab /work/shared/datasets/nab]``
+
+1. NAB v1.1 (three profiles, label-free thresholds) of the ensemble bank, per category, with a
+   rolling-Gaussian baseline scored in the same run (same NAB scorer, same probation).
+2. Throughput of the vectorised bank (full ensemble: members, calibrated thresholds, vote,
+   minimum duration, hysteresis) on 100,000 series, one core, against a bare numpy EWMA
+   z-score; per-series memory of the bank state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import datetime as dt
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from detectors import EnsembleBank
+from evals import nab
+
+HERE = Path(__file__).resolve().parent
+
+
+def rolling_gaussian(
+    corpus: list[nab.NabSeries], window: int = 6400, k: float = 4.0
+) -> list[tuple[Any, Any]]:
+    """Trailing-window Gaussian z (NAB's "windowedGaussian" idea); alarm on the rising edge of
+    ``|z| ≥ k`` (k = 4, the textbook bar, not tuned); scores ``|z| / (|z| + k)``."""
+    out = []
+    for s in corpus:
+        x = s.values
+        c1 = np.concatenate([[0.0], np.cumsum(x)])
+        c2 = np.concatenate([[0.0], np.cumsum(x * x)])
+        i = np.arange(len(x))
+        lo = np.maximum(0, i - window)
+        cnt = np.maximum(i - lo, 1)
+        mean = (c1[i] - c1[lo]) / cnt
+        var = np.maximum((c2[i] - c2[lo]) / cnt - mean**2, 0.0)
+        z = np.abs(x - mean) / np.sqrt(np.maximum(var, 1e-12))
+        z[i < 30] = 0.0
+        over = z >= k
+        alarm = over & ~np.concatenate([[False], over[:-1]])
+        out.append((z / (z + k), alarm))
+    return out
+
+
+SENSITIVITY = (0.02, 0.5, 2.0)
+
+
+def bench_nab(
+    root: Path,
+) -> tuple[dict[str, Any], dict[str, Any], float, dict[float, dict[str, Any]]]:
+    corpus = nab.load_corpus(root)
+    t0 = time.perf_counter()
+    ours = nab.detect(corpus)
+    elapsed = time.perf_counter() - t0
+    sens = {r: nab.report(corpus, nab.detect(corpus, target_rate=r)) for r in SENSITIVITY}
+    return nab.report(corpus, ours), nab.report(corpus, rolling_gaussian(corpus)), elapsed, sens
+
+
+def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    x = 50 + rng.normal(0, 1, (steps + warm, n_series))
+    res: dict[str, float] = {}
+    for label, use_t, dtype in (
+        ("ensemble bank, daily profile on, float64", True, np.float64),
+        ("ensemble bank, no timestamps, float64", False, np.float64),
+        ("ensemble bank, daily profile on, float32", True, np.float32),
+        ("ensemble bank, no timestamps, float32", False, np.float32),
+    ):
+        bank = EnsembleBank(n_series, warmup=10, dtype=dtype)
+        xd = x.astype(dtype)
+        for j in range(warm):
+            bank.step(xd[j], 60.0 * j if use_t else None)
+        t0 = time.perf_counter()
+        for j in range(warm, warm + steps):
+            bank.step(xd[j], 60.0 * j if use_t else None)
+        res[label] = n_series * steps / (time.perf_counter() - t0)
+        if use_t:
+            state = [v for v in vars(bank).values() if isinstance(v, np.ndarray)]
+            state += [v for v in vars(bank.level_).values() if isinstance(v, np.ndarray)]
+            res[f"bytes_per_series {np.dtype(dtype).name}"] = (
+                sum(a.nbytes for a in state) / n_series
+            )
+    # bare numpy EWMA z-score: mean and variance EW updates + z, nothing else
+    m = np.zeros(n_series)
+    v = np.ones(n_series)
+    a = 0.02
+    t0 = time.perf_counter()
+    for j in range(warm, warm + steps):
+        xj = x[j]
+        z = (xj - m) / np.sqrt(v)
+        d = xj - m
+        m += a * d
+        v = (1 - a) * (v + a * d * d)
+        _ = np.abs(z) > 4.0
+    res["bare numpy EWMA z-score"] = n_series * steps / (time.perf_counter() - t0)
+    return res
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nab", type=Path, default=Path("/work/shared/datasets/nab"))
+    ap.add_argument("--out", type=Path, default=HERE / "detectors_results.md")
+    args = ap.parse_args()
+    ours, base, nab_s, sens = bench_nab(args.nab)
+    thr = bench_throughput()
+    keys = [
+        ("standard", "nab_score_standard"),
+        ("reward_low_FP", "nab_score_low_fp"),
+        ("reward_low_FN", "nab_score_low_fn"),
+    ]
+    lines = [
+        "# Detector benchmarks",
+        "",
+        f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
+        f"- machine: {_cpu()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()},"
+        f" numpy {np.__version__}; one core (numpy element-wise, BLAS threads = 1)",
+        f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        "- thresholds: label-free, from a false-alarm budget: per member a SPOT bar (runs-",
+        "  declustered peaks over z = 2, GPD tail by moments, ξ ∈ [0, 0.5]) for the per-sample",
+        "  risk q = budget × interval / 86,400 / 2, floored by the iid Gaussian (point) and",
+        "  Siegmund-CUSUM (shift) bars for the same q; warm-up = NAB's probation rows; min",
+        f"  duration 2, hysteresis. NAB budget: {nab.NAB_TARGET_RATE} false alarms per series-day,",
+        "  fixed a priori (the operating target), not chosen on NAB labels; no per-file fitting.",
+        "",
+        "## NAB v1.1 (58 files, 116 windows)",
+        "",
+        "| detector | standard | reward_low_FP | reward_low_FN | windows detected |"
+        " false alarms / series-day |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, rep in (("ensemble bank (ours)", ours), ("rolling Gaussian, |z|≥4 (baseline)", base)):
+        cells = " | ".join(f"{rep[k]:.1f}" for _, k in keys)
+        lines.append(
+            f"| {name} | {cells} | {rep['windows_detected']}/{rep['windows_total']} |"
+            f" {rep['false_alarms_per_series_day']:.3f} |"
+        )
+    ratio = (
+        ours["nab_score_standard"] / base["nab_score_standard"]
+        if base["nab_score_standard"]
+        else float("nan")
+    )
+    lines += [
+        "",
+        f"Standard-profile ratio ours / rolling Gaussian (same run, same scorer): {ratio:.2f}.",
+        "Published (label-tuned thresholds, NAB scoreboard): ARTime 74.9, Numenta HTM 70.5,",
+        "windowed Gaussian ≈ 39, river HalfSpaceTrees ≈ 16. Target: ≥ 75 standard.",
+        f"Share of windows detected at our operating point: "
+        f"{ours['windows_detected'] / ours['windows_total']:.1%} at "
+        f"{ours['false_alarms_per_series_day']:.3f} false alarms per series-day "
+        "(target ≥ 90 % at ≤ 0.1).",
+        f"NAB run time of the bank (all 58 series at once): {nab_s:.1f} s.",
+        "",
+        "Sensitivity to the budget (reported for transparency; the headline row above is the",
+        "a-priori budget, not the best of these):",
+        "",
+        "| budget / series-day | standard | low_FP | low_FN | windows |"
+        " false alarms / series-day |",
+        "|---|---|---|---|---|---|",
+    ]
+    for rate, rep in sens.items():
+        lines.append(
+            f"| {rate} | {rep['nab_score_standard']:.1f} | {rep['nab_score_low_fp']:.1f} |"
+            f" {rep['nab_score_low_fn']:.1f} | {rep['windows_detected']}/{rep['windows_total']} |"
+            f" {rep['false_alarms_per_series_day']:.3f} |"
+        )
+    lines += [
+        "",
+        "Per category (ours):",
+        "",
+        "| category | series | standard | low_FP | low_FN | windows | false alarms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for cat, e in sorted(ours["per_category"].items()):
+        lines.append(
+            f"| {cat} | {e['series']} | {e['nab_score_standard']:.1f} |"
+            f" {e['nab_score_low_fp']:.1f} | {e['nab_score_low_fn']:.1f} |"
+            f" {e['windows_detected']}/{e['windows_total']} | {e['false_alarms']} |"
+        )
+    lines += [
+        "",
+        "## Throughput, 100,000 series, one core",
+        "",
+        "| what | samples / s |",
+        "|---|---|",
+    ]
+    for k, val in thr.items():
+        if not k.startswith("bytes_per_series"):
+            lines.append(f"| {k} | {val:,.0f} |")
+    lines += [
+        "",
+        f"Bank state: {thr['bytes_per_series float64']:.0f} bytes per series in float64,"
+        f" {thr['bytes_per_series float32']:.0f} in float32 (48-bin daily profile included)."
+        " Target ≥ 5,000,000 samples/s for the full ensemble.",
+        "",
+    ]
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))  # bench script, not library code
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""The per-series ensemble: member scores → rate-controlled bars → vote → alarm with hysteresis."""
+
+from __future__ import annotations
+
+import math
+
+from detectors.alerting import Alerter, Transition
+from detectors.robust_zscore import Direction, RobustZScore, directional
+from detectors.seasonal import SeasonalProfile
+from detectors.spot import PeaksOverThreshold, cusum_bar, gaussian_bar, risk_per_sample
+
+__all__ = ["MEMBERS", "Ensemble"]
+
+#: Member ids, in the order of :attr:`Ensemble.member_scores_`.
+MEMBERS = ("point", "shift")
+
+
+class Ensemble:
+    """Watch one series with two members and page within a false-alarm budget.
+
+    Members (both z-like):
+
+    - ``point``: deviation from the daily profile (:class:`SeasonalProfile`) when its bin is
+      mature and explains the series better than the EW robust level (:class:`RobustZScore`)
+      does, else from the level — chosen per step from the data, no labels;
+    - ``shift``: two-sided CUSUM (allowance ``shift_k``) of the same clipped z, divided by the
+      long-run factor ``√((1 + ρ) / (1 − ρ))`` of its lag-1 autocorrelation ``ρ`` (learnt in
+      normal time), so overlapping KPI windows do not pass for a shift.
+
+    **Bars from a rate.** ``target_rate`` is the false-alarm budget per series-day. With the
+    scrape interval (the smallest positive timestamp step seen; ``interval`` without
+    timestamps) it becomes a per-sample risk ``q``, split over the two members. Each member's
+    bar is a :class:`~detectors.spot.PeaksOverThreshold` (SPOT) bar for ``q`` over its
+    normal-time score clusters, floored by the iid Gaussian bar (point) or the Siegmund CUSUM
+    bar (shift) for the same ``q``. Nothing alarms during the first ``grace`` values (the
+    level settles) and the next warm-up: ``warmup`` scored values, or ``warmup_s`` seconds of
+    them when ``warmup`` is None (at least ``min_warmup``).
+
+    **Practical effect.** A member only scores when ``|x − expected|`` is at least
+    ``max(min_effect · |expected|, min_abs_effect)``: a statistically clear but tiny change of a
+    huge-volume series does not page.
+
+    Member scores are divided by their bars; the ensemble score is the ``votes``-th largest
+    ratio, and an :class:`Alerter` on it (threshold 1) applies minimum duration, burst,
+    hysteresis and a refractory period. The models learn every value (Huber-clipped); the bars
+    and ``ρ`` learn only while no alarm is open.
+
+    Examples
+    --------
+    >>> import random
+    >>> rng = random.Random(5)
+    >>> ens = Ensemble(warmup=300, min_duration=2)
+    >>> out = [ens.update(50 + rng.gauss(0, 1)) for _ in range(600)]
+    >>> [o for o in out if o is not None]
+    []
+    >>> [ens.update(80.0) for _ in range(3)]
+    [None, 'open', None]
+    >>> round(ens.score_, 1) > 1.0
+    True
+    """
+
+    def __init__(
+        self,
+        bad_direction: Direction = "both",
+        target_rate: float = 0.005,
+        interval: float = 60.0,
+        alpha: float = 0.02,
+        grace: int = 30,
+        shift_k: float = 0.5,
+        z_clip: float = 4.0,
+        rho_alpha: float = 0.005,
+        rho_max: float = 0.9,
+        period: float = 86400.0,
+        n_bins: int = 48,
+        seasonal_alpha: float = 0.2,
+        warmup: int | None = None,
+        warmup_s: float = 3600.0,
+        min_warmup: int = 30,
+        tail_start: float = 2.0,
+        xi_max: float = 0.5,
+        min_effect: float = 0.01,
+        min_abs_effect: float = 0.0,
+        votes: int = 1,
+        min_duration: int = 2,
+        clear_after: int = 4,
+        release: float = 0.5,
+        burst: float = math.inf,
+        refractory: int = 0,
+    ) -> None:
+        self.bad_direction = bad_direction
+        self.target_rate = target_rate
+        self.interval = interval
+        self.alpha = alpha
+        self.grace = grace
+        self.shift_k = shift_k
+        self.z_clip = z_clip
+        self.rho_alpha = rho_alpha
+        self.rho_max = rho_max
+        self.period = period
+        self.n_bins = n_bins
+        self.seasonal_alpha = seasonal_alpha
+        self.warmup = warmup
+        self.warmup_s = warmup_s
+        self.min_warmup = min_warmup
+        self.tail_start = tail_start
+        self.xi_max = xi_max
+        self.min_effect = min_effect
+        self.min_abs_effect = min_abs_effect
+        self.votes = votes
+        self.min_duration = min_duration
+        self.clear_after = clear_after
+        self.release = release
+        self.burst = burst
+        self.refractory = refractory
+        self.level_ = RobustZScore(alpha=alpha, grace=grace)
+        self.seasonal_ = SeasonalProfile(period=period, n_bins=n_bins, alpha=seasonal_alpha)
+        self.tails_ = (
+            PeaksOverThreshold(start=tail_start, xi_max=xi_max),
+            PeaksOverThreshold(start=tail_start, xi_max=xi_max),
+        )
+        self.alerter_ = Alerter(1.0, min_duration, clear_after, release, burst, refractory)
+        self.up_ = 0.0
+        self.down_ = 0.0
+        self.z_prev_ = 0.0
+        self.cov_ = 0.0
+        self.var_ = 0.0
+        self.rho_n_ = 0
+        self.last_t_: float | None = None
+        self.interval_ = math.inf
+        self.expected_ = 0.0
+        self.bars_ = (math.inf, math.inf)
+        self.member_scores_ = (0.0, 0.0)
+        self.ratios_ = (0.0, 0.0)
+        self.score_ = 0.0
+
+    @property
+    def firing(self) -> bool:
+        return self.alerter_.firing_
+
+    def risk(self) -> float:
+        """Per-sample risk of each member for the current interval estimate."""
+        step = self.interval_ if math.isfinite(self.interval_) else self.interval
+        return risk_per_sample(self.target_rate, step) / len(MEMBERS)
+
+    def warmup_n(self) -> int:
+        """Scored values before the bars exist."""
+        if self.warmup is not None:
+            return self.warmup
+        step = self.interval_ if math.isfinite(self.interval_) else self.interval
+        return max(self.min_warmup, math.ceil(self.warmup_s / step))
+
+    def floors(self) -> tuple[float, float]:
+        """The iid bars of the two members for the current risk."""
+        q = self.risk()
+        both = self.bad_direction == "both"
+        return gaussian_bar(q, both), cusum_bar(q, self.shift_k, both)
+
+    def bars(self) -> tuple[float, float]:
+        """Current bars of the two members (inf during grace and warm-up)."""
+        q, warm = self.risk(), self.warmup_n()
+        fp, fs = self.floors()
+        return self.tails_[0].bar(q, fp, warm), self.tails_[1].bar(q, fs, warm)
+
+    def _point(self, x: float, t: float | None) -> tuple[float, float]:
+        """Signed z of ``x`` and the value it is measured against."""
+        lvl, sea = self.level_, self.seasonal_
+        if t is not None and sea.mature(t) and sea.global_mad_ < lvl.mad_:
+            return sea.signed_score(x, t), sea.level_[sea._bin(t)]
+        return lvl.signed_score(x), lvl.mean_
+
+    def _shift(self, z: float) -> tuple[float, float, float]:
+        zc = max(-self.z_clip, min(self.z_clip, z))
+        rho = max(0.0, min(self.rho_max, self.cov_ / max(self.var_, 1e-30)))
+        u = zc / math.sqrt((1.0 + rho) / (1.0 - rho))
+        return zc, max(0.0, self.up_ + u - self.shift_k), max(0.0, self.down_ - u - self.shift_k)
+
+    def member_scores(self, x: float, t: float | None = None) -> tuple[float, float]:
+        """Raw (unscaled) member scores of ``x`` without learning it."""
+        z, ref = self._point(x, t)
+        if abs(x - ref) < max(self.min_effect * abs(ref), self.min_abs_effect):
+            return 0.0, 0.0
+        _, up, down = self._shift(z)
+        bd = self.bad_direction
+        shift = up if bd == "up" else down if bd == "down" else max(up, down)
+        return directional(z, bd), shift
+
+    def update(self, x: float, t: float | None = None) -> Transition:
+        """Score, vote, alarm, then learn ``x``; return the alarm transition if any."""
+        if math.isnan(x):
+            return None
+        if t is not None:
+            if self.last_t_ is not None and t > self.last_t_:
+                self.interval_ = min(self.interval_, t - self.last_t_)
+            self.last_t_ = t
+        z, ref = self._point(x, t)
+        self.expected_ = ref
+        scores = self.member_scores(x, t)
+        bars = self.bars()
+        ratios = (scores[0] / bars[0], scores[1] / bars[1])
+        self.member_scores_ = scores
+        self.bars_ = bars
+        self.ratios_ = ratios
+        self.score_ = sorted(ratios, reverse=True)[min(self.votes, len(ratios)) - 1]
+        transition = self.alerter_.update(self.score_)
+        scored = self.level_.n_ >= self.grace
+        zc, self.up_, self.down_ = self._shift(z)
+        self.level_.learn_one(x)
+        self.seasonal_.learn_one(x, t)
+        if scored:
+            if not self.alerter_.firing_:
+                self.rho_n_ += 1
+                a = max(self.rho_alpha, 1.0 / self.rho_n_)
+                self.cov_ += a * (zc * self.z_prev_ - self.cov_)
+                self.var_ += a * (zc * zc - self.var_)
+                for s, b, tail in zip(scores, bars, self.tails_, strict=True):
+                    tail.learn_one(s, b)
+            else:
+                for tail in self.tails_:
+                    tail.drop_run()
+        self.z_prev_ = zc
+        return transition

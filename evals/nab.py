@@ -1,0 +1,378 @@
+"""NAB v1.1: corpus loading, scoring (three profiles, null = 0, perfect = 100), and a run.
+
+Scoring follows the Numenta Anomaly Benchmark v1.1 rules (``nab/sweeper.py``), re-implemented:
+
+- each file's first ``min(floor(0.15·n), 750)`` rows are a probation period and are not scored;
+- a detection is a row whose alarm is 1. Inside a labelled window the *best* (earliest)
+  detection counts once, worth ``A_TP · σ(pos) / σ(−1)`` with
+  ``σ(x) = 2 / (1 + e^{5x}) − 1`` and ``pos = −(right − i + 1) / width`` (so ``1`` at the left
+  edge); a window without detection costs ``A_FN``;
+- a detection outside every window costs ``A_FP · σ(d)`` (``σ`` negative there), where ``d`` is
+  the distance past the preceding window's right edge in units of that window's width − 1
+  (``d = 3``, i.e. a full ``A_FP``, before the first window);
+- per profile the raw corpus score is normalised to ``100 · (raw − null) / (perfect − null)``,
+  where the null detector never fires (``−A_FN`` per window) and the perfect one fires at the
+  first scored row of each window.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from noc_assistant.errors import BadInputError
+
+__all__ = [
+    "NAB_TARGET_RATE",
+    "PROFILES",
+    "NabSeries",
+    "Profile",
+    "SeriesScore",
+    "detect",
+    "evaluate",
+    "load_corpus",
+    "normalised_score",
+    "probation_length",
+    "score_series",
+    "write_scores",
+]
+
+F64 = NDArray[np.float64]
+Bool = NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """NAB cost weights (magnitudes: ``A_FP`` and ``A_FN`` are costs)."""
+
+    name: str
+    tp: float
+    fp: float
+    fn: float
+
+
+PROFILES = {
+    "standard": Profile("standard", 1.0, 0.11, 1.0),
+    "reward_low_FP_rate": Profile("reward_low_FP_rate", 1.0, 0.22, 1.0),
+    "reward_low_FN_rate": Profile("reward_low_FN_rate", 1.0, 0.11, 2.0),
+}
+_REPORT_KEYS = {
+    "standard": "nab_score_standard",
+    "reward_low_FP_rate": "nab_score_low_fp",
+    "reward_low_FN_rate": "nab_score_low_fn",
+}
+
+
+@dataclass
+class NabSeries:
+    """One NAB data file: ``name`` is its path relative to ``data/``."""
+
+    name: str
+    timestamps: F64
+    values: F64
+    windows: list[tuple[float, float]]
+    raw_timestamps: list[str] = field(default_factory=list, repr=False)
+    raw_values: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def category(self) -> str:
+        return self.name.split("/", 1)[0] if "/" in self.name else ""
+
+
+#: NAB v1.1 itself holds repeated timestamps and one repeated hour (local clocks set back);
+#: NAB scores rows in file order, so those are accepted. Anything earlier is "unsorted".
+_MAX_STEP_BACK_S = 3600.0
+
+
+def _epoch(text: str) -> float:
+    dt = datetime.fromisoformat(text.strip())
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def _read_csv(path: Path, name: str) -> tuple[list[str], list[str], F64, F64]:
+    raw_ts: list[str] = []
+    raw_vals: list[str] = []
+    ts: list[float] = []
+    vals: list[float] = []
+    max_seen = -math.inf
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None or [h.strip() for h in header] != ["timestamp", "value"]:
+            raise BadInputError(
+                f"expected header 'timestamp,value', got {','.join(header or [])!r}",
+                source=str(path),
+                line=1,
+            )
+        for row in reader:
+            line = reader.line_num
+            if not row:
+                continue
+            if len(row) != 2:
+                raise BadInputError(
+                    f"expected 2 columns, got {len(row)}", source=str(path), line=line
+                )
+            try:
+                t = _epoch(row[0])
+            except ValueError:
+                raise BadInputError(
+                    f"timestamp {row[0]!r} is not ISO 8601", source=str(path), line=line
+                ) from None
+            try:
+                v = float(row[1])
+            except ValueError:
+                raise BadInputError(
+                    f"value {row[1]!r} is not a number", source=str(path), line=line
+                ) from None
+            if ts and t < max_seen - _MAX_STEP_BACK_S:
+                raise BadInputError(
+                    f"timestamp {row[0]} is out of order (earlier than a previous row by more"
+                    " than an hour)",
+                    source=str(path),
+                    line=line,
+                )
+            max_seen = max(max_seen, t) if ts else t
+            raw_ts.append(row[0])
+            raw_vals.append(row[1])
+            ts.append(t)
+            vals.append(v)
+    if not ts:
+        raise BadInputError(f"{name} has no rows", source=str(path), line=1)
+    return raw_ts, raw_vals, np.asarray(ts), np.asarray(vals)
+
+
+def load_corpus(root: Path) -> list[NabSeries]:
+    """Read ``root/data/**.csv`` and ``root/labels/combined_windows.json`` (NAB layout).
+
+    Raises :class:`BadInputError` naming file and line for a wrong header, a non-numeric
+    value, an unparsable or non-increasing timestamp, or a data file without labels.
+    """
+    data_dir = root / "data"
+    labels_path = root / "labels" / "combined_windows.json"
+    if not data_dir.is_dir():
+        raise BadInputError("no data/ directory (NAB layout expected)", source=str(root))
+    try:
+        labels = json.loads(labels_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInputError("labels file missing", source=str(labels_path)) from None
+    except json.JSONDecodeError as exc:
+        raise BadInputError(exc.msg, source=str(labels_path), line=exc.lineno) from None
+    if not isinstance(labels, dict):
+        raise BadInputError("expected an object of file → windows", source=str(labels_path))
+    out: list[NabSeries] = []
+    for path in sorted(data_dir.rglob("*.csv")):
+        name = path.relative_to(data_dir).as_posix()
+        if name not in labels:
+            raise BadInputError(f"no windows for {name}", source=str(labels_path))
+        raw_ts, raw_vals, ts, vals = _read_csv(path, name)
+        windows: list[tuple[float, float]] = []
+        for w in labels[name]:
+            try:
+                windows.append((_epoch(w[0]), _epoch(w[1])))
+            except (ValueError, TypeError, IndexError):
+                raise BadInputError(
+                    f"bad window {w!r} for {name}", source=str(labels_path)
+                ) from None
+        out.append(NabSeries(name, ts, vals, sorted(windows), raw_ts, raw_vals))
+    if not out:
+        raise BadInputError("no .csv files under data/", source=str(data_dir))
+    return out
+
+
+def probation_length(n: int) -> int:
+    """Rows of NAB's probation period for a file of ``n`` rows."""
+    return int(min(math.floor(0.15 * n), 0.15 * 5000))
+
+
+def _sigma(pos: F64) -> F64:
+    return np.where(pos >= 3.0, -1.0, 2.0 / (1.0 + np.exp(np.minimum(5.0 * pos, 700.0))) - 1.0)
+
+
+@dataclass(frozen=True)
+class SeriesScore:
+    """NAB bookkeeping of one series under one profile."""
+
+    raw: float
+    null: float
+    perfect: float
+    windows: int
+    windows_detected: int
+    false_alarms: int
+    scored_days: float
+
+
+def score_series(
+    timestamps: F64, alarms: Bool, windows: Sequence[tuple[float, float]], profile: Profile
+) -> SeriesScore:
+    """Score the alarm rows of one series against its windows (see module docstring).
+
+    >>> ts = np.arange(100.0)
+    >>> alarms = np.zeros(100, bool)
+    >>> alarms[40] = True                         # at the left edge of [40, 49]
+    >>> s = score_series(ts, alarms, [(40.0, 49.0)], PROFILES["standard"])
+    >>> round(s.raw, 6), s.null, s.perfect
+    (1.0, -1.0, 1.0)
+    """
+    n = len(timestamps)
+    prob = probation_length(n)
+    timestamps = np.maximum.accumulate(timestamps)  # tolerate a repeated hour (see loader)
+    edges = []
+    for start, end in windows:
+        left = int(np.searchsorted(timestamps, start, "left"))
+        right = int(np.searchsorted(timestamps, end, "right")) - 1
+        if left <= right:
+            edges.append((left, right))
+    max_tp = float(_sigma(np.array([-1.0]))[0])
+    idx = np.flatnonzero(alarms)
+    idx = idx[idx >= prob]
+    in_window = np.zeros(len(idx), np.bool_)
+    raw = null = perfect = 0.0
+    n_windows = detected = 0
+    for left, right in edges:
+        width = right - left + 1
+        if right < prob:
+            continue
+        n_windows += 1
+        null -= profile.fn
+        first = max(left, prob)
+        perfect += profile.tp * float(_sigma(np.array([-(right - first + 1) / width]))[0]) / max_tp
+        inside = (idx >= left) & (idx <= right)
+        in_window |= inside
+        if inside.any():
+            detected += 1
+            i = int(idx[inside][0])
+            raw += profile.tp * float(_sigma(np.array([-(right - i + 1) / width]))[0]) / max_tp
+        else:
+            raw -= profile.fn
+    fps = idx[~in_window]
+    if len(fps):
+        rights = np.array([r for _, r in edges], np.int64)
+        widths = np.array([r - lft + 1 for lft, r in edges], np.float64)
+        k = np.searchsorted(rights, fps, "left") - 1  # last window ending before the alarm
+        pos = np.full(len(fps), 3.0)
+        has = k >= 0
+        pos[has] = np.abs(rights[k[has]] - fps[has]) / np.maximum(widths[k[has]] - 1.0, 1.0)
+        raw += float(np.sum(profile.fp * _sigma(pos)))
+    days = (timestamps[-1] - timestamps[min(prob, n - 1)]) / 86400.0
+    return SeriesScore(raw, null, perfect, n_windows, detected, len(fps), float(days))
+
+
+def normalised_score(scores: Sequence[SeriesScore]) -> float:
+    """``100 · (raw − null) / (perfect − null)`` over a corpus (0 when there are no windows)."""
+    raw = sum(s.raw for s in scores)
+    null = sum(s.null for s in scores)
+    perfect = sum(s.perfect for s in scores)
+    if perfect - null <= 0:
+        return 0.0
+    return 100.0 * (raw - null) / (perfect - null)
+
+
+#: NAB's false-alarm budget per series-day, fixed a priori (the brief's operating target of
+#: ≤ 0.1 false alarms per series-day), not fitted to the NAB labels.
+NAB_TARGET_RATE = 0.1
+
+
+def detect(corpus: Sequence[NabSeries], **params: Any) -> list[tuple[F64, Bool]]:
+    """Run the label-free ensemble bank over all series at once.
+
+    Returns per series ``(score in [0, 1], alarm)``: ``score = r / (1 + r)`` of the ensemble
+    ratio ``r`` (0.5 at the rate-derived bar) and ``alarm`` 1 at each alarm opening. The
+    warm-up of each series' bars is NAB's probation period (known before scoring, not a label);
+    the bars follow from a budget of ``target_rate`` (default :data:`NAB_TARGET_RATE`) false
+    alarms per series-day and each file's own sampling interval.
+    """
+    from detectors.bank import EnsembleBank
+
+    n = len(corpus)
+    steps = max(len(s.values) for s in corpus)
+    x = np.full((n, steps), np.nan)
+    t = np.zeros((n, steps))
+    for i, s in enumerate(corpus):
+        x[i, : len(s.values)] = s.values
+        t[i, : len(s.values)] = s.timestamps
+    params = dict(params)
+    params.setdefault("target_rate", NAB_TARGET_RATE)
+    warmup = [max(probation_length(len(s.values)) - params.get("grace", 30), 50) for s in corpus]
+    bank = EnsembleBank(n, warmup=params.pop("warmup", warmup), **params)
+    res = bank.run(x, t)
+    out = []
+    for i, s in enumerate(corpus):
+        k = len(s.values)
+        r = res.score[i, :k].astype(np.float64)
+        out.append((r / (1.0 + r), res.opened[i, :k].copy()))
+    return out
+
+
+def write_scores(
+    root: Path, corpus: Sequence[NabSeries], results: Sequence[tuple[F64, Bool]]
+) -> None:
+    """Write ``root/<name>`` CSVs with ``timestamp,value,score,alarm`` (FORMATS §5)."""
+    for s, (score, alarm) in zip(corpus, results, strict=True):
+        path = root / s.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(["timestamp", "value", "score", "alarm"])
+            for ts, val, sc, al in zip(s.raw_timestamps, s.raw_values, score, alarm, strict=True):
+                w.writerow([ts, val, f"{sc:.6f}", int(al)])
+
+
+def report(corpus: Sequence[NabSeries], results: Sequence[tuple[F64, Bool]]) -> dict[str, Any]:
+    """FORMATS §5 keys for ``noc eval nab`` plus a per-category breakdown."""
+    out: dict[str, Any] = {}
+    per_cat: dict[str, dict[str, Any]] = {}
+    for pname, profile in PROFILES.items():
+        scores = [
+            score_series(s.timestamps, alarm, s.windows, profile)
+            for s, (_, alarm) in zip(corpus, results, strict=True)
+        ]
+        out[_REPORT_KEYS[pname]] = normalised_score(scores)
+        cats: dict[str, list[SeriesScore]] = {}
+        for s, sc in zip(corpus, scores, strict=True):
+            cats.setdefault(s.category, []).append(sc)
+        for cat, group in cats.items():
+            entry = per_cat.setdefault(cat, {"series": len(group)})
+            entry[_REPORT_KEYS[pname]] = normalised_score(group)
+            if pname == "standard":
+                entry["windows_detected"] = sum(g.windows_detected for g in group)
+                entry["windows_total"] = sum(g.windows for g in group)
+                entry["false_alarms"] = sum(g.false_alarms for g in group)
+        if pname == "standard":
+            out["windows_detected"] = sum(s.windows_detected for s in scores)
+            out["windows_total"] = sum(s.windows for s in scores)
+            days = sum(s.scored_days for s in scores)
+            out["false_alarms"] = sum(s.false_alarms for s in scores)
+            out["false_alarms_per_series_day"] = out["false_alarms"] / days if days > 0 else 0.0
+            out["series_days_scored"] = days
+    out["threshold_source"] = "label_free"
+    out["series"] = len(corpus)
+    out["per_category"] = per_cat
+    return out
+
+
+def evaluate(root: Path, scores_out: Path | None = None, **params: Any) -> dict[str, Any]:
+    """Load the NAB corpus at ``root``, run the detectors, score; optionally write scores."""
+    corpus = load_corpus(root)
+    start = time.perf_counter()
+    results = detect(corpus, **params)
+    elapsed = time.perf_counter() - start
+    out = report(corpus, results)
+    samples = sum(len(s.values) for s in corpus)
+    out["samples"] = samples
+    out["samples_per_s"] = samples / elapsed if elapsed > 0 else 0.0
+    out["detector"] = "ensemble-bank"
+    if scores_out is not None:
+        write_scores(scores_out, corpus, results)
+    return out

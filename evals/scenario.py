@@ -1,0 +1,252 @@
+"""Scenario scoring: alerts of a replay against ground-truth labels (FORMATS §2 and §5).
+
+Definitions (the report documents them by these names):
+
+- an alert is a **true positive** of an incident when it opens on the incident's root-cause
+  entity or one of its ``affected`` entities, at ``start ≤ opened_at ≤ end``;
+- an alert that is a true positive of no incident and does not open inside a maintenance
+  window of its entity is a **false positive**;
+- **normal time** of an entity is the replay span minus its incidents (as root or affected)
+  and its maintenance; ``false_alerts_per_entity_day`` = false positives / normal entity-days;
+- **fpr** tiles each entity's span into fixed half-open windows of ``window_s`` (default 1 h)
+  aligned to the span start; a window is a *normal window* when it overlaps none of the entity's
+  incidents or maintenance; fpr = normal windows containing ≥ 1 false-positive opening of that
+  entity / normal windows, with a 95 % Wilson interval;
+- **incident_recall** = incidents with ≥ 1 true positive / incidents;
+  **detection delay** = first true-positive opening − incident start (p50 / p95 over detected
+  incidents, linear-interpolated percentiles);
+- **per_detector**: the same counts restricted to alerts a detector contributed to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from noc_assistant.errors import BadInputError
+
+__all__ = ["Alert", "parse_time", "score_scenario", "wilson"]
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert (an incident after correlation) as the scorer sees it."""
+
+    entity: str
+    opened_at: float
+    detectors: tuple[str, ...] = ()
+    incident_id: str = ""
+    related: tuple[str, ...] = ()
+    """Further entities of the same alert; a match on any of them makes it a true positive."""
+
+
+@dataclass(frozen=True)
+class _Interval:
+    entities: frozenset[str]
+    start: float
+    end: float
+    id: str = ""
+
+
+def parse_time(value: Any, *, source: str = "labels") -> float:
+    """RFC 3339 text or epoch seconds → epoch seconds.
+
+    >>> parse_time("2026-11-29T10:05:00Z")
+    1795946700.0
+    >>> parse_time(12.5)
+    12.5
+    """
+    if isinstance(value, bool):
+        raise BadInputError(f"bad time {value!r}", source=source)
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            pass
+    raise BadInputError(f"bad time {value!r}", source=source)
+
+
+def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a proportion.
+
+    >>> [round(v, 4) for v in wilson(0, 100)]
+    [0.0, 0.037]
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _incidents(labels: Mapping[str, Any], source: str) -> list[_Interval]:
+    out = []
+    for i, inc in enumerate(labels.get("incidents", []) or []):
+        try:
+            ents = set(inc.get("affected") or [])
+            root = inc.get("root_cause") or {}
+            if root.get("entity"):
+                ents.add(root["entity"])
+            out.append(
+                _Interval(
+                    frozenset(ents),
+                    parse_time(inc["start"], source=source),
+                    parse_time(inc["end"], source=source),
+                    str(inc.get("id", f"incident-{i}")),
+                )
+            )
+        except (KeyError, AttributeError, TypeError):
+            raise BadInputError(f"incident {i} lacks start/end", source=source) from None
+    return out
+
+
+def _maintenance(labels: Mapping[str, Any], source: str) -> list[_Interval]:
+    out = []
+    for i, m in enumerate(labels.get("maintenance", []) or []):
+        try:
+            out.append(
+                _Interval(
+                    frozenset([m["entity"]]),
+                    parse_time(m["start"], source=source),
+                    parse_time(m["end"], source=source),
+                )
+            )
+        except (KeyError, TypeError):
+            raise BadInputError(f"maintenance {i} lacks entity/start/end", source=source) from None
+    return out
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(values, np.float64), q)) if values else None
+
+
+def _counts(
+    alerts: Sequence[Alert],
+    incidents: Sequence[_Interval],
+    maint: Sequence[_Interval],
+    entities: Iterable[str],
+    span: tuple[float, float],
+    window_s: float,
+) -> dict[str, Any]:
+    first_tp: dict[str, float] = {}
+    fps: list[Alert] = []
+    for a in alerts:
+        ents = {a.entity, *a.related}
+        tp = False
+        for inc in incidents:
+            if ents & inc.entities and inc.start <= a.opened_at <= inc.end:
+                tp = True
+                first_tp[inc.id] = min(first_tp.get(inc.id, math.inf), a.opened_at)
+        if tp:
+            continue
+        if any(a.entity in m.entities and m.start <= a.opened_at <= m.end for m in maint):
+            continue
+        fps.append(a)
+    t0, t1 = span
+    n_win = max(1, math.ceil((t1 - t0) / window_s))
+    normal_windows = 0
+    hit_windows = 0
+    normal_s = 0.0
+    for ent in sorted(set(entities)):
+        busy = [(i.start, i.end) for i in [*incidents, *maint] if ent in i.entities]
+        normal = np.ones(n_win, np.bool_)
+        for s, e in busy:
+            lo = max(0, math.floor((max(s, t0) - t0) / window_s))
+            hi = min(n_win - 1, max(lo, math.ceil((min(e, t1) - t0) / window_s) - 1))
+            if lo <= hi:
+                normal[lo : hi + 1] = False
+        # normal seconds: span minus the union of busy intervals
+        merged: list[list[float]] = []
+        for s, e in sorted((max(s, t0), min(e, t1)) for s, e in busy):
+            if e <= s:
+                continue
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        covered = sum(e - s for s, e in merged)
+        normal_s += max(0.0, (t1 - t0) - covered)
+        hits = np.zeros(n_win, np.bool_)
+        for a in fps:
+            if a.entity == ent and t0 <= a.opened_at <= t1:
+                hits[min(n_win - 1, int((a.opened_at - t0) // window_s))] = True
+        normal_windows += int(normal.sum())
+        hit_windows += int((hits & normal).sum())
+    delays = [first_tp[i.id] - i.start for i in incidents if i.id in first_tp]
+    return {
+        "alerts": len(alerts),
+        "false_positives": len(fps),
+        "normal_entity_days": normal_s / 86400.0,
+        "normal_windows": normal_windows,
+        "windows_with_false_alert": hit_windows,
+        "fpr": hit_windows / normal_windows if normal_windows else 0.0,
+        "recall": len(first_tp) / len(incidents) if incidents else None,
+        "delays": delays,
+    }
+
+
+def score_scenario(
+    alerts: Sequence[Alert],
+    labels: Mapping[str, Any],
+    entities: Iterable[str],
+    span: tuple[float, float],
+    *,
+    window_s: float = 3600.0,
+    source: str = "labels",
+) -> dict[str, Any]:
+    """FORMATS §5 detection keys for one replay (RCA keys are left ``None``).
+
+    >>> labels = {"incidents": [{"id": "i1", "start": 1000, "end": 2000,
+    ...           "root_cause": {"entity": "upf-3", "fault": "upf_gtpu_drop"},
+    ...           "affected": ["smf-1"]}]}
+    >>> alerts = [Alert("smf-1", 1300.0, ("ensemble:point",), "a1"),
+    ...           Alert("amf-1", 5000.0, ("ensemble:shift",), "a2")]
+    >>> r = score_scenario(alerts, labels, ["smf-1", "upf-3", "amf-1"], (0.0, 86400.0))
+    >>> r["incident_recall"], r["false_positives"], r["detection_delay_s_p50"]
+    (1.0, 1, 300.0)
+    >>> r["per_detector"]["ensemble:shift"]["false_positives"]
+    1
+    """
+    incidents = _incidents(labels, source)
+    maint = _maintenance(labels, source)
+    ents = set(entities) | {a.entity for a in alerts}
+    c = _counts(alerts, incidents, maint, ents, span, window_s)
+    days = c["normal_entity_days"]
+    per_detector: dict[str, dict[str, Any]] = {}
+    for det in sorted({d for a in alerts for d in a.detectors}):
+        sub = [a for a in alerts if det in a.detectors]
+        dc = _counts(sub, incidents, maint, ents, span, window_s)
+        per_detector[det] = {
+            "alerts": dc["alerts"],
+            "false_positives": dc["false_positives"],
+            "fpr": dc["fpr"],
+            "recall": dc["recall"],
+        }
+    return {
+        "alerts_total": c["alerts"],
+        "false_positives": c["false_positives"],
+        "false_alerts_per_entity_day": c["false_positives"] / days if days > 0 else 0.0,
+        "fpr": c["fpr"],
+        "fpr_ci95": list(wilson(c["windows_with_false_alert"], c["normal_windows"])),
+        "fpr_window_s": window_s,
+        "normal_windows": c["normal_windows"],
+        "normal_entity_days": days,
+        "incidents_total": len(incidents),
+        "incident_recall": c["recall"],
+        "detection_delay_s_p50": _percentile(c["delays"], 50),
+        "detection_delay_s_p95": _percentile(c["delays"], 95),
+        "rca_ac1": None,
+        "rca_ac3": None,
+        "rca_noop_accuracy": None,
+        "grounding_rate": None,
+        "per_detector": per_detector,
+    }

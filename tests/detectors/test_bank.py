@@ -1,0 +1,79 @@
+"""The vectorised bank gives the per-series ensemble's scores and alarms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from detectors import Ensemble, EnsembleBank
+
+
+def _series(seed: int, n_series: int = 6, steps: int = 1500) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    t = np.arange(steps) * 600.0
+    day = np.sin(2 * np.pi * t / 86400)
+    x = 50 + rng.normal(0, 1, (n_series, steps)) * rng.uniform(0.5, 5, (n_series, 1))
+    x += rng.uniform(0, 20, (n_series, 1)) * day
+    x[1:3] = 50 + rng.normal(0, 1, (2, steps)) + 10 * day
+    x[1, 1000:] += 15  # level shift
+    x[2, 900] += 40  # spike
+    x[3, rng.choice(steps, 60, replace=False)] = np.nan  # gaps
+    x[4] = np.round(x[4])  # quantised
+    x[5, :] = 7.0  # constant
+    return x, t
+
+
+@pytest.mark.parametrize(
+    ("params", "with_t"),
+    [
+        ({}, True),
+        ({}, False),
+        ({"bad_direction": "up", "votes": 2, "min_duration": 1, "burst": 3.0}, True),
+        ({"bad_direction": "up", "warmup": 200, "target_rate": 0.5, "refractory": 20}, True),
+        ({"target_rate": 2.0, "min_effect": 0.0, "min_abs_effect": 0.5, "warmup": None}, True),
+    ],
+)
+def test_bank_matches_per_series(params: dict[str, object], with_t: bool) -> None:
+    x, t = _series(3)
+    warmup = params.pop("warmup", [300, 250, 300, 400, 300, 300])
+    bank = EnsembleBank(x.shape[0], warmup=warmup, **params)  # type: ignore[arg-type]
+    res = bank.run(x, t if with_t else None)
+    assert res.opened.any() or not with_t  # the comparison covers alarms, not only quiet scores
+    warm: list[int | None] = (
+        [None] * x.shape[0]
+        if warmup is None
+        else [int(w) for w in np.broadcast_to(np.asarray(warmup), (x.shape[0],))]
+    )
+    for i in range(x.shape[0]):
+        w = warm[i]
+        ens = Ensemble(warmup=w, **params)  # type: ignore[arg-type]
+        scores, opened = [], []
+        for j in range(x.shape[1]):
+            v = float(x[i, j])
+            tr = ens.update(v, float(t[j]) if with_t else None)
+            if not math.isnan(v):
+                scores.append(ens.score_)
+                opened.append(tr == "open")
+        keep = ~np.isnan(x[i])
+        np.testing.assert_allclose(res.score[i, keep], scores, rtol=1e-9, atol=1e-12)
+        assert res.opened[i, keep].tolist() == opened
+
+
+def test_bank_catches_shift_and_spike_not_constant() -> None:
+    x, t = _series(3)
+    res = EnsembleBank(x.shape[0], warmup=300, min_duration=1).run(x, t)
+    assert res.opened[1, 1000:1010].any()  # the shift
+    assert res.opened[2, 900]  # the spike
+    assert not res.opened[5].any()  # a constant series never pages
+
+
+def test_gap_leaves_state_untouched() -> None:
+    bank = EnsembleBank(2, warmup=50)
+    x = np.random.default_rng(0).normal(size=(2, 200))
+    bank.run(x)
+    level_before = bank.level_.m.copy()
+    bank.step(np.array([np.nan, 0.0]))
+    assert bank.level_.m[0] == level_before[0]
+    assert bank.level_.m[1] != level_before[1]

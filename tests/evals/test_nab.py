@@ -1,0 +1,114 @@
+"""NAB scorer on hand-made cases with known scores; loader bad input; the CLI end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evals import nab
+from noc_assistant.cli import run as cli_run
+from noc_assistant.errors import BadInputError
+
+T0 = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def _ts(i: int) -> str:
+    return (T0 + timedelta(minutes=5 * i)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _corpus(tmp: Path, n: int = 2000, windows: tuple[tuple[int, int], ...] = ((800, 900),)) -> Path:
+    rng = np.random.default_rng(1)
+    (tmp / "data" / "cat").mkdir(parents=True)
+    (tmp / "labels").mkdir()
+    values = 10 + rng.normal(0, 1, n)
+    for lo, hi in windows:
+        values[(lo + hi) // 2 :] += 25
+    with (tmp / "data" / "cat" / "s.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["timestamp", "value"])
+        for i, v in enumerate(values):
+            w.writerow([_ts(i), f"{v:.4f}"])
+    labels = {"cat/s.csv": [[_ts(lo) + ".000000", _ts(hi) + ".000000"] for lo, hi in windows]}
+    (tmp / "labels" / "combined_windows.json").write_text(json.dumps(labels))
+    return tmp
+
+
+WINDOWS = [(1000.0, 1099.0), (3000.0, 3199.0)]
+TS = np.arange(5000.0)
+
+
+def _score(alarm_idx: list[int], profile: str = "standard") -> float:
+    alarms = np.zeros(len(TS), bool)
+    alarms[alarm_idx] = True
+    s = nab.score_series(TS, alarms, WINDOWS, nab.PROFILES[profile])
+    return nab.normalised_score([s])
+
+
+@pytest.mark.parametrize("profile", sorted(nab.PROFILES))
+def test_perfect_null_and_everywhere(profile: str) -> None:
+    assert _score([1000, 3000], profile) == pytest.approx(100.0)
+    assert _score([], profile) == pytest.approx(0.0)
+    assert _score(list(range(len(TS))), profile) < -500
+
+
+def test_late_detection_and_false_positive_values() -> None:
+    # the middle of the window: σ(pos)/σ(−1) of the window credit
+    mid = _score([1049, 3000])
+    sig = lambda p: 2 / (1 + np.exp(5 * p)) - 1  # noqa: E731
+    expected = 100 * (sig(-0.51) / sig(-1) + 1 + 2) / 4   # pos = -(1099 - 1049 + 1) / 100
+    assert mid == pytest.approx(expected, rel=1e-9)
+    # one false positive long before any window costs exactly A_FP
+    fp = nab.score_series(TS, np.isin(np.arange(5000), [800, 1000, 3000]), WINDOWS,
+                          nab.PROFILES["standard"])
+    assert fp.raw == pytest.approx(2 - 0.11)
+    # alarms inside the probation period (first 750 rows here) are ignored
+    assert _score([10, 1000, 3000]) == pytest.approx(100.0)
+    assert nab.probation_length(5000) == 750 and nab.probation_length(1000) == 150
+
+
+def test_false_positive_right_after_a_window_is_cheaper() -> None:
+    near = nab.score_series(TS, np.isin(TS, [1000, 1105]), WINDOWS, nab.PROFILES["standard"])
+    far = nab.score_series(TS, np.isin(TS, [1000, 2500]), WINDOWS, nab.PROFILES["standard"])
+    assert far.raw < near.raw < 0  # both cost, the later one more (window 2 is missed: −1)
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "needle"),
+    [
+        ("time,value\n2020-01-01 00:00:00,1\n", 1, "header"),
+        ("timestamp,value\n2020-01-01 00:00:00,1\n2020-01-01 00:05:00,abc\n", 3, "not a number"),
+        ("timestamp,value\n2020-01-02 00:00:00,1\n2020-01-01 00:05:00,2\n", 3, "out of order"),
+    ],
+)
+def test_bad_input_names_file_and_line(tmp_path: Path, body: str, line: int, needle: str) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "data" / "x.csv").write_text(body)
+    (tmp_path / "labels" / "combined_windows.json").write_text('{"x.csv": []}')
+    with pytest.raises(BadInputError) as exc:
+        nab.load_corpus(tmp_path)
+    assert exc.value.line == line and exc.value.source and exc.value.source.endswith("x.csv")
+    assert needle in str(exc.value)
+    assert cli_run(["eval", "nab", "--data", str(tmp_path)]) == 2
+
+
+def test_cli_end_to_end(tmp_path: Path) -> None:
+    root = _corpus(tmp_path / "nab")
+    out, scores = tmp_path / "report.json", tmp_path / "scores"
+    args = ["eval", "nab", "--data", str(root), "--out", str(out), "--scores-out", str(scores)]
+    assert cli_run(args) == 0
+    rep = json.loads(out.read_text())
+    for key in ("nab_score_standard", "nab_score_low_fp", "nab_score_low_fn", "windows_detected",
+                "windows_total", "false_alarms_per_series_day"):
+        assert isinstance(rep[key], int | float)
+    assert rep["threshold_source"] == "label_free"
+    assert rep["windows_total"] == 1 and rep["windows_detected"] == 1
+    assert rep["nab_score_standard"] > 50
+    rows = list(csv.DictReader((scores / "cat" / "s.csv").open()))
+    assert list(rows[0]) == ["timestamp", "value", "score", "alarm"] and len(rows) == 2000
+    assert all(0.0 <= float(r["score"]) <= 1.0 and r["alarm"] in {"0", "1"} for r in rows)

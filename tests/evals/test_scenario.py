@@ -1,0 +1,91 @@
+"""Scenario scoring on hand-made alerts and labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evals.scenario import Alert, score_scenario, wilson
+from noc_assistant.cli import run as cli_run
+
+H = 3600.0
+LABELS = {
+    "incidents": [
+        {"id": "i1", "start": 10 * H, "end": 11 * H,
+         "root_cause": {"entity": "upf-3", "fault": "pfcp_association_loss"},
+         "affected": ["smf-1", "upf-3"], "partner": None},
+        {"id": "i2", "start": 30 * H, "end": 31 * H,
+         "root_cause": {"entity": "amf-1", "fault": "registration_storm"}, "affected": []},
+    ],
+    "no_fault": [],
+    "maintenance": [{"entity": "amf-1", "start": 20 * H, "end": 21 * H}],
+}
+ENTITIES = ["amf-1", "smf-1", "upf-3"]
+SPAN = (0.0, 48 * H)
+
+
+def test_counts_on_hand_made_alerts() -> None:
+    alerts = [
+        Alert("smf-1", 10 * H + 120, ("point",), "a1"),      # TP of i1, 120 s late
+        Alert("upf-3", 10 * H + 600, ("shift",), "a2"),      # TP of i1 again
+        Alert("amf-1", 10 * H + 300, ("point",), "a3"),      # inside i1's time, wrong entity: FP
+        Alert("amf-1", 20 * H + 60, ("point",), "a4"),       # maintenance: neither
+        Alert("smf-1", 40 * H, ("shift",), "a5"),            # FP
+    ]
+    r = score_scenario(alerts, LABELS, ENTITIES, SPAN)
+    assert r["alerts_total"] == 5
+    assert r["false_positives"] == 2
+    assert r["incident_recall"] == 0.5
+    assert r["detection_delay_s_p50"] == 120.0 and r["detection_delay_s_p95"] == 120.0
+    # normal windows: 48 per entity minus the incident / maintenance hours it is part of
+    assert r["normal_windows"] == 48 * 3 - 1 - 1 - 2  # smf-1 (i1), upf-3 (i1), amf-1 (i2, m)
+    assert r["fpr"] == pytest.approx(2 / r["normal_windows"])
+    lo, hi = r["fpr_ci95"]
+    assert lo < r["fpr"] < hi
+    normal_days = (3 * 48 - 4) / 24
+    assert r["false_alerts_per_entity_day"] == pytest.approx(2 / normal_days)
+    assert r["per_detector"]["point"] == {
+        "alerts": 3, "false_positives": 1, "fpr": pytest.approx(1 / r["normal_windows"]),
+        "recall": 0.5,
+    }
+    assert r["per_detector"]["shift"]["recall"] == 0.5
+    assert r["rca_ac1"] is None
+
+
+def test_no_alerts_and_wilson() -> None:
+    r = score_scenario([], LABELS, ENTITIES, SPAN)
+    assert r["incident_recall"] == 0.0 and r["fpr"] == 0.0 and r["false_positives"] == 0
+    assert r["detection_delay_s_p50"] is None
+    assert wilson(0, 0) == (0.0, 1.0)
+    lo, hi = wilson(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
+
+
+def test_eval_run_bad_labels_exit_2(tmp_path: Path) -> None:
+    tel = tmp_path / "t.jsonl"
+    tel.write_text('{"ts": 0, "metric": "m", "labels": {"instance": "a"}, "value": 1}\n')
+    bad = tmp_path / "labels.json"
+    bad.write_text("{not json")
+    assert cli_run(["eval", "run", "--telemetry", str(tel), "--labels", str(bad)]) == 2
+
+
+def test_eval_run_end_to_end(tmp_path: Path) -> None:
+    import json
+
+    tel = tmp_path / "t.jsonl"
+    with tel.open("w") as fh:
+        for i in range(300):
+            fh.write(json.dumps({"ts": 1.8e9 + 15 * i, "metric": "fivegs_amffunction_rm_reginitreq",
+                                 "labels": {"instance": "amf-1", "nf": "amf"},
+                                 "value": 1000.0 + 10 * i, "type": "counter"}) + "\n")
+    labels = tmp_path / "l.json"
+    labels.write_text(json.dumps({"incidents": [], "no_fault": [], "maintenance": []}))
+    out = tmp_path / "r.json"
+    args = ["eval", "run", "--telemetry", str(tel), "--labels", str(labels), "--out", str(out)]
+    assert cli_run(args) == 0
+    rep = json.loads(out.read_text())
+    for key in ("alerts_total", "false_positives", "false_alerts_per_entity_day", "fpr",
+                "fpr_ci95", "incident_recall", "samples_per_s", "per_detector"):
+        assert key in rep
+    assert rep["samples"] == 300
