@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: system-deps run test lint typecheck bench bench-detectors bench-dspine serve clean
+.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-dspine serve clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,10 +43,13 @@ lint: $(VENV)/.full
 typecheck: $(VENV)/.full
 	$(BIN)/mypy
 
-bench: bench-detectors bench-dspine
+bench: bench-detectors bench-pipeline bench-dspine
 
 bench-detectors: $(VENV)/.full
 	$(BIN)/python bench/bench_detectors.py
+
+bench-pipeline: $(VENV)/.full
+	$(BIN)/python bench/bench_pipeline.py
 
 bench-dspine: $(VENV)/.full
 	$(BIN)/python bench/bench_dspine.py
