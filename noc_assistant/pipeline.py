@@ -152,10 +152,13 @@ class Pipeline:
 
     # -- clock -----------------------------------------------------------------------------
 
-    def _learn_interval(self, ts: float) -> None:
-        if self._last_ts is not None and ts > self._last_ts and len(self._deltas) < 64:
-            self._deltas.append(ts - self._last_ts)
-            self.interval_s = statistics.median(self._deltas)
+    def _learn_interval(self, ts: float, delta: float | None) -> None:
+        """The scrape interval is the median time between samples of the same series (scrapes
+        of different exporters need not be aligned)."""
+        if delta is not None and delta > 0 and len(self._deltas) < 256:
+            self._deltas.append(delta)
+            if len(self._deltas) % 8 == 0 or len(self._deltas) < 8:
+                self.interval_s = statistics.median(self._deltas)
         if self._last_ts is None or ts > self._last_ts:
             self._last_ts = ts
 
@@ -171,11 +174,11 @@ class Pipeline:
                     if p.ts - nxt > 10 * step:  # a long silence: jump instead of ticking through
                         nxt = p.ts - (p.ts % step)
                     self._next_eval = nxt
-            store.add(p)
+            delta = store.add(p)
             if self.first_ts is None:
                 self.first_ts = p.ts
-            self._learn_interval(p.ts)
-            if self._next_eval is None and self.interval_s is not None and len(self._deltas) >= 2:
+            self._learn_interval(p.ts, delta)
+            if self._next_eval is None and self.interval_s is not None and len(self._deltas) >= 8:
                 step = self.interval_s
                 self._next_eval = p.ts - (p.ts % step) + step
 

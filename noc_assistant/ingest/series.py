@@ -103,7 +103,8 @@ class SeriesStore:
     def metrics_of(self, entity: str) -> set[str]:
         return {name for name, _ in self._by_entity.get(entity, {})}
 
-    def add(self, point: Point) -> None:
+    def add(self, point: Point) -> float | None:
+        """Store ``point``; return the time since the series' previous sample (None if first)."""
         key = (point.metric, point.labels)
         state = self._series.get(key)
         if state is None:
@@ -119,7 +120,9 @@ class SeriesStore:
             nf = labels.get("nf")
             if nf:
                 self._entity_nf.setdefault(entity, nf)
+        previous = state.last_ts
         state.add(point.ts, point.value, self.horizon_s)
+        return point.ts - previous if previous != float("-inf") else None
 
     def add_all(self, points: Iterable[Point]) -> None:
         for p in points:

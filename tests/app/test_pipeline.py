@@ -96,8 +96,13 @@ def test_run_replay_reads_a_file_and_reports_quarantine(tmp_path: Path) -> None:
         for i, p in enumerate(points):
             fh.write(
                 json.dumps(
-                    {"ts": p.ts, "metric": p.metric, "labels": dict(p.labels), "value": p.value,
-                     "type": p.type}
+                    {
+                        "ts": p.ts,
+                        "metric": p.metric,
+                        "labels": dict(p.labels),
+                        "value": p.value,
+                        "type": p.type,
+                    }
                 )
                 + "\n"
             )
@@ -109,3 +114,21 @@ def test_run_replay_reads_a_file_and_reports_quarantine(tmp_path: Path) -> None:
     assert result.quarantine.records[0].line == 12
     assert (tmp_path / "telemetry.jsonl.quarantine.jsonl").exists()
     assert len(result.incidents) == 1
+
+
+def test_unaligned_scrapes_keep_the_true_interval() -> None:
+    """Exporters scraped at different offsets: the interval is per series, not between any two
+    timestamps, and a fault is still found."""
+    offsets = {
+        "fivegs_amffunction_rm_reginitreq": 3.0,
+        "fivegs_amffunction_rm_reginitsucc": 8.0,
+        "gnb": 11.0,
+    }
+    start = T0 + 4 * 3600
+    points = [
+        p._replace(ts=p.ts + offsets[p.metric]) for p in amf_points(fault=(start, start + 1200))
+    ]
+    points.sort(key=lambda p: p.ts)
+    pipe = run(points)
+    assert pipe.interval_s == STEP
+    assert len(pipe.correlator.incidents) == 1
