@@ -91,6 +91,7 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
         if use_t:
             state = [v for v in vars(bank).values() if isinstance(v, np.ndarray)]
             state += [v for v in vars(bank.level_).values() if isinstance(v, np.ndarray)]
+            state += list(bank.s_.values())  # the daily profile's (bins × series) rows
             res[f"bytes_per_series {np.dtype(dtype).name}"] = (
                 sum(a.nbytes for a in state) / n_series
             )

@@ -21,7 +21,9 @@ Bool = NDArray[np.bool_]
 
 _CLIP = 3.0
 _REL_FLOOR = 1e-6
-_MIN_COUNT = 2
+_MIN_DAYS = 2
+_MIN_RESIDUALS = 30
+_SEASON_KEYS = ("level", "mad", "days", "resn", "sum", "cnt", "cday")
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class EnsembleBank:
         min_warmup: int = 30,
         tail_start: float = 2.0,
         xi_max: float = 0.5,
+        tail_lag_s: float = 1800.0,
         min_effect: float = 0.01,
         min_abs_effect: float = 0.0,
         votes: int = 1,
@@ -144,6 +147,7 @@ class EnsembleBank:
         self.min_warmup = min_warmup
         self.tail_start = tail_start
         self.xi_max = xi_max
+        self.tail_lag_s = tail_lag_s
         self.min_effect = min_effect
         self.min_abs_effect = min_abs_effect
         self.votes = votes
@@ -163,11 +167,12 @@ class EnsembleBank:
         self.cov_ = np.zeros(n, dt)
         self.var_ = np.zeros(n, dt)
         self.rho_n_ = np.zeros(n, dt)
-        self.s_level_: Arr | None = None  # (n_bins, n): one contiguous row per bin
-        self.s_mad_: Arr | None = None
-        self.s_count_: Arr | None = None
+        # daily profile, (n_bins, n): one contiguous row per bin; allocated with the first t
+        self.s_: dict[str, Arr] = {}
         self.s_gmad_ = np.zeros(n, dt)
-        self.s_n_ = np.zeros(n, dt)
+        self.s_rtotal_ = np.zeros(n, dt)
+        self.counted_ = np.zeros(n, dt)
+        self.whole_ = np.zeros(n, dt)
         self.last_t_ = np.full(n, np.nan)
         self.interval_ = np.full(n, np.inf)
         if warmup is None:
@@ -180,6 +185,11 @@ class EnsembleBank:
         self.t_excess_ = np.zeros((2, n), dt)
         self.t_excess_sq_ = np.zeros((2, n), dt)
         self.t_peak_ = np.zeros((2, n), dt)
+        self.t_pc_ = np.zeros((2, n), dt)  # quarantined peaks: count, Σ excess, Σ excess², age
+        self.t_pe_ = np.zeros((2, n), dt)
+        self.t_pe2_ = np.zeros((2, n), dt)
+        self.t_age_ = np.zeros((2, n), dt)
+        self.tail_lag_n_ = np.zeros(n, dt)
         self.log_q_ = np.zeros(n, dt)
         self.floors_ = np.zeros((2, n), dt)
         self.warm_n_ = np.zeros(n, dt)
@@ -206,6 +216,7 @@ class EnsembleBank:
         auto = np.maximum(self.min_warmup, np.ceil(self.warmup_s / step))
         w = self.warmup_[which]
         self.warm_n_[which] = np.where(w >= 0, w, auto)
+        self.tail_lag_n_[which] = np.ceil(self.tail_lag_s / step)
 
     def _directional(self, z: Arr) -> Arr:
         if self.bad_direction == "up":
@@ -214,62 +225,145 @@ class EnsembleBank:
             return np.maximum(-z, 0.0)
         return np.abs(z)
 
-    def _seasonal(self, x: Arr, t: F64, v: Bool | None) -> tuple[Arr, Arr, Bool]:
-        """Seasonal signed score, bin level and maturity at ``t``; learns ``x`` into its bin."""
+    def _rows(self, key: str, b: int | NDArray[np.int64]) -> Arr:
+        arr = self.s_[key]
+        return arr[b].copy() if isinstance(b, int) else arr[b, np.arange(self.n_series)]
+
+    def _put(self, key: str, b: int | NDArray[np.int64], val: Arr) -> None:
+        if isinstance(b, int):
+            self.s_[key][b] = val
+        else:
+            self.s_[key][b, np.arange(self.n_series)] = val
+
+    def _folded(self, b: int | NDArray[np.int64], day: Arr | float) -> tuple[Arr, Arr]:
+        """Vectorised :meth:`SeasonalProfile._folded`: level and day count of bin ``b``."""
+        lvl, days = self._rows("level", b), self._rows("days", b)
+        cnt, cday = self._rows("cnt", b), self._rows("cday", b)
+        pending = (cnt > 0) & (cday < day)
+        if not pending.any():
+            return lvl, days
+        mean = self._rows("sum", b) / np.where(cnt > 0, cnt, 1.0)
+        a = np.maximum(self.seasonal_alpha, 1.0 / (days + 1.0))
+        bscale = MAD_TO_SIGMA * np.maximum(self._rows("mad", b), self.s_gmad_)
+        lim = np.where(
+            (days + 1.0 >= _MIN_DAYS) & (self._rows("resn", b) > 0), _CLIP * bscale, np.inf
+        )
+        r = np.clip(mean - lvl, -lim, lim)
+        new = np.where(days == 0, mean, lvl + a * r)
+        return np.where(pending, new, lvl), np.where(pending, days + 1.0, days)
+
+    def _predict(self, t: F64) -> tuple[Arr, Arr, Bool]:
+        """Expected value, scale and maturity of the daily profile at ``t``."""
         n, nb, dt = self.n_series, self.n_bins, self.dtype_
-        if self.s_level_ is None or self.s_mad_ is None or self.s_count_ is None:
-            self.s_level_ = np.zeros((nb, n), dt)
-            self.s_mad_ = np.zeros((nb, n), dt)
-            self.s_count_ = np.zeros((nb, n), dt)
+        if not self.s_:
+            self.s_ = {k: np.zeros((nb, n), dt) for k in _SEASON_KEYS}
+            self.s_["cday"][:] = -1.0
         period = self.period
-        aligned = t.ndim == 0
-        if aligned:
-            bs = int((float(t) % period) / period * nb) % nb
-            lv, md, c = self.s_level_[bs].copy(), self.s_mad_[bs], self.s_count_[bs]
+        if t.ndim == 0:
+            pos = (float(t) % period) / period * nb - 0.5
+            lo = math.floor(pos)
+            b0: int | NDArray[np.int64] = lo % nb
+            b1: int | NDArray[np.int64] = (lo + 1) % nb
+            w: Arr | float = pos - lo
+            day: Arr | float = float(math.floor(float(t) / period))
+        else:
+            posa = np.mod(t, period) / period * nb - 0.5
+            loa = np.floor(posa)
+            b0 = loa.astype(np.int64) % nb
+            b1 = (loa.astype(np.int64) + 1) % nb
+            w = posa - loa
+            day = np.floor(t / period)
+        l0, d0 = self._folded(b0, day)
+        l1, d1 = self._folded(b1, day)
+        ok = np.minimum(d0, d1) + 1.0 >= _MIN_DAYS
+        mid = (1.0 - w) * l0 + w * l1
+        mad = np.maximum(
+            (1.0 - w) * self._rows("mad", b0) + w * self._rows("mad", b1), self.s_gmad_
+        )
+        scale = np.maximum(MAD_TO_SIGMA * mad, _REL_FLOOR * np.abs(mid))
+        return mid.astype(dt), np.maximum(scale, 1e-12).astype(dt), ok
+
+    def _learn_seasonal(
+        self, x: Arr, t: F64, v: Bool | None, mid: Arr, scale: Arr, ok: Bool, floor: Arr
+    ) -> None:
+        """Vectorised :meth:`SeasonalProfile.learn_one` (``mid``, ``scale``, ``ok``: its
+        prediction at ``t``, computed before)."""
+        nb, period = self.n_bins, self.period
+        if t.ndim == 0:
+            b: int | NDArray[np.int64] = int((float(t) % period) / period * nb) % nb
+            day: Arr | float = float(math.floor(float(t) / period))
         else:
             b = (np.mod(t, period) / period * nb).astype(np.int64) % nb
-            cols = np.arange(n)
-            lv, md, c = self.s_level_[b, cols], self.s_mad_[b, cols], self.s_count_[b, cols]
-        scale = np.maximum(MAD_TO_SIGMA * md, (0.5 * MAD_TO_SIGMA) * self.s_gmad_)
-        np.maximum(scale, _REL_FLOOR * np.abs(lv), out=scale)
-        np.maximum(scale, 1e-12, out=scale)
-        mature = c >= _MIN_COUNT
-        r = x - lv
-        z = np.where(mature, r / scale, 0.0)
-        # learn
-        c1 = c + 1.0
-        first = c == 0
-        a = np.maximum(1.0 / c1, self.seasonal_alpha)
-        limit = np.where(mature, _CLIP * scale, np.inf)
+            day = np.floor(t / period)
+        lvl, days = self._folded(b, day)
+        cday = self._rows("cday", b)
+        new_day = cday != day
+        ssum = np.where(new_day, 0.0, self._rows("sum", b))
+        cnt = np.where(new_day, 0.0, self._rows("cnt", b))
+        resn, mad = self._rows("resn", b), self._rows("mad", b)
+        limit = np.where(resn > 0, _CLIP * np.maximum(scale, floor), np.inf)
+        r = x - mid
         dev = np.minimum(np.abs(r), limit)
-        new_lv = np.where(first, x, lv + a * np.clip(r, -limit, limit))
-        new_md = np.where(first, md, md + a * (dev - md))
-        sn = self.s_n_ + 1.0
-        ga = np.where(first, 0.0, np.maximum(1.0 / sn, 0.01))
-        gmad = self.s_gmad_ + ga * (dev - self.s_gmad_)
+        ssum = ssum + np.where(ok, mid + np.clip(r, -limit, limit), x)
+        cnt = cnt + 1.0
+        resn1 = resn + ok
+        mad = np.where(resn == 0, self.s_gmad_, mad)
+        mad = np.where(ok, mad + 0.02 * (dev - mad), self._rows("mad", b))
+        rt = self.s_rtotal_ + ok
+        gmad = self.s_gmad_ + np.where(
+            ok, np.maximum(0.01, 1.0 / np.maximum(rt, 1.0)) * (dev - self.s_gmad_), 0.0
+        )
+        new = {
+            "level": lvl,
+            "days": days,
+            "cday": np.where(new_day, day, cday),
+            "sum": ssum,
+            "cnt": cnt,
+            "resn": resn1,
+            "mad": mad,
+        }
+        for key, val in new.items():
+            if v is not None:
+                val = np.where(v, val, self._rows(key, b))
+            self._put(key, b, val)
         if v is not None:
-            new_lv, new_md = np.where(v, new_lv, lv), np.where(v, new_md, md)
-            c1 = np.where(v, c1, c)
-            gmad, sn = np.where(v, gmad, self.s_gmad_), np.where(v, sn, self.s_n_)
-        if aligned:
-            self.s_level_[bs], self.s_mad_[bs], self.s_count_[bs] = new_lv, new_md, c1
-        else:
-            self.s_level_[b, cols], self.s_mad_[b, cols], self.s_count_[b, cols] = (
-                new_lv,
-                new_md,
-                c1,
-            )
-        self.s_gmad_, self.s_n_ = gmad, sn
-        return z, lv, mature
+            rt, gmad = np.where(v, rt, self.s_rtotal_), np.where(v, gmad, self.s_gmad_)
+        self.s_rtotal_, self.s_gmad_ = rt.astype(self.dtype_), gmad.astype(self.dtype_)
 
-    def step(self, x: ArrayLike, t: ArrayLike | None = None) -> tuple[Arr, Bool, Bool]:
-        """Feed one value per series; return (score, opened, closed) for this step."""
+    def _noise_floor(self, ref: Arr, support: Arr | None) -> Arr:
+        """Vectorised :meth:`Ensemble._noise_floor`."""
+        if support is None:
+            return np.zeros_like(ref)
+        prop = (self.counted_ > 0) & (self.whole_ >= 0.99 * self.counted_) & (support > 0)
+        sup = np.where(prop, support, 1.0)
+        p = np.clip((ref * sup + 0.5) / (sup + 1.0), 0.0, 1.0)
+        return np.where(prop, np.sqrt(p * (1.0 - p) / sup), 0.0)
+
+    def step(
+        self, x: ArrayLike, t: ArrayLike | None = None, support: ArrayLike | None = None
+    ) -> tuple[Arr, Bool, Bool]:
+        """Feed one value per series (and, for ratios of counts, the events behind each, NaN
+        where unknown); return (score, opened, closed) for this step."""
         dt = self.dtype_
         x = np.asarray(x, dt)
         valid = ~np.isnan(x)
         v: Bool | None = None if valid.all() else valid
         if v is not None:
             x = np.where(valid, x, 0.0).astype(dt)
+        sup: Arr | None = None
+        if support is not None:
+            sup = np.asarray(support, np.float64)
+            has = valid & (sup > 0)
+            sup = np.where(has, sup, 0.0)
+            xs = x * sup
+            whole = (
+                has
+                & (x >= 0)
+                & (x <= 1)
+                & (np.abs(xs - np.round(xs)) <= 1e-6 * np.maximum(sup, 1.0))
+            )
+            self.counted_ = self.counted_ + has
+            self.whole_ = self.whole_ + whole
         lvl = self.level_
         tt: F64 | None = None
         if t is not None:
@@ -291,14 +385,14 @@ class EnsembleBank:
         # point member: level (or the daily profile where it is mature and fits better)
         l_scale = lvl.scale()
         scored = lvl.n >= self.grace
-        z = np.where(scored, (x - lvl.m) / l_scale, 0.0).astype(dt)
-        ref = lvl.m
+        ref, scale = lvl.m, l_scale
         if tt is not None:
-            better = self.s_gmad_ < lvl.d
-            zs, lv, mature = self._seasonal(x, tt, v)
-            use = mature & better
-            z = np.where(use, zs, z)
-            ref = np.where(use, lv, ref)
+            mid, s_scale, ok = self._predict(tt)
+            use = ok & (self.s_rtotal_ >= _MIN_RESIDUALS) & (self.s_gmad_ < lvl.d)
+            ref = np.where(use, mid, ref)
+            scale = np.where(use, s_scale, scale)
+        scale = np.maximum(scale, self._noise_floor(ref, sup))
+        z = np.where(scored, (x - ref) / scale, 0.0).astype(dt)
         eff = np.maximum(self.min_effect * np.abs(ref), self.min_abs_effect)
         big = np.abs(x - ref) >= eff
         point = np.where(big, self._directional(z), 0.0)
@@ -341,7 +435,11 @@ class EnsembleBank:
             score = np.where(valid, score, self.score_)
         self.run_, self.cool_, self.firing_ = run.astype(dt), cool.astype(dt), firing
         # learn
-        lvl.learn(x, v, l_scale)
+        if tt is not None:
+            self._learn_seasonal(x, tt, v, mid, s_scale, ok, self._noise_floor(ref, sup))
+        lvl.learn(x, v, np.maximum(l_scale, self._noise_floor(lvl.m, sup)))
+        up = np.where(closed, 0.0, up)
+        down = np.where(closed, 0.0, down)
         if v is not None:
             up, down = np.where(valid, up, self.up_), np.where(valid, down, self.down_)
         self.up_, self.down_ = up.astype(dt), down.astype(dt)
@@ -380,28 +478,46 @@ class EnsembleBank:
         self.rho_n_ = np.where(w, m, self.rho_n_)
 
     def _learn_tails(self, s: Arr, bars: Arr, w: Bool, drop: Bool) -> None:
+        """Vectorised :meth:`PeaksOverThreshold.learn_one` (with its quarantine) / ``drop_run``."""
         start = self.tail_start
         peak = self.t_peak_
+        pc, pe, pe2, age = self.t_pc_, self.t_pe_, self.t_pe2_, self.t_age_
+        age = np.where(w & (pc > 0), age + 1.0, age)
         above = s > start
         closes = w & ~above & (peak > start) & (peak < bars)
-        self.t_clusters_ = self.t_clusters_ + closes
         exc = peak - start
-        self.t_excess_ = np.where(closes, self.t_excess_ + exc, self.t_excess_)
-        self.t_excess_sq_ = np.where(closes, self.t_excess_sq_ + exc * exc, self.t_excess_sq_)
+        pc = pc + closes
+        pe = np.where(closes, pe + exc, pe)
+        pe2 = np.where(closes, pe2 + exc * exc, pe2)
+        commit = w & (pc > 0) & (age >= self.tail_lag_n_)
+        self.t_clusters_ = self.t_clusters_ + np.where(commit, pc, 0.0)
+        self.t_excess_ = self.t_excess_ + np.where(commit, pe, 0.0)
+        self.t_excess_sq_ = self.t_excess_sq_ + np.where(commit, pe2, 0.0)
+        reset = commit | drop
+        self.t_pc_ = np.where(reset, 0.0, pc).astype(self.dtype_)
+        self.t_pe_ = np.where(reset, 0.0, pe).astype(self.dtype_)
+        self.t_pe2_ = np.where(reset, 0.0, pe2).astype(self.dtype_)
+        self.t_age_ = np.where(reset, 0.0, age).astype(self.dtype_)
         new_peak = np.where(above, np.maximum(peak, s), 0.0)
         new_peak = np.where(w, new_peak, np.where(drop, 0.0, peak))
         self.t_peak_ = new_peak.astype(self.dtype_)
         self.t_n_ = self.t_n_ + w
 
-    def run(self, x: ArrayLike, t: ArrayLike | None = None) -> BankResult:
-        """Feed a (series × time) matrix; ``t`` is per step (time,) or per value (series × time)."""
+    def run(
+        self, x: ArrayLike, t: ArrayLike | None = None, support: ArrayLike | None = None
+    ) -> BankResult:
+        """Feed a (series × time) matrix; ``t`` is per step (time,) or per value (series × time);
+        ``support`` (series × time, NaN where unknown) backs ratios of counts."""
         xs = np.asarray(x, self.dtype_)
         n, steps = xs.shape
         ts = None if t is None else np.asarray(t, np.float64)
+        sp = None if support is None else np.asarray(support, np.float64)
         score = np.empty((n, steps), self.dtype_)
         opened = np.empty((n, steps), np.bool_)
         closed = np.empty((n, steps), np.bool_)
         for j in range(steps):
             tj = None if ts is None else (ts[j] if ts.ndim == 1 else ts[:, j])
-            score[:, j], opened[:, j], closed[:, j] = self.step(xs[:, j], tj)
+            score[:, j], opened[:, j], closed[:, j] = self.step(
+                xs[:, j], tj, None if sp is None else sp[:, j]
+            )
         return BankResult(score, opened, closed)

@@ -20,8 +20,9 @@ class Ensemble:
 
     Members (both z-like):
 
-    - ``point``: deviation from the daily profile (:class:`SeasonalProfile`) when its bin is
-      mature and explains the series better than the EW robust level (:class:`RobustZScore`)
+    - ``point``: deviation from the daily profile (:class:`SeasonalProfile`: per-day bin
+      levels, interpolated, used once both neighbouring bins were seen on two separate days)
+      when it explains the series better than the EW robust level (:class:`RobustZScore`)
       does, else from the level — chosen per step from the data, no labels;
     - ``shift``: two-sided CUSUM (allowance ``shift_k``) of the same clipped z, divided by the
       long-run factor ``√((1 + ρ) / (1 − ρ))`` of its lag-1 autocorrelation ``ρ`` (learnt in
@@ -35,6 +36,14 @@ class Ensemble:
     bar (shift) for the same ``q``. Nothing alarms during the first ``grace`` values (the
     level settles) and the next warm-up: ``warmup`` scored values, or ``warmup_s`` seconds of
     them when ``warmup`` is None (at least ``min_warmup``).
+
+    **Ratios of counts.** ``update`` takes the ``support`` (events) behind each value. When
+    the values are proportions of counts (in [0, 1], ``value × support`` a whole number: see
+    :attr:`proportion_`), the scale of both references is floored by the sampling noise
+    ``√(p̃(1 − p̃) / support)`` with ``p̃ = (expected · support + ½) / (support + 1)``: a
+    low-volume ratio stuck at 1.0 does not page on its first failure. A normal peak joins a
+    bar's tail only after ``tail_lag_s`` of quiet (:class:`PeaksOverThreshold`), and the CUSUM
+    restarts when an alarm closes.
 
     **Practical effect.** A member only scores when ``|x − expected|`` is at least
     ``max(min_effect · |expected|, min_abs_effect)``: a statistically clear but tiny change of a
@@ -78,6 +87,7 @@ class Ensemble:
         min_warmup: int = 30,
         tail_start: float = 2.0,
         xi_max: float = 0.5,
+        tail_lag_s: float = 1800.0,
         min_effect: float = 0.01,
         min_abs_effect: float = 0.0,
         votes: int = 1,
@@ -104,6 +114,7 @@ class Ensemble:
         self.min_warmup = min_warmup
         self.tail_start = tail_start
         self.xi_max = xi_max
+        self.tail_lag_s = tail_lag_s
         self.min_effect = min_effect
         self.min_abs_effect = min_abs_effect
         self.votes = votes
@@ -128,6 +139,9 @@ class Ensemble:
         self.last_t_: float | None = None
         self.interval_ = math.inf
         self.expected_ = 0.0
+        self.scale_ = 0.0
+        self.counted_ = 0
+        self.whole_ = 0
         self.bars_ = (math.inf, math.inf)
         self.member_scores_ = (0.0, 0.0)
         self.ratios_ = (0.0, 0.0)
@@ -136,6 +150,12 @@ class Ensemble:
     @property
     def firing(self) -> bool:
         return self.alerter_.firing_
+
+    @property
+    def proportion_(self) -> bool:
+        """Whether the values are proportions of counts: in [0, 1] and ``value × support`` a
+        whole number (at least 99 % of the values that came with a support)."""
+        return self.counted_ > 0 and self.whole_ >= 0.99 * self.counted_
 
     def risk(self) -> float:
         """Per-sample risk of each member for the current interval estimate."""
@@ -149,6 +169,11 @@ class Ensemble:
         step = self.interval_ if math.isfinite(self.interval_) else self.interval
         return max(self.min_warmup, math.ceil(self.warmup_s / step))
 
+    def tail_lag_n(self) -> int:
+        """Scores a normal peak waits before it joins a bar's tail (``tail_lag_s`` of them)."""
+        step = self.interval_ if math.isfinite(self.interval_) else self.interval
+        return math.ceil(self.tail_lag_s / step)
+
     def floors(self) -> tuple[float, float]:
         """The iid bars of the two members for the current risk."""
         q = self.risk()
@@ -161,12 +186,27 @@ class Ensemble:
         fp, fs = self.floors()
         return self.tails_[0].bar(q, fp, warm), self.tails_[1].bar(q, fs, warm)
 
-    def _point(self, x: float, t: float | None) -> tuple[float, float]:
-        """Signed z of ``x`` and the value it is measured against."""
+    def _noise_floor(self, ref: float, support: float | None) -> float:
+        """Sampling-noise floor of the scale of a ratio of counts backed by ``support``."""
+        if support is None or support <= 0 or not self.proportion_:
+            return 0.0
+        p = min(max((ref * support + 0.5) / (support + 1.0), 0.0), 1.0)
+        return math.sqrt(p * (1.0 - p) / support)
+
+    def _point(
+        self, x: float, t: float | None, support: float | None = None
+    ) -> tuple[float, float, float]:
+        """Signed z of ``x``, the value it is measured against and the scale used."""
         lvl, sea = self.level_, self.seasonal_
-        if t is not None and sea.mature(t) and sea.global_mad_ < lvl.mad_:
-            return sea.signed_score(x, t), sea.level_[sea._bin(t)]
-        return lvl.signed_score(x), lvl.mean_
+        ref, scale = lvl.mean_, lvl.scale_
+        if t is not None and sea.ready() and sea.global_mad_ < lvl.mad_:
+            pred = sea.predict(t)
+            if pred is not None:
+                ref, scale = pred
+        if lvl.n_ < self.grace:
+            return 0.0, ref, scale
+        scale = max(scale, self._noise_floor(ref, support))
+        return (x - ref) / scale, ref, scale
 
     def _shift(self, z: float) -> tuple[float, float, float]:
         zc = max(-self.z_clip, min(self.z_clip, z))
@@ -174,9 +214,11 @@ class Ensemble:
         u = zc / math.sqrt((1.0 + rho) / (1.0 - rho))
         return zc, max(0.0, self.up_ + u - self.shift_k), max(0.0, self.down_ - u - self.shift_k)
 
-    def member_scores(self, x: float, t: float | None = None) -> tuple[float, float]:
+    def member_scores(
+        self, x: float, t: float | None = None, support: float | None = None
+    ) -> tuple[float, float]:
         """Raw (unscaled) member scores of ``x`` without learning it."""
-        z, ref = self._point(x, t)
+        z, ref, _ = self._point(x, t, support)
         if abs(x - ref) < max(self.min_effect * abs(ref), self.min_abs_effect):
             return 0.0, 0.0
         _, up, down = self._shift(z)
@@ -184,17 +226,24 @@ class Ensemble:
         shift = up if bd == "up" else down if bd == "down" else max(up, down)
         return directional(z, bd), shift
 
-    def update(self, x: float, t: float | None = None) -> Transition:
-        """Score, vote, alarm, then learn ``x``; return the alarm transition if any."""
+    def update(self, x: float, t: float | None = None, support: float | None = None) -> Transition:
+        """Score, vote, alarm, then learn ``x`` (backed by ``support`` events when it is a ratio
+        of counts); return the alarm transition if any."""
         if math.isnan(x):
             return None
+        if support is not None and support > 0:
+            self.counted_ += 1
+            xs = x * support
+            if 0.0 <= x <= 1.0 and abs(xs - round(xs)) <= 1e-6 * max(1.0, support):
+                self.whole_ += 1
         if t is not None:
             if self.last_t_ is not None and t > self.last_t_:
                 self.interval_ = min(self.interval_, t - self.last_t_)
             self.last_t_ = t
-        z, ref = self._point(x, t)
+        z, ref, scale = self._point(x, t, support)
         self.expected_ = ref
-        scores = self.member_scores(x, t)
+        self.scale_ = scale
+        scores = self.member_scores(x, t, support)
         bars = self.bars()
         ratios = (scores[0] / bars[0], scores[1] / bars[1])
         self.member_scores_ = scores
@@ -204,16 +253,19 @@ class Ensemble:
         transition = self.alerter_.update(self.score_)
         scored = self.level_.n_ >= self.grace
         zc, self.up_, self.down_ = self._shift(z)
-        self.level_.learn_one(x)
-        self.seasonal_.learn_one(x, t)
+        if transition == "close":  # the episode is over: restart the CUSUM (no re-paging)
+            self.up_ = self.down_ = 0.0
+        self.level_.learn_one(x, self._noise_floor(self.level_.mean_, support))
+        self.seasonal_.learn_one(x, t, self._noise_floor(ref, support))
         if scored:
             if not self.alerter_.firing_:
                 self.rho_n_ += 1
                 a = max(self.rho_alpha, 1.0 / self.rho_n_)
                 self.cov_ += a * (zc * self.z_prev_ - self.cov_)
                 self.var_ += a * (zc * zc - self.var_)
+                lag = self.tail_lag_n()
                 for s, b, tail in zip(scores, bars, self.tails_, strict=True):
-                    tail.learn_one(s, b)
+                    tail.learn_one(s, b, lag)
             else:
                 for tail in self.tails_:
                     tail.drop_run()

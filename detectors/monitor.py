@@ -107,15 +107,12 @@ class SeriesMonitor:
         if support is not None and support < self.min_support:
             return None
         ens = self.ensemble_
-        level = ens.level_
-        transition = ens.update(value, ts)
+        transition = ens.update(value, ts, support)
         if transition is None:
             return None
-        k = ens.bars_[0]
-        low, high = level.expected_range(k if math.isfinite(k) else 0.0)
+        k = ens.bars_[0] if math.isfinite(ens.bars_[0]) else 0.0
         mid = ens.expected_
-        if not low <= mid <= high:  # the daily profile was the reference: centre the band on it
-            low, high = mid - (high - low) / 2, mid + (high - low) / 2
+        low, high = mid - k * ens.scale_, mid + k * ens.scale_
         direction: Literal["up", "down", "both"] = "up" if value > mid else "down"
         member = max(range(len(ens.ratios_)), key=lambda i: ens.ratios_[i])
         return MonitorEvent(

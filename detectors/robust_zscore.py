@@ -89,7 +89,9 @@ class RobustZScore:
             1e-12,
         )
 
-    def learn_one(self, x: float) -> None:
+    def learn_one(self, x: float, floor: float = 0.0) -> None:
+        """Learn ``x``; ``floor`` is a lower bound of the scale known from outside (the
+        sampling noise of a ratio of counts), so the clipping cannot freeze the location."""
         if math.isnan(x):
             return
         self.n_ += 1
@@ -98,7 +100,7 @@ class RobustZScore:
             return
         a = max(self.alpha, 1.0 / self.n_)
         a_slow = max(0.1 * self.alpha, 1.0 / self.n_)
-        limit = self.clip * self.scale_ if self.n_ > self.grace else math.inf
+        limit = self.clip * max(self.scale_, floor) if self.n_ > self.grace else math.inf
         r = x - self.mean_
         dev = min(abs(r), limit)
         self.mean_ += a * max(-limit, min(limit, r))

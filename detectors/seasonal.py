@@ -10,14 +10,23 @@ __all__ = ["SeasonalProfile"]
 
 
 class SeasonalProfile:
-    """Per time-of-day bin, an EW location and EW absolute deviation; score in scales.
+    """Per time-of-day bin, the level learnt across *days*; score = deviation in scales.
 
     Traffic KPIs follow the day: a registration rate that is normal at 18:00 is a storm at
-    04:00. The period is cut into ``n_bins`` bins by timestamp (any scrape interval works);
-    each bin learns its own level and spread with Huber-clipped updates of weight
-    ``max(alpha, 1/count)``. The bin scale is floored at half the series-wide deviation, so a
-    bin seen a few times cannot claim a spread of zero. A bin scores 0 until it has seen
-    ``min_count`` values. The score is linear in the deviation (no saturation).
+    04:00. The period is cut into ``n_bins`` bins by timestamp (any scrape interval works).
+    Within one visit of a bin (one day) the values are averaged; when the bin is visited again
+    on a later day, that day's mean is folded into the bin's level with weight
+    ``max(alpha, 1 / days)`` (Huber-clipped at ``clip`` scales once the bin is mature). So a
+    bin's level is a *per-day* estimate whatever the scrape interval, not the last few samples
+    of yesterday's bin.
+
+    The expected value at ``t`` is interpolated linearly between the levels of the two nearest
+    bin centres (a smooth daily trend is not a staircase), and it exists only when both bins
+    were visited on ``min_days`` separate days (today counted): otherwise the profile is not
+    :meth:`mature` and scores 0 (callers fall back to a level detector). The scale is the
+    larger of the series-wide and the (interpolated) per-bin deviation of the values from the
+    expected value, learnt from mature predictions only; the profile is :meth:`ready` once
+    ``min_residuals`` of them were seen. The score is linear in the deviation (no saturation).
 
     Parameters
     ----------
@@ -26,9 +35,13 @@ class SeasonalProfile:
     n_bins
         Bins per period.
     alpha
-        Weight of a new value in its bin (per visit of the bin).
-    min_count
-        Visits of a bin before it scores.
+        Weight of a new day's mean in its bin's level.
+    min_days
+        Separate days a bin must have been visited on (today included) before it is used.
+    clip
+        Huber clipping, in scales, of a day's mean into the level and of deviations.
+    min_residuals
+        Mature predictions seen before the scale is trusted (:meth:`ready`).
     bad_direction
         ``"up"``, ``"down"`` or ``"both"``.
 
@@ -38,11 +51,14 @@ class SeasonalProfile:
     >>> rng = random.Random(1)
     >>> det = SeasonalProfile(n_bins=24)
     >>> day = lambda t: 100 + 50 * math.sin(2 * math.pi * t / 86400)
-    >>> for t in range(0, 5 * 86400, 600):
+    >>> det.learn_one(day(0.0), t=0.0)
+    >>> det.mature(3600.0)                # one day seen: not yet
+    False
+    >>> for t in range(600, 5 * 86400, 600):
     ...     det.learn_one(day(t) + rng.gauss(0, 2), t=t)
     >>> t = 5 * 86400 + 6 * 3600          # the daily peak is normal ...
-    >>> det.score_one(day(t), t=t) < 3
-    True
+    >>> det.mature(t), det.score_one(day(t), t=t) < 3
+    (True, True)
     >>> t = 5 * 86400 + 18 * 3600         # ... but the peak's value at the trough is not
     >>> det.score_one(150.0, t=t) > 10
     True
@@ -53,65 +69,119 @@ class SeasonalProfile:
         period: float = 86400.0,
         n_bins: int = 48,
         alpha: float = 0.2,
-        min_count: int = 2,
+        min_days: int = 2,
         clip: float = 3.0,
+        min_residuals: int = 30,
         bad_direction: Direction = "both",
         rel_floor: float = 1e-6,
     ) -> None:
         self.period = period
         self.n_bins = n_bins
         self.alpha = alpha
-        self.min_count = min_count
+        self.min_days = min_days
         self.clip = clip
+        self.min_residuals = min_residuals
         self.bad_direction = bad_direction
         self.rel_floor = rel_floor
         self.level_ = [0.0] * n_bins
         self.mad_ = [0.0] * n_bins
-        self.count_ = [0] * n_bins
+        self.days_ = [0] * n_bins
+        self.res_n_ = [0] * n_bins
+        self.cur_sum_ = [0.0] * n_bins
+        self.cur_n_ = [0] * n_bins
+        self.cur_day_ = [-1.0] * n_bins
         self.global_mad_ = 0.0
+        self.res_total_ = 0
         self.n_ = 0
 
     def _bin(self, t: float) -> int:
         return int((t % self.period) / self.period * self.n_bins) % self.n_bins
 
-    def _scale(self, b: int) -> float:
-        return max(
-            MAD_TO_SIGMA * self.mad_[b],
-            0.5 * MAD_TO_SIGMA * self.global_mad_,
-            self.rel_floor * abs(self.level_[b]),
-            1e-12,
-        )
+    def _day(self, t: float) -> float:
+        return math.floor(t / self.period)
 
-    def learn_one(self, x: float, t: float | None = None) -> None:
+    def _bin_scale(self, b: int) -> float:
+        return max(MAD_TO_SIGMA * self.mad_[b], MAD_TO_SIGMA * self.global_mad_)
+
+    def _folded(self, b: int, day: float) -> tuple[float, int]:
+        """Level and day count of bin ``b`` as seen on ``day`` (an earlier visit folded in)."""
+        lvl, days = self.level_[b], self.days_[b]
+        n = self.cur_n_[b]
+        if n == 0 or self.cur_day_[b] >= day:
+            return lvl, days
+        mean = self.cur_sum_[b] / n
+        if days == 0:
+            return mean, 1
+        a = max(self.alpha, 1.0 / (days + 1))
+        r = mean - lvl
+        if days + 1 >= self.min_days and self.res_n_[b] > 0:
+            limit = self.clip * self._bin_scale(b)
+            r = max(-limit, min(limit, r))
+        return lvl + a * r, days + 1
+
+    def _neighbours(self, t: float) -> tuple[int, int, float]:
+        pos = (t % self.period) / self.period * self.n_bins - 0.5
+        lo = math.floor(pos)
+        return lo % self.n_bins, (lo + 1) % self.n_bins, pos - lo
+
+    def predict(self, t: float) -> tuple[float, float] | None:
+        """Expected value and scale at ``t``; None while the profile is not mature there."""
+        day = self._day(t)
+        b0, b1, w = self._neighbours(t)
+        l0, d0 = self._folded(b0, day)
+        l1, d1 = self._folded(b1, day)
+        if min(d0, d1) + 1 < self.min_days:
+            return None
+        mid = (1.0 - w) * l0 + w * l1
+        mad = max((1.0 - w) * self.mad_[b0] + w * self.mad_[b1], self.global_mad_)
+        scale = max(MAD_TO_SIGMA * mad, self.rel_floor * abs(mid), 1e-12)
+        return mid, scale
+
+    def learn_one(self, x: float, t: float | None = None, floor: float = 0.0) -> None:
+        """Learn ``x`` at ``t``; ``floor`` bounds the clipping scale from below (see
+        :meth:`detectors.robust_zscore.RobustZScore.learn_one`)."""
         if t is None or math.isnan(x):
             return
+        pred = self.predict(t)
+        day = self._day(t)
         b = self._bin(t)
-        c = self.count_[b]
-        self.count_[b] = c + 1
+        self.level_[b], self.days_[b] = self._folded(b, day)
+        if self.cur_day_[b] != day:
+            self.cur_sum_[b], self.cur_n_[b], self.cur_day_[b] = 0.0, 0, day
         self.n_ += 1
-        if c == 0:
-            self.level_[b] = x
+        if pred is None:
+            self.cur_sum_[b] += x
+            self.cur_n_[b] += 1
             return
-        a = max(self.alpha, 1.0 / (c + 1))
-        limit = self.clip * self._scale(b) if c >= self.min_count else math.inf
-        r = x - self.level_[b]
+        mid, scale = pred
+        limit = self.clip * max(scale, floor) if self.res_n_[b] > 0 else math.inf
+        r = x - mid
         dev = min(abs(r), limit)
-        self.level_[b] += a * max(-limit, min(limit, r))
-        self.mad_[b] += a * (dev - self.mad_[b])
-        self.global_mad_ += max(0.01, 1.0 / self.n_) * (dev - self.global_mad_)
+        self.cur_sum_[b] += mid + max(-limit, min(limit, r))
+        self.cur_n_[b] += 1
+        if self.res_n_[b] == 0:  # a bin's own deviation starts from the series-wide one
+            self.mad_[b] = self.global_mad_
+        self.res_n_[b] += 1
+        self.mad_[b] += 0.02 * (dev - self.mad_[b])
+        self.res_total_ += 1
+        self.global_mad_ += max(0.01, 1.0 / self.res_total_) * (dev - self.global_mad_)
+
+    def ready(self) -> bool:
+        """Whether enough mature predictions were seen to trust the scale."""
+        return self.res_total_ >= self.min_residuals
+
+    def mature(self, t: float) -> bool:
+        """Whether the profile gives an expected value at ``t``."""
+        return self.predict(t) is not None
 
     def signed_score(self, x: float, t: float | None = None) -> float:
-        """Signed deviation from the bin's level in scales; 0 for an immature bin."""
+        """Signed deviation from the expected value in scales; 0 where not mature."""
         if t is None or math.isnan(x):
             return 0.0
-        b = self._bin(t)
-        if self.count_[b] < self.min_count:
+        pred = self.predict(t)
+        if pred is None:
             return 0.0
-        return (x - self.level_[b]) / self._scale(b)
+        return (x - pred[0]) / pred[1]
 
     def score_one(self, x: float, t: float | None = None) -> float:
         return directional(self.signed_score(x, t), self.bad_direction)
-
-    def mature(self, t: float) -> bool:
-        """Whether the bin of ``t`` has seen enough values to score."""
-        return self.count_[self._bin(t)] >= self.min_count

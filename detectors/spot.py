@@ -118,7 +118,10 @@ class PeaksOverThreshold:
 
     Feed every normal-time score with :meth:`learn_one`. Scores above ``start`` form clusters
     (runs); when a run ends, its maximum's excess over ``start`` is learnt if the maximum stayed
-    below the current bar (a normal peak; SPOT leaves alarms out of the tail fit). The bar is
+    below the current bar (a normal peak; SPOT leaves alarms out of the tail fit). A peak waits
+    ``lag`` further scores in quarantine before it joins the tail, and :meth:`drop_run` (an
+    alarm opened) discards the quarantine: the first, still sub-bar samples of an incident do
+    not raise the bar that should catch it. The bar is
     :func:`tail_bar` for ``risk`` (a GPD fitted by moments, ``ξ ≤ xi_max``), at least
     ``floor``, infinite before ``warmup`` scores.
 
@@ -153,6 +156,8 @@ class PeaksOverThreshold:
         self.excess_ = 0.0
         self.excess_sq_ = 0.0
         self.peak_ = 0.0
+        self.pending_ = (0, 0.0, 0.0)
+        self.pending_age_ = 0
 
     def bar(self, risk: float, floor: float, warmup: int) -> float:
         """The bar for ``risk`` with ``floor`` after ``warmup`` scores (inf before)."""
@@ -175,22 +180,33 @@ class PeaksOverThreshold:
     def threshold_(self) -> float:
         return self.bar(self.risk, self.floor, self.warmup)
 
-    def learn_one(self, score: float, bar: float | None = None) -> None:
-        """Learn one normal-time score; ``bar`` is the bar it was judged against."""
+    def learn_one(self, score: float, bar: float | None = None, lag: int = 0) -> None:
+        """Learn one normal-time score; ``bar`` is the bar it was judged against, ``lag`` the
+        quarantine of a new peak, in scores."""
         if math.isnan(score):
             return
         if bar is None:
             bar = self.threshold_
         self.n_ += 1
+        if self.pending_[0] > 0:
+            self.pending_age_ += 1
         if score > self.start:
             self.peak_ = max(self.peak_, score)
-            return
-        if self.peak_ > self.start and self.peak_ < bar:
-            self.clusters_ += 1
-            self.excess_ += self.peak_ - self.start
-            self.excess_sq_ += (self.peak_ - self.start) ** 2
-        self.peak_ = 0.0
+        else:
+            if self.peak_ > self.start and self.peak_ < bar:
+                c, e, e2 = self.pending_
+                ex = self.peak_ - self.start
+                self.pending_ = (c + 1, e + ex, e2 + ex * ex)
+            self.peak_ = 0.0
+        if self.pending_[0] > 0 and self.pending_age_ >= lag:
+            c, e, e2 = self.pending_
+            self.clusters_ += c
+            self.excess_ += e
+            self.excess_sq_ += e2
+            self.pending_, self.pending_age_ = (0, 0.0, 0.0), 0
 
     def drop_run(self) -> None:
-        """Forget a run in progress (an alarm opened: its peak is not normal)."""
+        """Forget a run in progress and the quarantined peaks (an alarm opened: they are not
+        normal)."""
         self.peak_ = 0.0
+        self.pending_, self.pending_age_ = (0, 0.0, 0.0), 0

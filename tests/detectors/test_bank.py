@@ -77,3 +77,33 @@ def test_gap_leaves_state_untouched() -> None:
     bank.step(np.array([np.nan, 0.0]))
     assert bank.level_.m[0] == level_before[0]
     assert bank.level_.m[1] != level_before[1]
+
+
+def test_bank_matches_per_series_with_support() -> None:
+    """Ratios of counts (the sampling-noise floor) and a non-ratio with a support column."""
+    rng = np.random.default_rng(4)
+    steps = 1200
+    t = np.arange(steps) * 300.0
+    den = rng.integers(2, 40, (4, steps)).astype(float)
+    ok = rng.binomial(den.astype(int), 0.995).astype(float)
+    x = ok / den
+    x[1, 900:] = (ok[1, 900:] * 0.5).round() / den[1, 900:]  # a collapse of a low-volume ratio
+    x[2] = 0.02 + rng.normal(0, 0.001, steps)  # a mean (not a ratio of counts) with a support
+    x[3, rng.choice(steps, 50, replace=False)] = np.nan
+    sup = den.copy()
+    sup[0, rng.choice(steps, 50, replace=False)] = np.nan  # support unknown for some values
+    bank = EnsembleBank(4, bad_direction="down", warmup=200)
+    res = bank.run(x, t, sup)
+    assert res.opened[1, 900:].any()
+    for i in range(4):
+        ens = Ensemble(bad_direction="down", warmup=200)
+        scores, opened = [], []
+        for j in range(steps):
+            v, s = float(x[i, j]), float(sup[i, j])
+            tr = ens.update(v, float(t[j]), None if math.isnan(s) else s)
+            if not math.isnan(v):
+                scores.append(ens.score_)
+                opened.append(tr == "open")
+        keep = ~np.isnan(x[i])
+        np.testing.assert_allclose(res.score[i, keep], scores, rtol=1e-9, atol=1e-12)
+        assert res.opened[i, keep].tolist() == opened

@@ -1,0 +1,123 @@
+"""Fixes of simulator false alarms, each with a series that reproduces the cause.
+
+1. A smooth daily gauge: a bin's level is a per-day estimate, used only once the bin was seen
+   on two separate days, and interpolated between bins (no staircase).
+2. A low-volume ratio stuck at 1.0: the scale has a sampling-noise floor ``√(p̃(1 − p̃)/n)``
+   from the ``support`` of each value, and only for ratios of counts.
+3. After an episode closes, the CUSUM restarts: a recovering series does not re-page.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from detectors import Ensemble, SeasonalProfile, SeriesMonitor
+
+DAY = 86400.0
+T0 = 1_795_910_400.0  # midnight UTC
+
+
+def _opens(mon: SeriesMonitor, rows: Sequence[tuple[float, float, float | None]]) -> list[float]:
+    out = []
+    for ts, v, sup in rows:
+        ev = mon.observe(ts, v, sup)
+        if ev is not None and ev.kind == "open":
+            out.append(ts)
+    return out
+
+
+def test_profile_needs_two_separate_days() -> None:
+    prof = SeasonalProfile(n_bins=48)
+    for t in np.arange(0.0, DAY, 60.0):
+        prof.learn_one(100.0, T0 + t)
+        assert not prof.mature(T0 + t + 60.0) or t + 60.0 >= DAY  # one day: never used
+    assert prof.mature(T0 + DAY + 3600.0)  # a second day: yesterday's bins are used
+
+
+def test_profile_interpolates_between_bins() -> None:
+    prof = SeasonalProfile(n_bins=48)
+
+    def ramp(t: float) -> float:  # 0 → 24 over the day: 0.5 per bin
+        return (t % DAY) / 3600.0
+
+    for t in np.arange(T0, T0 + 2 * DAY, 60.0):
+        prof.learn_one(ramp(float(t)), float(t))
+    errors = []
+    for t in np.arange(T0 + 2 * DAY + 3600.0, T0 + 3 * DAY - 3600.0, 450.0):
+        pred = prof.predict(float(t))
+        assert pred is not None
+        errors.append(abs(pred[0] - ramp(float(t))))
+    assert max(errors) < 0.05  # a staircase of 0.5-unit bins would be off by up to 0.25
+
+
+def test_smooth_daily_gauge_does_not_page() -> None:
+    """A registered-subscribers gauge: integer, smooth, slowly wandering day to day."""
+    rng = np.random.default_rng(2)
+    t = T0 + np.arange(0.0, 3 * DAY, 15.0)
+    drift = np.cumsum(rng.normal(0, 0.3, len(t)))
+    x = np.round(2000 + 600 * np.sin(2 * np.pi * (t - T0) / DAY - 1.0) + drift)
+    mon = SeriesMonitor(bad_direction="down")
+    assert _opens(mon, [(a, b, None) for a, b in zip(t.tolist(), x.tolist(), strict=True)]) == []
+
+
+def _low_volume_ratio(seed: int, days: float, p_fail: float) -> list[tuple[float, float, float]]:
+    """Success ratio over 4 overlapping scrapes of a few attempts each (as the pipeline does)."""
+    rng = np.random.default_rng(seed)
+    t = T0 + np.arange(0.0, days * DAY, 15.0)
+    req = rng.poisson(1.5, len(t))
+    fail = rng.binomial(req, p_fail)
+    den = np.convolve(req, np.ones(4))[: len(t)]
+    num = den - np.convolve(fail, np.ones(4))[: len(t)]
+    return [
+        (a, n / d, d)
+        for a, n, d in zip(t.tolist(), num.tolist(), den.tolist(), strict=True)
+        if d >= 1
+    ]
+
+
+def test_low_volume_ratio_stuck_at_one_does_not_page() -> None:
+    rows = _low_volume_ratio(5, 2.0, 0.01)
+    assert sum(v == 1.0 for _, v, _ in rows) > 0.9 * len(rows)  # the spread collapses
+    assert _opens(SeriesMonitor(bad_direction="down", min_support=1), rows) == []
+
+
+def test_low_volume_ratio_outage_still_pages() -> None:
+    rows = _low_volume_ratio(6, 1.5, 0.002)
+    mon = SeriesMonitor(bad_direction="down", min_support=1)
+    assert _opens(mon, rows) == []
+    rng = np.random.default_rng(7)
+    t_end = rows[-1][0]
+    outage = []
+    for i in range(1, 120):  # half the attempts fail for 30 minutes
+        den = float(rng.integers(4, 10))
+        outage.append((t_end + 15.0 * i, float(rng.binomial(int(den), 0.5)) / den, den))
+    hit = _opens(mon, outage)
+    assert hit and hit[0] - t_end <= 300.0
+
+
+def test_noise_floor_only_for_ratios_of_counts() -> None:
+    ratio, mean = Ensemble(), Ensemble()
+    rng = np.random.default_rng(8)
+    for i in range(200):
+        n = float(rng.integers(5, 50))
+        ratio.update(float(rng.binomial(int(n), 0.9)) / n, 15.0 * i, n)
+        mean.update(0.02 + float(rng.normal(0, 0.001)), 15.0 * i, n)  # a latency with a count
+    assert ratio.proportion_ and not mean.proportion_
+    assert ratio._noise_floor(1.0, 10.0) > 0.05  # one failure in 10 is within the noise
+    assert mean._noise_floor(0.02, 10.0) == 0.0
+
+
+def test_cusum_restarts_when_an_episode_closes() -> None:
+    rng = np.random.default_rng(9)
+    ens = Ensemble(bad_direction="down", warmup=300)
+    closed = False
+    for i in range(1000):
+        dip = 20.0 if 600 <= i < 640 else 0.0
+        tr = ens.update(100.0 + float(rng.normal(0, 1)) - dip, 60.0 * i)
+        if tr == "close":
+            closed = True
+            assert ens.up_ == 0.0 and ens.down_ == 0.0
+    assert closed and math.isfinite(ens.bars_[1])
