@@ -1,0 +1,241 @@
+"""`noc llm ...` commands: serve, ask, train-drafter, nf12, energy."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from noc_assistant.cli._console import console, err_console
+
+__all__ = ["app"]
+
+app = typer.Typer(help="llm commands", no_args_is_help=True)
+
+VARIANTS = ("dspine", "dflash", "dspine-noinject")
+
+
+def _threads(n: int | None) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+@app.command("train-drafter")
+def train_drafter_cmd(
+    out: Annotated[Path, typer.Option(help="folder for the drafter checkpoint")],
+    variant: Annotated[str, typer.Option(help="dspine | dflash | dspine-noinject")] = "dspine",
+    work_dir: Annotated[
+        Path | None, typer.Option(help="cache for corpus and target features")
+    ] = None,
+    prompts: Annotated[int, typer.Option(help="number of generated NOC prompts")] = 256,
+    max_new_tokens: Annotated[int, typer.Option(help="target answer length")] = 96,
+    vocab_size: Annotated[int, typer.Option(help="reduced draft vocabulary size")] = 4096,
+    block_size: Annotated[int, typer.Option(help="block size B (1 anchor + B-1 drafts)")] = 8,
+    layers: Annotated[int, typer.Option(help="drafter layers")] = 2,
+    intermediate: Annotated[int, typer.Option(help="drafter MLP width")] = 1024,
+    steps: Annotated[int, typer.Option(help="maximum optimiser steps")] = 100000,
+    seconds: Annotated[float, typer.Option(help="wall-clock training budget")] = 540.0,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
+    tiny: Annotated[bool, typer.Option(help="use the tiny test model (smoke runs)")] = False,
+) -> None:
+    """Train a DSpine (or DFlash-style baseline) drafter for the default model."""
+    _threads(threads)
+    import time
+
+    from noc_assistant.serving.drafters import DrafterConfig, save_drafter
+    from noc_assistant.serving.models import load_default, tiny_qwen3
+    from noc_assistant.serving.train import TrainConfig, prepare_data, train_drafter
+
+    if variant not in VARIANTS:
+        raise typer.BadParameter(f"variant must be one of {', '.join(VARIANTS)}")
+    t0 = time.perf_counter()
+    target = tiny_qwen3() if tiny else load_default()
+    err_console.print(f"target {target.name} loaded in {time.perf_counter() - t0:.1f}s")
+
+    def progress(stage: str, i: int, n: int) -> None:
+        if i == n or i % 32 == 0:
+            err_console.print(f"{stage} {i}/{n} ({time.perf_counter() - t0:.0f}s)")
+
+    vocab, data = prepare_data(
+        target,
+        work_dir or Path.home() / ".cache" / "noc-assistant" / "train",
+        n_prompts=prompts,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        vocab_size=vocab_size,
+        progress=progress,
+    )
+    n_tok = sum(len(d.tokens) - d.prompt_len for d in data)
+    err_console.print(f"{len(data)} sequences, {n_tok} answer tokens, draft vocab {len(vocab)}")
+    mcfg = DrafterConfig.for_target(
+        target,
+        num_layers=layers,
+        intermediate_size=intermediate,
+        block_size=block_size,
+        dspine=variant != "dflash",
+        inject_layers=variant == "dspine",
+        refine=variant != "dflash",
+        draft_vocab=vocab,
+    )
+    tcfg = TrainConfig(steps=steps, seed=seed, max_seconds=seconds)
+
+    def log(step: int, m: dict[str, float]) -> None:
+        if step % 25 == 0:
+            msg = " ".join(f"{k}={v:.4g}" for k, v in m.items())
+            err_console.print(f"step {step} {msg}", highlight=False)
+
+    model = train_drafter(target, mcfg, data, tcfg, log=log)
+    save_drafter(model, out)
+    info = {"variant": variant, "seconds": seconds, "seed": seed, "prompts": prompts}
+    (out / "train.json").write_text(json.dumps(info, indent=1))
+    console.print(f"saved {variant} drafter to {out}")
+
+
+def _load_engine(
+    model: str, drafter: str | None, nf12: Path | None, tiny: bool, context: int | None
+) -> object:
+    from noc_assistant.serving.drafters import load_drafter
+    from noc_assistant.serving.engine import Engine
+    from noc_assistant.serving.models import (
+        DEFAULT_MODEL_NAME,
+        load_default,
+        load_hf_dir,
+        tiny_qwen3,
+    )
+    from noc_assistant.serving.nf12 import load_nf12_model
+
+    if tiny:
+        target = tiny_qwen3()
+    elif nf12 is not None:
+        target = load_nf12_model(nf12, name=DEFAULT_MODEL_NAME)  # type: ignore[assignment]
+    elif model == DEFAULT_MODEL_NAME:
+        target = load_default()
+    else:
+        target = load_hf_dir(model)
+    d = None
+    if drafter and drafter != "none":
+        d = load_drafter(Path(drafter), target)
+    return Engine(target, d, context=context)
+
+
+def _default_drafter() -> str:
+    return str(Path(__file__).resolve().parents[1] / "serving" / "weights" / "smollm2-dspine-b8")
+
+
+@app.command("serve")
+def serve_cmd(
+    host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 8000,
+    model: Annotated[str, typer.Option(help="model id or HF folder")] = "smollm2-135m-instruct",
+    drafter: Annotated[
+        str | None, typer.Option(help="drafter folder, or 'none' for target-only decoding")
+    ] = None,
+    nf12: Annotated[Path | None, typer.Option(help="serve weights from this NF12 folder")] = None,
+    context: Annotated[int | None, typer.Option(help="maximum context tokens")] = None,
+    threads: Annotated[int, typer.Option(help="torch CPU threads")] = 2,
+    tiny: Annotated[bool, typer.Option(help="serve the tiny test model")] = False,
+) -> None:
+    """Serve the model over an OpenAI-compatible HTTP API (DSpine speculative decoding)."""
+    _threads(threads)
+    import uvicorn
+
+    from noc_assistant.serving.server import create_app
+
+    d = drafter if drafter is not None else (None if tiny else _default_drafter())
+    engine = _load_engine(model, d, nf12, tiny, context)
+    err_console.print(f"serving {engine.name} on http://{host}:{port}/v1")  # type: ignore[attr-defined]
+    uvicorn.run(create_app(engine), host=host, port=port, log_level="info")  # type: ignore[arg-type]
+
+
+@app.command("ask")
+def ask_cmd(
+    question: Annotated[str, typer.Argument(help="the question")],
+    max_tokens: Annotated[int, typer.Option(help="answer length limit")] = 128,
+    model: Annotated[str, typer.Option(help="model id or HF folder")] = "smollm2-135m-instruct",
+    drafter: Annotated[str | None, typer.Option(help="drafter folder or 'none'")] = None,
+    threads: Annotated[int, typer.Option(help="torch CPU threads")] = 2,
+    tiny: Annotated[bool, typer.Option(help="use the tiny test model")] = False,
+    stats: Annotated[bool, typer.Option(help="print decoding statistics")] = False,
+) -> None:
+    """Answer one question with the built-in engine (no server)."""
+    _threads(threads)
+    from noc_assistant.serving.engine import Engine, Request
+
+    d = drafter if drafter is not None else (None if tiny else _default_drafter())
+    if d is not None and d != "none" and not Path(d).is_dir():
+        d = None
+    engine = _load_engine(model, d, None, tiny, None)
+    assert isinstance(engine, Engine)
+    prompt = engine.encode_chat([{"role": "user", "content": question}])
+    toks, st = engine.generate(Request(prompt, max_tokens))
+    console.print(engine.target.tokenizer.decode(toks), highlight=False, markup=False)
+    if stats:
+        err_console.print(
+            f"{st.output_tokens} tokens in {st.time_total:.2f}s, rounds={st.rounds}, "
+            f"tau={st.mean_accept_length:.2f}, finish={st.finish_reason}"
+        )
+
+
+@app.command("nf12")
+def nf12_cmd(
+    out: Annotated[Path | None, typer.Option(help="output folder")] = None,
+    src: Annotated[Path | None, typer.Option(help="BF16 model folder (default model)")] = None,
+) -> None:
+    """Convert the (default) model's BF16 weights to NF12; verify the round trip bit-exactly."""
+    import torch
+    from safetensors.torch import load_file
+
+    from noc_assistant.serving.models import DEFAULT_MODEL_NAME, load_default, model_cache_dir
+    from noc_assistant.serving.nf12 import NF12_FILE, convert_model_dir, load_nf12
+
+    if out is None:
+        out = model_cache_dir() / f"{DEFAULT_MODEL_NAME}-nf12"
+    if src is None:
+        load_default()
+        src = model_cache_dir() / DEFAULT_MODEL_NAME
+    rep = convert_model_dir(src, out)
+    dec = load_nf12(out / NF12_FILE)
+    exact = 0
+    for f in sorted(src.glob("*.safetensors")):
+        for k, v in load_file(str(f)).items():
+            exact += int(torch.equal(v.view(torch.int16), dec[k].view(torch.int16)))
+    console.print(
+        f"{rep.tensors} tensors, {rep.values} values, escapes {rep.escapes} "
+        f"({100 * rep.escape_rate:.3f}%), BF16 {rep.bf16_bytes / 1e6:.1f} MB -> "
+        f"NF12 {rep.nf12_bytes / 1e6:.1f} MB ({100 * rep.ratio:.1f}%), "
+        f"bit-exact {exact}/{rep.tensors}",
+        highlight=False,
+    )
+
+
+@app.command("energy")
+def energy_cmd(
+    input_tokens: Annotated[int, typer.Option(help="input tokens I")] = 68_000,
+    output_tokens: Annotated[int, typer.Option(help="output tokens O")] = 247,
+    cached: Annotated[int, typer.Option(help="input tokens served from a prefix cache")] = 0,
+    hidden: Annotated[int, typer.Option(help="hidden size d")] = 4096,
+    layers: Annotated[int, typer.Option(help="layers L")] = 32,
+    kv_ratio: Annotated[float, typer.Option(help="R = kv heads / q heads")] = 0.25,
+) -> None:
+    """SIMPLE energy estimate of one request (placeholder θ implied by Llama 3.1 8B)."""
+    from noc_assistant.serving.simple import LLAMA31_8B_IMPLIED, ModelShape, predict
+
+    e = predict(
+        LLAMA31_8B_IMPLIED,
+        ModelShape(hidden, layers, kv_ratio),
+        input_tokens,
+        output_tokens,
+        cached=cached,
+    )
+    console.print(
+        f"prefill {e.prefill:.1f} J, KV read {e.kv_read:.1f} J, per-token {e.per_token:.1f} J, "
+        f"total {e.total:.1f} J",
+        highlight=False,
+    )

@@ -1,0 +1,26 @@
+"""An explicit KV cache with crop, for the target (speculative verification rolls it back)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["KVCache"]
+
+
+class KVCache:
+    """Wraps a transformers ``DynamicCache``; ``length`` tokens are cached, ``crop`` rolls back."""
+
+    def __init__(self, config: Any = None) -> None:
+        from transformers import DynamicCache
+
+        self.inner = DynamicCache(config=config) if config is not None else DynamicCache()
+
+    @property
+    def length(self) -> int:
+        return int(self.inner.get_seq_length())
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` positions (no-op when already shorter)."""
+        drop = self.length - length
+        if drop > 0:
+            self.inner.crop(-drop)

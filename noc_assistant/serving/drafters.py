@@ -1,0 +1,528 @@
+"""Block drafters for speculative decoding.
+
+* :class:`BlockDrafterModel`: the DFlash-style parallel block drafter (research/dspine.md §3):
+  fused taps of target hidden layers -> context rows injected as extra K/V into every draft
+  layer; input ``[anchor, MASK×(B-1)]``; one forward drafts B-1 tokens. With
+  ``DrafterConfig.dspine`` it grows the DSpine parts (§2): gated adjacent injection after every
+  layer (``inject_layers``) and the final correction through a top-K transition cache
+  (``refine``). Attention inside the block is causal (``causal_block``) or bidirectional.
+  The target's input embedding and LM head are shared and frozen (bound with :meth:`bind`, not
+  saved); the head is restricted to a reduced draft vocabulary (``draft_vocab``, target ids).
+* :class:`NeuralDrafter`: inference wrapper with a draft KV cache of the context rows (or
+  without: recompute every round; both give identical drafts).
+* :class:`OracleDrafter`: proposes a known reference continuation (for tests and upper bounds).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from noc_assistant.serving.dspine import AdjacentInjection, TransferSpace, transition_select
+from noc_assistant.serving.errors import ModelLoadError
+from noc_assistant.serving.models import TargetModel
+
+__all__ = [
+    "BlockDrafterModel",
+    "DraftOutput",
+    "Drafter",
+    "DrafterConfig",
+    "NeuralDrafter",
+    "OracleDrafter",
+    "Proposal",
+    "init_scale_",
+    "load_drafter",
+    "new_drafter",
+    "save_drafter",
+]
+
+
+@dataclass
+class DrafterConfig:
+    """Shape and switches of a block drafter (``dspine=False`` is the DFlash-style baseline)."""
+
+    hidden_size: int
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 16
+    intermediate_size: int = 128
+    n_taps: int = 2
+    block_size: int = 8
+    rope_theta: float = 10000.0
+    eps: float = 1e-6
+    causal_block: bool = True
+    dspine: bool = False
+    inject_layers: bool = True
+    refine: bool = True
+    transfer_rank: int = 32
+    message_size: int = 32
+    top_k: int = 16
+    draft_vocab: list[int] = field(default_factory=list)
+
+    @classmethod
+    def for_target(cls, target: TargetModel, **kw: Any) -> DrafterConfig:
+        """A config sized from the target (hidden size, taps, heads of width 64 or d/4)."""
+        d = target.hidden_size
+        head_dim = 64 if d % 64 == 0 and d >= 256 else d // 4
+        heads = d // head_dim
+        kv = max(1, heads // 3) if heads % 3 == 0 else max(1, heads // 2)
+        base: dict[str, Any] = {
+            "hidden_size": d,
+            "num_heads": heads,
+            "num_kv_heads": kv,
+            "head_dim": head_dim,
+            "intermediate_size": 2 * d if d < 256 else int(1.75 * d),
+            "n_taps": len(target.tap_layers),
+            "transfer_rank": min(128, d // 2),
+            "message_size": min(128, d // 2),
+        }
+        base.update(kw)
+        return cls(**base)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        var = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(var + self.eps) * self.weight
+
+
+def _rope(x: Tensor, pos: Tensor, theta: float) -> Tensor:
+    """Rotary embedding of x [..., T, hd] at positions pos [..., T] (broadcast over heads)."""
+    hd = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    ang = pos.float().unsqueeze(-1) * inv
+    ang = torch.cat([ang, ang], dim=-1)
+    cos, sin = ang.cos(), ang.sin()
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2 :]
+    rot = torch.cat([-x2, x1], dim=-1)
+    return x * cos + rot * sin
+
+
+class DraftLayer(nn.Module):
+    """A Qwen3-style decoder layer whose keys/values are [context rows; block rows]."""
+
+    def __init__(self, cfg: DrafterConfig) -> None:
+        super().__init__()
+        d, h, kv, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.cfg = cfg
+        self.q_proj = nn.Linear(d, h * hd, bias=False)
+        self.k_proj = nn.Linear(d, kv * hd, bias=False)
+        self.v_proj = nn.Linear(d, kv * hd, bias=False)
+        self.o_proj = nn.Linear(h * hd, d, bias=False)
+        self.q_norm = RMSNorm(hd, cfg.eps)
+        self.k_norm = RMSNorm(hd, cfg.eps)
+        self.input_norm = RMSNorm(d, cfg.eps)
+        self.post_norm = RMSNorm(d, cfg.eps)
+        self.gate = nn.Linear(d, cfg.intermediate_size, bias=False)
+        self.up = nn.Linear(d, cfg.intermediate_size, bias=False)
+        self.down = nn.Linear(cfg.intermediate_size, d, bias=False)
+
+    def kv(self, x: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+        """K (normed, rotated) and V of rows x [G, S, d] at positions pos [S] -> [G, kv, S, hd]."""
+        g, s, _ = x.shape
+        k = self.k_norm(self.k_proj(x).view(g, s, self.cfg.num_kv_heads, -1)).transpose(1, 2)
+        v = self.v_proj(x).view(g, s, self.cfg.num_kv_heads, -1).transpose(1, 2)
+        return _rope(k, pos, self.cfg.rope_theta), v
+
+    def forward(self, h: Tensor, ctx_k: Tensor, ctx_v: Tensor, pos: Tensor, mask: Tensor) -> Tensor:
+        """h [N, B, d]; ctx_k/v [N, kv, S, hd]; pos [N, B]; mask [N, 1, B, S+B] (True = see)."""
+        n, b, _ = h.shape
+        cfg = self.cfg
+        x = self.input_norm(h)
+        q = self.q_norm(self.q_proj(x).view(n, b, cfg.num_heads, -1)).transpose(1, 2)
+        q = _rope(q, pos.unsqueeze(1), cfg.rope_theta)
+        kb = self.k_norm(self.k_proj(x).view(n, b, cfg.num_kv_heads, -1)).transpose(1, 2)
+        kb = _rope(kb, pos.unsqueeze(1), cfg.rope_theta)
+        vb = self.v_proj(x).view(n, b, cfg.num_kv_heads, -1).transpose(1, 2)
+        k = torch.cat([ctx_k, kb], dim=2)
+        v = torch.cat([ctx_v, vb], dim=2)
+        rep = cfg.num_heads // cfg.num_kv_heads
+        if rep > 1:
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        h = h + self.o_proj(a.transpose(1, 2).reshape(n, b, -1))
+        y = self.post_norm(h)
+        mlp: Tensor = self.down(F.silu(self.gate(y)) * self.up(y))
+        return h + mlp
+
+
+@dataclass
+class DraftOutput:
+    """Block forward results: ``logits`` [N, B-1, Vd] (offsets 1..B-1) and DSpine extras."""
+
+    logits: Tensor
+    pre_injection: Tensor
+    layer_features: list[Tensor]
+
+
+class BlockDrafterModel(nn.Module):
+    """DFlash-style parallel block drafter, optionally with the DSpine injection and refine."""
+
+    draft_vocab: Tensor
+
+    def __init__(self, cfg: DrafterConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.hidden_size
+        self.fc = nn.Linear(cfg.n_taps * d, d, bias=False)
+        self.hidden_norm = RMSNorm(d, cfg.eps)
+        self.layers = nn.ModuleList(DraftLayer(cfg) for _ in range(cfg.num_layers))
+        self.norm = RMSNorm(d, cfg.eps)
+        self.mask_embedding = nn.Parameter(torch.zeros(d))
+        self.register_buffer("draft_vocab", torch.tensor(cfg.draft_vocab, dtype=torch.long))
+        self.space: TransferSpace | None = None
+        self.injection: AdjacentInjection | None = None
+        if cfg.dspine:
+            self.space = TransferSpace(d, cfg.transfer_rank)
+            self.injection = AdjacentInjection(
+                d, cfg.transfer_rank, cfg.message_size, cfg.num_layers
+            )
+        self._embed: Tensor | None = None
+        self._head_full: Tensor | None = None
+        self._head: Tensor | None = None
+
+    # -- binding to the target -------------------------------------------------------------
+    def bind(self, target: TargetModel, *, fit_space: bool = False) -> None:
+        """Share the target's frozen embedding and LM head (and fit the transfer space)."""
+        emb = target.model.get_input_embeddings().weight.detach().float()
+        head = target.lm_head_weight.detach().float()
+        self._embed = emb
+        self._head_full = head
+        if self.draft_vocab.numel() == 0:
+            self.draft_vocab = torch.arange(head.shape[0])
+        self._head = head[self.draft_vocab]
+        if fit_space and self.space is not None and self.injection is not None:
+            self.space.fit(head)
+            self.injection.init_readouts(self.space)
+
+    def _bound(self) -> tuple[Tensor, Tensor, Tensor]:
+        if self._embed is None or self._head is None or self._head_full is None:
+            raise ModelLoadError("drafter is not bound to a target (call bind)")
+        return self._embed, self._head, self._head_full
+
+    def token_codes(self, target_ids: Tensor) -> Tensor:
+        """``e(v)`` for target token ids (any shape) -> [..., r]."""
+        assert self.space is not None
+        _, _, head_full = self._bound()
+        return self.space.codes(head_full[target_ids])
+
+    # -- forward ---------------------------------------------------------------------------
+    def context(self, features: Tensor) -> Tensor:
+        """Fused context rows ``RMSNorm(fc(taps))`` for features [G, S, n_taps*d]."""
+        ctx: Tensor = self.hidden_norm(self.fc(features))
+        return ctx
+
+    def context_kv(self, features: Tensor, start: int = 0) -> list[tuple[Tensor, Tensor]]:
+        """Per-layer (K, V) [G, kv, S, hd] of context rows at positions start..start+S-1."""
+        ctx = self.context(features)
+        pos = torch.arange(start, start + ctx.shape[1])
+        return [cast(DraftLayer, layer).kv(ctx, pos) for layer in self.layers]
+
+    def blocks(
+        self,
+        kv: list[tuple[Tensor, Tensor]],
+        seq_index: Tensor,
+        anchors: Tensor,
+        anchor_tokens: Tensor,
+        replace_codes: Tensor | None = None,
+        replace_mask: Tensor | None = None,
+        replacement_layers: int = 3,
+    ) -> DraftOutput:
+        """Draft N blocks. Block n starts at position ``anchors[n]`` of sequence
+        ``seq_index[n]`` and sees the context rows before it.
+
+        ``replace_codes`` [N, B-1, r] and ``replace_mask`` [N] (training, DSpine): in the first
+        ``replacement_layers`` layers the masked blocks use teacher-forced predecessor codes.
+        """
+        cfg = self.cfg
+        embed, head, _ = self._bound()
+        n, b = anchors.shape[0], cfg.block_size
+        s = kv[0][0].shape[2]
+        h = torch.cat(
+            [embed[anchor_tokens].unsqueeze(1), self.mask_embedding.expand(n, b - 1, -1)], dim=1
+        )
+        pos = anchors.unsqueeze(1) + torch.arange(b)
+        ctx_mask = torch.arange(s).unsqueeze(0) < anchors.unsqueeze(1)
+        if cfg.causal_block:
+            blk = torch.ones(b, b, dtype=torch.bool).tril()
+        else:
+            blk = torch.ones(b, b, dtype=torch.bool)
+        mask = torch.cat(
+            [ctx_mask.unsqueeze(1).expand(n, b, s), blk.unsqueeze(0).expand(n, b, b)], dim=2
+        ).unsqueeze(1)
+        anchor_code = None
+        inj = self.injection
+        use_inj = inj is not None and cfg.inject_layers
+        if inj is not None:
+            anchor_code = self.token_codes(anchor_tokens)
+        feats: list[Tensor] = []
+        pre = h
+        for li, layer in enumerate(self.layers):
+            ck, cv = kv[li]
+            if ck.shape[0] != n:
+                ck, cv = ck[seq_index], cv[seq_index]
+            h = layer(h, ck, cv, pos, mask)
+            pre = h
+            if use_inj:
+                assert inj is not None and anchor_code is not None
+                rep = replace_codes if li < replacement_layers else None
+                h, f = inj.inject(li, h, anchor_code, rep, replace_mask)
+                feats.append(f)
+        hidden = self.norm(h[:, 1:])
+        return DraftOutput(logits=hidden @ head.T, pre_injection=pre[:, 1:], layer_features=feats)
+
+    def refine_scores(self, pre: Tensor, pred_codes: Tensor, cand: Tensor) -> Tensor:
+        """Scores of candidates ``cand`` [..., K] (draft ids) after the last-layer write with
+        predecessor codes ``pred_codes`` [..., r] applied to states ``pre`` [..., d]."""
+        assert self.injection is not None
+        _, head, _ = self._bound()
+        last = self.cfg.num_layers - 1
+        f = self.injection.feature(last, pre)
+        refined = self.norm(self.injection.write(last, pre, f, pred_codes))
+        return torch.einsum("...d,...kd->...k", refined, head[cand])
+
+    @torch.no_grad()
+    def select(self, out: DraftOutput, anchor_token: int) -> Tensor:
+        """Choose B-1 draft ids for one block (argmax, or the transition cache with refine)."""
+        logits = out.logits[0]
+        if self.injection is None or not self.cfg.refine:
+            return logits.argmax(-1)
+        k = min(self.cfg.top_k, logits.shape[-1])
+        cand = logits.topk(k, dim=-1).indices  # [P, K] draft ids
+        p = cand.shape[0]
+        tgt = self.draft_vocab[cand]  # target ids
+        codes = self.token_codes(tgt)  # [P, K, r]
+        anchor = self.token_codes(torch.tensor([anchor_token])).expand(k, -1)
+        pred = torch.cat([anchor.unsqueeze(0), codes[:-1]], dim=0)  # [P, K(a), r]
+        pre = out.pre_injection[0].unsqueeze(1).expand(p, k, -1)  # [P, K(a), d]
+        cand_b = cand.unsqueeze(1).expand(p, k, k)  # [P, K(a), K(b)]
+        table = self.refine_scores(pre, pred, cand_b)
+        return transition_select(table, cand)
+
+    def refine_distributions(self, out: DraftOutput, anchor_token: int) -> tuple[Tensor, Tensor]:
+        """Candidates [P, K] (draft ids) and the transition table [P, K, K] (for sampling)."""
+        logits = out.logits[0]
+        k = min(self.cfg.top_k, logits.shape[-1])
+        cand = logits.topk(k, dim=-1).indices
+        p = cand.shape[0]
+        codes = self.token_codes(self.draft_vocab[cand])
+        anchor = self.token_codes(torch.tensor([anchor_token])).expand(k, -1)
+        pred = torch.cat([anchor.unsqueeze(0), codes[:-1]], dim=0)
+        pre = out.pre_injection[0].unsqueeze(1).expand(p, k, -1)
+        table = self.refine_scores(pre, pred, cand.unsqueeze(1).expand(p, k, k))
+        return cand, table
+
+
+class Proposal:
+    """B-1 proposed target ids and, for sampling, their proposal distributions [B-1, V]."""
+
+    def __init__(self, tokens: list[int], probs: Tensor | None = None) -> None:
+        self.tokens = tokens
+        self.probs = probs
+
+
+class Drafter(Protocol):
+    """What the speculative loop needs from a drafter."""
+
+    block_size: int
+
+    def begin(self, features: Tensor) -> None:
+        """Start a request with the prompt's target features [n, F]."""
+
+    def extend(self, features: Tensor) -> None:
+        """Append target features of newly committed positions."""
+
+    def propose(
+        self,
+        tokens: Sequence[int],
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> Proposal:
+        """Draft the B-1 tokens after ``tokens`` (the last one is the anchor)."""
+
+
+class OracleDrafter:
+    """Proposes ``reference[len(tokens):]`` (a known continuation), padded with ``pad``."""
+
+    def __init__(self, reference: Sequence[int], block_size: int, pad: int = 0) -> None:
+        self.reference = list(reference)
+        self.block_size = block_size
+        self.pad = pad
+
+    def begin(self, features: Tensor) -> None:
+        return None
+
+    def extend(self, features: Tensor) -> None:
+        return None
+
+    def propose(
+        self,
+        tokens: Sequence[int],
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> Proposal:
+        n = len(tokens)
+        out = self.reference[n : n + self.block_size - 1]
+        return Proposal(out + [self.pad] * (self.block_size - 1 - len(out)))
+
+
+class NeuralDrafter:
+    """Runs a :class:`BlockDrafterModel` during decoding, with or without a draft KV cache."""
+
+    def __init__(self, model: BlockDrafterModel, *, use_cache: bool = True) -> None:
+        self.model = model.eval()
+        self.block_size = model.cfg.block_size
+        self.use_cache = use_cache
+        self._features: list[Tensor] = []
+        self._kv: list[tuple[Tensor, Tensor]] = []
+        self._length = 0
+
+    def begin(self, features: Tensor) -> None:
+        self._features, self._kv, self._length = [], [], 0
+        self.extend(features)
+
+    @torch.no_grad()
+    def extend(self, features: Tensor) -> None:
+        if features.shape[0] == 0:
+            return
+        if self.use_cache:
+            new = self.model.context_kv(features.unsqueeze(0), start=self._length)
+            if self._kv:
+                self._kv = [
+                    (torch.cat([k0, k1], dim=2), torch.cat([v0, v1], dim=2))
+                    for (k0, v0), (k1, v1) in zip(self._kv, new, strict=True)
+                ]
+            else:
+                self._kv = new
+        else:
+            self._features.append(features)
+        self._length += features.shape[0]
+
+    @torch.no_grad()
+    def forward_block(self, anchor_token: int) -> DraftOutput:
+        if self.use_cache:
+            kv = self._kv
+        else:
+            kv = self.model.context_kv(torch.cat(self._features, dim=0).unsqueeze(0))
+        return self.model.blocks(
+            kv,
+            torch.zeros(1, dtype=torch.long),
+            torch.tensor([self._length]),
+            torch.tensor([anchor_token]),
+        )
+
+    @torch.no_grad()
+    def propose(
+        self,
+        tokens: Sequence[int],
+        temperature: float = 0.0,
+        generator: torch.Generator | None = None,
+    ) -> Proposal:
+        if len(tokens) - 1 != self._length:
+            raise ValueError(f"drafter has {self._length} context rows, expected {len(tokens) - 1}")
+        anchor = int(tokens[-1])
+        out = self.forward_block(anchor)
+        vocab = self.model.draft_vocab
+        if temperature <= 0.0:
+            ids = self.model.select(out, anchor)
+            return Proposal([int(t) for t in vocab[ids]])
+        return self._sample(out, anchor, temperature, generator)
+
+    def _sample(
+        self, out: DraftOutput, anchor: int, temperature: float, generator: torch.Generator | None
+    ) -> Proposal:
+        m = self.model
+        vocab = m.draft_vocab
+        _, _, head_full = m._bound()
+        v_full = head_full.shape[0]
+        p_count = out.logits.shape[1]
+        probs = torch.zeros(p_count, v_full)
+        tokens: list[int] = []
+        if m.injection is None or not m.cfg.refine:
+            pd = torch.softmax(out.logits[0] / temperature, dim=-1)
+            probs[:, vocab] = pd
+            for i in range(p_count):
+                tokens.append(int(vocab[torch.multinomial(pd[i], 1, generator=generator)]))
+            return Proposal(tokens, probs)
+        cand, table = m.refine_distributions(out, anchor)
+        a = 0
+        for i in range(p_count):
+            dist = torch.softmax(table[i, a] / temperature, dim=-1)
+            b = int(torch.multinomial(dist, 1, generator=generator))
+            probs[i, vocab[cand[i]]] = dist
+            tokens.append(int(vocab[cand[i, b]]))
+            a = b
+        return Proposal(tokens, probs)
+
+
+def save_drafter(
+    model: BlockDrafterModel, path: str | Path, *, dtype: torch.dtype = torch.bfloat16
+) -> None:
+    """Save config (JSON) and weights (safetensors) to folder ``path``."""
+    from safetensors.torch import save_file
+
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    (p / "config.json").write_text(json.dumps(asdict(model.cfg), indent=1))
+    state = {}
+    for k, v in model.state_dict().items():
+        keep_fp32 = k.startswith("space.") or k == "draft_vocab"
+        state[k] = v.contiguous() if keep_fp32 else v.to(dtype).contiguous()
+    save_file(state, str(p / "model.safetensors"))
+
+
+def load_drafter(path: str | Path, target: TargetModel) -> BlockDrafterModel:
+    """Load a drafter folder written by :func:`save_drafter` and bind it to ``target``."""
+    from safetensors.torch import load_file
+
+    p = Path(path)
+    try:
+        cfg = DrafterConfig(**json.loads((p / "config.json").read_text()))
+        state = load_file(str(p / "model.safetensors"))
+    except (OSError, TypeError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load drafter {p}: {exc}") from exc
+    if cfg.hidden_size != target.hidden_size:
+        raise ModelLoadError(
+            f"drafter {p} has hidden size {cfg.hidden_size}, target {target.hidden_size}"
+        )
+    model = BlockDrafterModel(cfg)
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+    model.bind(target)
+    return model.eval()
+
+
+def init_scale_(model: BlockDrafterModel, std: float = 0.02, seed: int = 0) -> None:
+    """Seeded normal init of the backbone's linear layers (DSpine writes stay zero)."""
+    g = torch.Generator().manual_seed(seed)
+    for name, mod in model.named_modules():
+        if isinstance(mod, nn.Linear) and not name.startswith("injection"):
+            with torch.no_grad():
+                mod.weight.copy_(torch.randn(mod.weight.shape, generator=g) * std)
+
+
+def new_drafter(
+    target: TargetModel, cfg: DrafterConfig, *, seed: int = 0, std: float = 0.02
+) -> BlockDrafterModel:
+    """A freshly initialised drafter bound to ``target`` (seeded; transfer space fitted).
+
+    The backbone init depends only on ``seed``, so a DSpine and a DFlash drafter built with
+    the same seed share their backbone weights.
+    """
+    model = BlockDrafterModel(cfg)
+    init_scale_(model, std=std, seed=seed)
+    model.bind(target, fit_space=True)
+    return model.eval()

@@ -1,0 +1,117 @@
+"""The serving engine: one target, an optional drafter, one request at a time.
+
+:class:`Engine` serialises generations with a thread lock (the model and its caches are not
+re-entrant), records metrics, and estimates each request's energy with the SIMPLE law.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from noc_assistant.serving.drafters import BlockDrafterModel, NeuralDrafter
+from noc_assistant.serving.errors import RequestError
+from noc_assistant.serving.metrics import ServingMetrics
+from noc_assistant.serving.models import TargetModel
+from noc_assistant.serving.simple import (
+    LLAMA31_8B_IMPLIED,
+    EnergyBreakdown,
+    ModelShape,
+    SimpleTheta,
+    predict,
+)
+from noc_assistant.serving.speculative import GenerationStats, stream_tokens
+
+__all__ = ["Engine", "Request"]
+
+
+@dataclass
+class Request:
+    """A tokenised generation request."""
+
+    prompt: list[int]
+    max_tokens: int
+    temperature: float = 0.0
+    seed: int | None = None
+
+
+class Engine:
+    """Generates for one request at a time; ``context`` caps prompt + output tokens."""
+
+    def __init__(
+        self,
+        target: TargetModel,
+        drafter: BlockDrafterModel | None = None,
+        *,
+        name: str | None = None,
+        context: int | None = None,
+        theta: SimpleTheta = LLAMA31_8B_IMPLIED,
+    ) -> None:
+        self.target = target
+        self.drafter = drafter
+        self.name = name or target.name
+        self.context = min(context or target.max_positions, target.max_positions)
+        self.theta = theta
+        self.shape = ModelShape(
+            target.hidden_size, target.num_layers, target.num_kv_heads / target.num_heads
+        )
+        self.metrics = ServingMetrics(self.name)
+        self._lock = threading.Lock()
+
+    def check(self, req: Request) -> Request:
+        """Refuse prompts that do not fit; clamp ``max_tokens`` to the context left."""
+        if not req.prompt:
+            raise RequestError("prompt is empty", param="prompt")
+        if len(req.prompt) >= self.context:
+            raise RequestError(
+                f"This model's maximum context length is {self.context} tokens; "
+                f"the prompt has {len(req.prompt)} tokens.",
+                param="messages",
+                code="context_length_exceeded",
+            )
+        if req.max_tokens < 1:
+            raise RequestError("max_tokens must be at least 1", param="max_tokens")
+        if req.temperature < 0:
+            raise RequestError("temperature must be >= 0", param="temperature")
+        left = self.context - len(req.prompt)
+        return Request(req.prompt, min(req.max_tokens, left), req.temperature, req.seed)
+
+    def energy(self, st: GenerationStats) -> EnergyBreakdown:
+        """SIMPLE estimate for a finished request (autoregressive counterfactual)."""
+        return predict(self.theta, self.shape, st.prompt_tokens, st.output_tokens)
+
+    def stream(self, req: Request, stats: GenerationStats) -> Iterator[list[int]]:
+        """Yield output tokens of ``req`` (holding the engine lock throughout)."""
+        req = self.check(req)
+        with self._lock:
+            self.metrics.running.labels(self.name).inc()
+            try:
+                gen = None
+                if req.seed is not None:
+                    gen = torch.Generator().manual_seed(req.seed)
+                drafter = NeuralDrafter(self.drafter) if self.drafter is not None else None
+                yield from stream_tokens(
+                    self.target,
+                    drafter,
+                    req.prompt,
+                    req.max_tokens,
+                    temperature=req.temperature,
+                    generator=gen,
+                    stats=stats,
+                )
+                self.metrics.record(stats, self.energy(stats))
+            finally:
+                self.metrics.running.labels(self.name).dec()
+
+    def generate(self, req: Request) -> tuple[list[int], GenerationStats]:
+        st = GenerationStats()
+        out: list[int] = []
+        for part in self.stream(req, st):
+            out += part
+        return out, st
+
+    def encode_chat(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        return self.target.tokenizer.chat_prompt(messages)

