@@ -1,9 +1,12 @@
 """RCA evaluation: AC@1, AC@3, no-fault accuracy, evidence resolution and calibration.
 
 Ground truth is the labels file of FORMATS.md §2. Each labelled incident becomes one case, scored
-on the diagnosis of the pipeline incident that best overlaps it (time window and entities); each
-``no_fault`` window becomes one case that is right when every incident overlapping it is answered
-``no_fault`` (or none was opened). Scoring is deterministic: no judge, closed fault set.
+on the diagnosis of the pipeline incident that best overlaps it: the one with findings on the most
+labelled entities inside the labelled window, then the first to react, then entity overlap; each
+``no_fault`` window becomes one case that is right when every incident active in it (a finding
+inside the window) is answered ``no_fault`` (or none was). An incident that merely stays open
+across a window, with nothing new, says nothing about it. Without the run's findings, time
+overlap alone decides. Scoring is deterministic: no judge, closed fault set.
 
 >>> from noc_assistant.models import Hypothesis
 >>> h = lambda f, e, c: Hypothesis(fault=f, entity=e, confidence=c)
@@ -172,6 +175,8 @@ class RcaScores:
     reliability: list[ReliabilityBin] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     """``case: expected -> answered`` for every case wrong at rank 1."""
+    by_fault: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per true fault class (``no_fault`` for the windows): cases, AC@1 and AC@3."""
 
 
 def reliability_table(
@@ -228,6 +233,10 @@ def score_rca(cases: Sequence[RcaCase], bins: int = 10) -> RcaScores:
             got = f"{c.hypotheses[0].fault} on {c.hypotheses[0].entity}" if c.hypotheses else "none"
             want = f"{c.fault} on {c.entity}" if not c.is_noop else "no_fault"
             failures.append(f"{c.case_id}: {want} -> {got}")
+    by_fault: dict[str, dict[str, float]] = {}
+    for name in sorted({c.fault or "no_fault" for c in cases}):
+        group = [c for c in cases if (c.fault or "no_fault") == name]
+        by_fault[name] = {"cases": len(group), "ac1": share(group, 1), "ac3": share(group, 3)}
     return RcaScores(
         cases=n,
         fault_cases=len(faults),
@@ -240,6 +249,7 @@ def score_rca(cases: Sequence[RcaCase], bins: int = 10) -> RcaScores:
         brier=brier,
         reliability=table,
         failures=failures,
+        by_fault=by_fault,
     )
 
 
@@ -253,6 +263,8 @@ def report_keys(scores: RcaScores) -> dict[str, Any]:
         "rca_ece": scores.ece,
         "rca_brier": scores.brier,
         "rca_cases": {"fault": scores.fault_cases, "no_fault": scores.noop_cases},
+        "rca_by_fault": scores.by_fault,
+        "rca_failures": list(scores.failures),
         "rca_reliability": [
             {
                 "bin": [b.low, b.high],
@@ -296,6 +308,23 @@ def _incident_window(incident: Incident) -> tuple[float, float]:
     return incident.opened_at, incident.resolved_at or incident.updated_at
 
 
+def _active(
+    incident: Incident,
+    findings: Mapping[str, Finding],
+    start: float,
+    end: float,
+    entities: set[str] | None = None,
+) -> list[Finding] | None:
+    """The incident's findings inside ``[start, end]`` (on ``entities``); ``None`` when the run's
+    findings are unknown (then only the time overlap can be judged)."""
+    known = [findings[i] for i in incident.finding_ids if i in findings]
+    if not known:
+        return None
+    return [
+        f for f in known if start <= f.ts <= end and (entities is None or f.entity in entities)
+    ]
+
+
 def cases_from_run(
     labels: Labels,
     incidents: Sequence[Incident],
@@ -307,7 +336,7 @@ def cases_from_run(
     cases: list[RcaCase] = []
     for label in labels.incidents:
         involved = {*label.affected, label.root_cause.entity}
-        best: tuple[int, float, Incident] | None = None
+        best: tuple[tuple[int, float, int, float], Incident] | None = None
         for inc in incidents:
             start, end = _incident_window(inc)
             if end < label.start or start > label.end:
@@ -315,13 +344,15 @@ def cases_from_run(
             overlap = len(involved & set(inc.entities))
             if overlap == 0:
                 continue
-            key = (overlap, -start, inc)
-            if best is None or key[:2] > best[:2]:
-                best = key
+            active = _active(inc, by_id, label.start, label.end, involved) or []
+            first = min((f.ts for f in active), default=start)
+            key = (len({f.entity for f in active}), -first, overlap, -start)
+            if best is None or key > best[0]:
+                best = (key, inc)
         hypotheses: Sequence[Hypothesis] = ()
         resolved = cited = 0
-        if best is not None and best[2].id in diagnoses:
-            diagnosis = diagnoses[best[2].id]
+        if best is not None and best[1].id in diagnoses:
+            diagnosis = diagnoses[best[1].id]
             hypotheses = diagnosis.hypotheses
             resolved, cited = evidence_resolution(diagnosis, by_id)
         cases.append(
@@ -341,6 +372,8 @@ def cases_from_run(
         for inc in incidents:
             start, end = _incident_window(inc)
             if end < window.start or start > window.end or inc.id not in diagnoses:
+                continue
+            if _active(inc, by_id, window.start, window.end) == []:
                 continue
             diagnosis = diagnoses[inc.id]
             answers.append(diagnosis.top)

@@ -3,9 +3,10 @@
 A rule fires on an *anchor* finding (the symptom that names the fault), resolves the root-cause
 entity from it (the anchor's entity, an upstream entity from the topology, or the SEPP of a
 roaming partner), needs every ``require`` condition, gains each ``support`` weight seen, and
-loses each ``refute`` weight seen. The score also rewards the share of the incident's findings
-the hypothesis explains. Matches come back best first; the application turns them into
-hypotheses with evidence and a calibrated confidence.
+loses each ``refute`` weight seen (a ``require`` seen adds its weight too). The score also
+rewards the share of the incident's other findings (beyond the anchor's own series) the
+hypothesis explains: a lone anchor is uncorroborated. Matches come back best first; the
+application turns them into hypotheses with evidence and a calibrated confidence.
 
 Findings are anything with the attributes of the application's ``Finding`` (:class:`FindingLike`),
 so this module imports nothing outside ``knowledge``.
@@ -137,6 +138,8 @@ def _in_scope(
     if cond.scope == "anchor" and f.entity != anchor.entity:
         return False
     if cond.scope == "root" and f.entity != root:
+        return False
+    if cond.scope == "other" and f.entity == anchor.entity:
         return False
     if cond.scope == "related" and not (
         f.entity in (anchor.entity, root)
@@ -280,8 +283,12 @@ def _evaluate_rule(
                     break
             if not ok:
                 continue
-            explained = set(match.finding_ids)
-            match.coverage = len(explained) / max(1, len({f.id for f in findings}))
+            # coverage: the share of the incident's *other* findings (beyond the anchor's own
+            # series) the hypothesis explains; a lone anchor is not corroborated by anything
+            own = {f.id for f in anchor_hit.findings}
+            others = {f.id for f in findings} - own
+            explained = set(match.finding_ids) - own
+            match.coverage = len(explained) / len(others) if others else 0.0
             match.score = score + coverage_weight * match.coverage
             out.append(match)
     return out
@@ -363,7 +370,8 @@ def run_fixtures(pack: Pack, rule_ids: Iterable[str] | None = None) -> list[Fixt
     A positive fixture passes when the rule yields the expected fault on the expected entity
     (and partner) and, unless ``rank1: false``, that hypothesis ranks first over all rules.
     A negative fixture passes when the rule's hypothesis does not rank first among the matches
-    scoring at least the pack's ``min_score`` (weaker ones are not claims).
+    scoring at least the pack's ``min_score`` and above its ``no_fault_score`` (weaker ones are
+    not claims: the RCA answers ``no_fault`` over them).
     """
     topologies: dict[Path, Topology] = {}
     wanted = set(rule_ids) if rule_ids is not None else None
@@ -379,14 +387,21 @@ def run_fixtures(pack: Pack, rule_ids: Iterable[str] | None = None) -> list[Fixt
             findings = fixture_findings(rule.id, i, fixture, topology)
             matches = evaluate(findings, topology, pack)
             own = evaluate(findings, topology, pack, rules=[rule])
-            results.append(_judge(rule, fixture, matches, own, pack.param("min_score", 0.5)))
+            floor = pack.param("min_score", 0.5)
+            baseline = pack.param("no_fault_score", floor)
+            results.append(_judge(rule, fixture, matches, own, floor, baseline))
     return results
 
 
 def _judge(
-    rule: Rule, fixture: RuleFixture, matches: list[Match], rule_matches: list[Match], floor: float
+    rule: Rule,
+    fixture: RuleFixture,
+    matches: list[Match],
+    rule_matches: list[Match],
+    floor: float,
+    baseline: float = float("-inf"),
 ) -> FixtureResult:
-    claims = [m for m in matches if m.score >= floor]
+    claims = [m for m in matches if m.score >= floor and m.score > baseline]
     top = claims[0] if claims else None
     top_text = f"{top.fault} on {top.root} ({top.rule.id}, {top.score:.2f})" if top else "nothing"
     expect = fixture.expect

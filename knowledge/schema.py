@@ -114,7 +114,8 @@ class Condition(_Strict):
     """Findings a rule looks for: which KPIs, which way, where and when relative to the anchor.
 
     ``scope``: ``anchor`` (the anchor's entity), ``root`` (the root-cause entity), ``related``
-    (anchor, root or a direct topology neighbour of either), ``any`` (anywhere in the incident).
+    (anchor, root or a direct topology neighbour of either), ``any`` (anywhere in the incident),
+    ``other`` (anywhere but the anchor's entity: a second witness, e.g. another consumer).
     ``order``: the finding must come ``before`` / ``after`` the anchor (or ``any``).
     ``same_target``: the KPI must measure calls to the same NF type as the anchor's KPI.
     ``same_labels``: these labels must carry the anchor's values (``plmnid``, ``gpu`` …);
@@ -124,7 +125,7 @@ class Condition(_Strict):
 
     kpis: tuple[str, ...] = Field(min_length=1)
     direction: Literal["up", "down", "both"] = "both"
-    scope: Literal["anchor", "root", "related", "any"] = "related"
+    scope: Literal["anchor", "root", "related", "any", "other"] = "related"
     order: Literal["any", "before", "after"] = "any"
     same_target: bool = False
     same_labels: tuple[str, ...] = ()

@@ -4,9 +4,9 @@ A finding joins the open incident of the same entity, of a related entity (topol
 an SMF's symptoms join its UPF's fault), or of the same scope (findings about one upstream NF,
 e.g. every consumer's SBI errors towards the UDM), when it comes within ``window_s`` of that
 incident's last finding; otherwise it opens a new incident. An incident resolves when none of
-its series is still alarming and nothing new arrived for ``resolve_after_s``. A finding that
-comes within ``flap_s`` after its incident resolved reopens that incident instead of paging
-again.
+its series is still alarming and nothing new arrived for ``resolve_after_s``. A finding of one of
+its KPIs that comes within ``flap_s`` after its incident resolved reopens that incident instead of
+paging again (the same symptom flapping); a new symptom on the same entity is a new incident.
 Findings on an entity inside a declared maintenance window are kept but page nobody.
 """
 
@@ -122,6 +122,7 @@ class Correlator:
             if (
                 inc.resolved_at is not None
                 and finding.ts - inc.resolved_at <= self.flap_s
+                and finding.kpi in inc.kpis
                 and self._joins(finding, inc, set())
             ):
                 self._recent.remove(inc)

@@ -127,7 +127,11 @@ class Pipeline:
 
     def _scope(self, finding: Finding) -> str | None:
         kpi = self.kpis.get(finding.kpi)
-        return f"nf:{kpi.target_nf}" if kpi is not None and kpi.target_nf else None
+        if kpi is not None and kpi.target_nf:
+            return f"nf:{kpi.target_nf}"
+        # findings about one PLMN (a roaming partner's subscribers) on any AMF share one cause
+        plmn = dict(finding.labels).get("plmnid")
+        return f"plmn:{plmn}" if plmn else None
 
     # -- input -----------------------------------------------------------------------------
 

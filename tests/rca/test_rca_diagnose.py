@@ -33,7 +33,7 @@ def _findings(pack: Pack, rule_id: str, index: int, topo: Topology) -> list[Find
     return [
         Finding(id=f.id, detector="test", kpi=f.kpi, entity=f.entity, entity_type=f.entity_type,
                 ts=f.ts, score=f.score, observed=f.observed, expected_low=f.expected_low,
-                expected_high=f.expected_high, direction=f.direction,  # type: ignore[arg-type]
+                expected_high=f.expected_high, direction=f.direction,
                 labels=f.labels)
         for f in fixture_findings(rule_id, index, fixture, topo)
     ]
@@ -130,6 +130,9 @@ def test_works_without_inventory() -> None:
     findings = [
         Finding(id="a", detector="t", kpi="sbi-udm-latency", entity="amf-1", entity_type="amf",
                 ts=1.0, score=1, observed=3, expected_low=0, expected_high=0.1, direction="up"),
+        Finding(id="b", detector="t", kpi="sbi-udm-error-share", entity="amf-1",
+                entity_type="amf", ts=61.0, score=1, observed=0.4, expected_low=0,
+                expected_high=0.01, direction="up"),
     ]
     topo = Topology.infer({"amf-1": "amf"}, PACK)
     d = diagnose(_incident(findings), findings, topo, PACK)

@@ -45,6 +45,9 @@ def test_ac1_ac3_and_noop() -> None:
     assert len(s.failures) == 4
     keys = report_keys(s)
     assert keys["rca_ac1"] == 0.25 and keys["rca_noop_accuracy"] == pytest.approx(2 / 3)
+    assert keys["rca_by_fault"]["n2_sctp_loss"] == {"cases": 1, "ac1": 0.0, "ac3": 1.0}
+    assert keys["rca_by_fault"]["no_fault"]["ac1"] == pytest.approx(2 / 3)
+    assert len(keys["rca_failures"]) == 4
 
 
 def test_partner_match_counts_for_roaming() -> None:

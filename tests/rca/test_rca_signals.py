@@ -1,0 +1,185 @@
+"""RCA semantics that decide between look-alike faults and no_fault on live-like findings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from evals.rca import Labels, cases_from_run
+from knowledge.pack import load_pack
+from knowledge.rules import evaluate
+from knowledge.topology import Topology, load_inventory
+from noc_assistant.models import Direction, Finding, Hypothesis, Incident
+from noc_assistant.rca import Diagnosis, diagnose
+
+PACK = load_pack()
+T0 = 1_790_000_000.0
+
+
+@pytest.fixture(scope="module")
+def topo() -> Topology:
+    return load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
+
+
+def f(fid: str, kpi: str, entity: str, direction: Direction, observed: float, t: float = 0.0,
+      low: float = 0.0, high: float = 0.0, **labels: str) -> Finding:
+    return Finding(id=fid, detector="t", kpi=kpi, entity=entity, ts=T0 + t, score=1.0,
+                   observed=observed, expected_low=low, expected_high=high,
+                   direction=direction, labels=tuple(sorted(labels.items())))
+
+
+def incident(findings: Sequence[Finding], iid: str = "inc-1") -> Incident:
+    ts = [x.ts for x in findings]
+    return Incident(id=iid, fingerprint="fp", opened_at=min(ts), updated_at=max(ts),
+                    entities=sorted({x.entity for x in findings}),
+                    finding_ids=[x.id for x in findings])
+
+
+def top(findings: Sequence[Finding], topo: Topology) -> tuple[str, str]:
+    d = diagnose(incident(findings), findings, topo, PACK)
+    return d.top.fault, d.top.entity
+
+
+def test_lone_anchor_is_not_corroborated(topo: Topology) -> None:
+    # one consumer's UDM latency, nothing else: noise explains it as well as a fault
+    lone = [f("a", "sbi-udm-latency", "amf-01", "up", 0.0064, low=-0.1, high=0.15)]
+    assert top(lone, topo) == ("no_fault", "")
+    match = next(m for m in evaluate(lone, topo, PACK) if m.rule.id == "udm-timeout")
+    assert match.coverage == 0.0
+
+
+def test_second_consumer_corroborates_udm_timeout(topo: Topology) -> None:
+    two = [f("a", "sbi-udm-latency", "amf-01", "up", 0.02, high=0.01),
+           f("b", "sbi-udm-latency", "smf-01", "up", 0.02, t=15, high=0.01)]
+    assert top(two, topo) == ("udm_timeout", "udm-01")
+
+
+def test_other_scope_excludes_the_anchor(topo: Topology) -> None:
+    one = [f("a", "sbi-udm-latency", "amf-01", "up", 0.02, high=0.01),
+           f("b", "sbi-udm-error-share", "amf-01", "up", 0.3, t=60)]
+    match = next(m for m in evaluate(one, topo, PACK) if m.rule.id == "udm-timeout")
+    seen = {(h.part, h.index) for h in match.hits}
+    assert ("support", 1) not in seen  # "several consumers" needs another consumer
+    assert ("support", 0) in seen
+
+
+def test_storm_slowing_its_own_calls_is_not_a_udm_fault(topo: Topology) -> None:
+    storm = [f("a", "amf-registration-attempts", "amf-01", "up", 24, low=5, high=13),
+             f("b", "sbi-udm-latency", "amf-01", "up", 0.011, t=180, high=0.009),
+             f("c", "amf-registration-success", "amf-01", "down", 0.54, t=390, low=0.9, high=1)]
+    assert top(storm, topo) == ("registration_storm", "amf-01")
+
+
+def test_cache_fuller_than_usual_is_not_saturated(topo: Topology) -> None:
+    busy = [f("a", "gpu-tokens-per-running-request", "gpu-srv-01", "down", 19, low=30, high=60),
+            f("b", "gpu-requests-running", "gpu-srv-01", "up", 250, t=90, high=115),
+            f("c", "gpu-requests-waiting", "gpu-srv-01", "up", 15, t=135),
+            f("d", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.67, t=150, high=0.5)]
+    assert top(busy, topo) == ("compressed_weights_high_concurrency", "gpu-srv-01")
+    full = [*busy, f("e", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.99, t=200, high=0.5),
+            f("g", "gpu-preemption-rate", "gpu-srv-01", "up", 1.4, t=200)]
+    assert top(full, topo) == ("kv_cache_saturation", "gpu-srv-01")
+
+
+def test_per_plmn_dips_of_every_plmn_are_not_a_partner_outage(topo: Topology) -> None:
+    onset = [f("a", "amf-registration-success-by-plmn", "amf-01", "down", 0.92, low=0.95,
+               high=1.05, plmnid="26201")]
+    assert top(onset, topo)[0] == "no_fault"  # one dip of one ratio: uncorroborated
+    every = [*onset,
+             f("b", "amf-registered-subscribers-by-plmn", "amf-01", "down", 1209, low=1210,
+               high=1260, plmnid="26201"),
+             f("c", "amf-registered-subscribers-by-plmn", "amf-01", "down", 157400, low=158000,
+               high=164000, plmnid="99970")]
+    assert top(every, topo)[0] == "no_fault"
+    partner = every[:2]  # the partner's success and its registered roamers fall together
+    assert top(partner, topo) == ("roaming_partner_outage", "sepp-01")
+
+
+def test_idle_tensor_pipes_with_a_queue_are_a_hang(topo: Topology) -> None:
+    hang = [f("a", "gpu-requests-waiting", "gpu-srv-01", "up", 80),
+            f("b", "gpu-tensor-active-min", "gpu-srv-01", "down", 0.009, low=0.0, high=0.4)]
+    assert top(hang, topo) == ("nccl_hang", "gpu-srv-01")
+    assert top(hang[1:], topo)[0] == "no_fault"
+
+
+# ------------------------------------------------------------ pairing in evals/rca.py
+
+
+def _diag(inc: str, fault: str, entity: str) -> Diagnosis:
+    hyp = Hypothesis(fault=fault, entity=entity, confidence=0.9)
+    return Diagnosis(incident_id=inc, verdict="no_fault" if fault == "no_fault" else "fault",
+                     hypotheses=[hyp])
+
+
+def test_stale_incident_does_not_answer_for_a_later_fault_or_window() -> None:
+    labels = Labels.model_validate({
+        "incidents": [{"id": "L1", "start": T0 + 7200, "end": T0 + 8400,
+                       "root_cause": {"entity": "amf-2", "fault": "n2_sctp_loss"},
+                       "affected": ["amf-2"]}],
+        "no_fault": [{"id": "N1", "start": T0 + 3600, "end": T0 + 5400}],
+    })
+    # an earlier UDM incident still open (a series never cleared) across both windows
+    old = [f("o1", "sbi-udm-latency", "amf-2", "up", 1.0),
+           f("o2", "sbi-udm-latency", "amf-1", "up", 1.0, t=30)]
+    stale = incident(old, "STALE")
+    stale.resolved_at = T0 + 9000
+    new = [f("n1", "amf-gnb-associations", "amf-2", "down", 16, t=7215, low=40, high=40)]
+    fresh = incident(new, "NEW")
+    diagnoses = {"STALE": _diag("STALE", "udm_timeout", "udm-1"),
+                 "NEW": _diag("NEW", "n2_sctp_loss", "amf-2")}
+    cases = {c.case_id: c for c in cases_from_run(labels, [stale, fresh], diagnoses, old + new)}
+    assert cases["L1"].correct_at(1)
+    assert cases["N1"].correct_at(1)  # nothing happened inside the window
+    # without the run's findings, time overlap alone decides (the stale incident answers)
+    blind = {c.case_id: c for c in cases_from_run(labels, [stale, fresh], diagnoses)}
+    assert not blind["N1"].correct_at(1)
+
+
+# ------------------------------------------------------------ correlation feeding the RCA
+
+
+def test_new_symptom_after_resolve_opens_a_new_incident() -> None:
+    from noc_assistant.correlate import Correlator
+
+    c = Correlator(window_s=600, resolve_after_s=300, flap_s=900)
+    pfcp = f("p1", "smf-pfcp-peers", "smf-01", "down", 1, low=2, high=2)
+    assert [e.kind for e in c.add_finding(pfcp)] == ["opened"]
+    c.clear("smf-pfcp-peers", "smf-01", T0 + 600)
+    assert [e.kind for e in c.tick(T0 + 900)] == ["resolved"]
+    # 5 minutes later: the same series flaps -> the same incident reopens
+    again = f("p2", "smf-pfcp-peers", "smf-01", "down", 1, t=1200, low=2, high=2)
+    assert [e.kind for e in c.add_finding(again)] == ["reopened"]
+    c.clear("smf-pfcp-peers", "smf-01", T0 + 1300)
+    assert [e.kind for e in c.tick(T0 + 1600)] == ["resolved"]
+    # a different symptom on the same SMF (UDM calls failing) is another fault: a new incident
+    udm = f("u1", "sbi-udm-error-share", "smf-01", "up", 0.5, t=1800)
+    events = c.add_finding(udm)
+    assert [e.kind for e in events] == ["opened"]
+    assert events[0].incident.finding_ids == ["u1"]
+
+
+def test_partner_findings_on_every_amf_share_one_incident() -> None:
+    from noc_assistant.pipeline import Pipeline
+
+    pipe = Pipeline(pack=PACK, rca=False)
+    a1 = f("a", "amf-registration-success-by-plmn", "amf-01", "down", 0.8, plmnid="26201")
+    a2 = f("b", "amf-registered-subscribers-by-plmn", "amf-02", "down", 1180, t=30,
+           plmnid="26201")
+    home = f("c", "amf-registration-success", "amf-02", "down", 0.8, t=30)
+    assert pipe._scope(a1) == pipe._scope(a2) == "plmn:26201"
+    assert pipe._scope(home) is None
+    assert pipe._scope(f("d", "sbi-udm-latency", "amf-01", "up", 1.0)) == "nf:udm"
+    [opened] = pipe.correlator.add_finding(a1)
+    [joined] = pipe.correlator.add_finding(a2)
+    assert joined.kind == "updated" and joined.incident is opened.incident
+
+
+def test_clean_restart_is_no_fault_with_evidence(topo: Topology) -> None:
+    restart = [f("r", "nf-process-start-time", "amf-01", "up", T0, low=T0 - 9e6, high=T0 - 9e6)]
+    d = diagnose(incident(restart), restart, topo, PACK)
+    assert d.top.fault == "no_fault" and d.top.rule_id == "clean-restart"
+    assert "ev-r" in d.top.evidence_ids
+    lost = [*restart, f("g", "amf-gnb-associations", "amf-01", "down", 0, t=15, low=2, high=2),
+            f("u", "amf-ran-ue", "amf-01", "down", 10, t=30, low=900, high=1100)]
+    assert top(lost, topo) == ("n2_sctp_loss", "amf-01")
