@@ -57,17 +57,71 @@ def rolling_gaussian(
 
 
 SENSITIVITY = (0.02, 0.5, 2.0)
+CV_MIN_DURATION = (1, 2)
+CV_REFRACTORY_H = (0.0, 6.0, 12.0, 24.0, 48.0)
+
+
+def cross_validated(corpus: list[nab.NabSeries]) -> tuple[dict[str, float], list[str]]:
+    """Leave-one-category-out NAB score of the alarm policy knobs (min duration × refractory):
+    each category is scored with the knobs that maximise the standard score of the other six
+    categories, so no file's score comes from knobs chosen on its own labels."""
+    opened = {md: nab.detect(corpus, refractory_s=0.0, min_duration=md) for md in CV_MIN_DURATION}
+    grid = [(md, h) for md in CV_MIN_DURATION for h in CV_REFRACTORY_H]
+    per: dict[tuple[int, float], dict[str, list[nab.SeriesScore]]] = {}
+    for md, h in grid:
+        alarms = [
+            nab.refractory_alarms(a, int(np.ceil(h * 3600 / nab.sampling_interval(s.timestamps))))
+            for s, (_, a) in zip(corpus, opened[md], strict=True)
+        ]
+        per[(md, h)] = {
+            p: [
+                nab.score_series(s.timestamps, a, s.windows, prof)
+                for s, a in zip(corpus, alarms, strict=True)
+            ]
+            for p, prof in nab.PROFILES.items()
+        }
+    cats = sorted({s.category for s in corpus})
+    chosen: dict[str, list[nab.SeriesScore]] = {p: [] for p in nab.PROFILES}
+    notes = []
+    for cat in cats:
+        mine = [s.category == cat for s in corpus]
+
+        def others(g: tuple[int, float], mine: list[bool] = mine) -> float:
+            sc = per[g]["standard"]
+            return nab.normalised_score([x for x, m in zip(sc, mine, strict=True) if not m])
+
+        best = max(grid, key=others)
+        notes.append(f"{cat}: min_duration {best[0]}, refractory {best[1]:g} h")
+        for p in nab.PROFILES:
+            chosen[p] += [x for x, m in zip(per[best][p], mine, strict=True) if m]
+    return {p: nab.normalised_score(v) for p, v in chosen.items()}, notes
 
 
 def bench_nab(
     root: Path,
-) -> tuple[dict[str, Any], dict[str, Any], float, dict[float, dict[str, Any]]]:
+) -> tuple[dict[str, Any], dict[str, Any], float, dict[float, dict[str, Any]], dict[str, Any]]:
     corpus = nab.load_corpus(root)
     t0 = time.perf_counter()
     ours = nab.detect(corpus)
     elapsed = time.perf_counter() - t0
     sens = {r: nab.report(corpus, nab.detect(corpus, target_rate=r)) for r in SENSITIVITY}
-    return nab.report(corpus, ours), nab.report(corpus, rolling_gaussian(corpus)), elapsed, sens
+    cv, notes = cross_validated(corpus)
+    extra = {
+        "cv": cv,
+        "cv_notes": notes,
+        "before": nab.report(corpus, nab.detect(corpus, refractory_s=0.0, min_duration=2)),
+        "gated": nab.report(corpus, nab.detect(corpus, shift_gate=0.5)),
+    }
+    return (
+        nab.report(corpus, ours),
+        nab.report(corpus, rolling_gaussian(corpus)),
+        elapsed,
+        sens,
+        extra,
+    )
+
+
+REPEATS = 3
 
 
 def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -> dict[str, float]:
@@ -84,10 +138,13 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
         xd = x.astype(dtype)
         for j in range(warm):
             bank.step(xd[j], 60.0 * j if use_t else None)
-        t0 = time.perf_counter()
-        for j in range(warm, warm + steps):
-            bank.step(xd[j], 60.0 * j if use_t else None)
-        res[label] = n_series * steps / (time.perf_counter() - t0)
+        best = float("inf")
+        for rep in range(REPEATS):  # best of REPEATS passes (the cores are shared)
+            t0 = time.perf_counter()
+            for j in range(warm, warm + steps):
+                bank.step(xd[j], 60.0 * (j + rep * steps) if use_t else None)
+            best = min(best, time.perf_counter() - t0)
+        res[label] = n_series * steps / best
         if use_t:
             state = [v for v in vars(bank).values() if isinstance(v, np.ndarray)]
             state += [v for v in vars(bank.level_).values() if isinstance(v, np.ndarray)]
@@ -126,7 +183,7 @@ def main() -> None:
     ap.add_argument("--nab", type=Path, default=Path("/work/shared/datasets/nab"))
     ap.add_argument("--out", type=Path, default=HERE / "detectors_results.md")
     args = ap.parse_args()
-    ours, base, nab_s, sens = bench_nab(args.nab)
+    ours, base, nab_s, sens, extra = bench_nab(args.nab)
     thr = bench_throughput()
     keys = [
         ("standard", "nab_score_standard"),
@@ -143,9 +200,16 @@ def main() -> None:
         "- thresholds: label-free, from a false-alarm budget: per member a SPOT bar (runs-",
         "  declustered peaks over z = 2, GPD tail by moments, ξ ∈ [0, 0.5]) for the per-sample",
         "  risk q = budget × interval / 86,400 / 2, floored by the iid Gaussian (point) and",
-        "  Siegmund-CUSUM (shift) bars for the same q; warm-up = NAB's probation rows; min",
-        f"  duration 2, hysteresis. NAB budget: {nab.NAB_TARGET_RATE} false alarms per series-day,",
+        "  Siegmund-CUSUM (shift) bars for the same q; warm-up = NAB's probation rows;",
+        f"  hysteresis. NAB budget: {nab.NAB_TARGET_RATE} false alarms per series-day,",
         "  fixed a priori (the operating target), not chosen on NAB labels; no per-file fitting.",
+        f"- NAB alarm policy: min duration {nab.NAB_MIN_DURATION}, refractory"
+        f" {nab.NAB_REFRACTORY_S / 3600:g} h after each alarm (no other alarm of that file),",
+        "  chosen by leave-one-category-out cross-validation: the **headline is the",
+        "  cross-validated row** (each category scored with knobs chosen on the other six); the",
+        "  full-corpus row of the chosen knobs is shown too, but those knobs were picked with",
+        "  all labels in view, so it is not the headline. The shift member pages alone in NAB",
+        "  (shift_gate 0, as before); the NOC default gate 0.5 is shown as a separate row.",
         "",
         "## NAB v1.1 (58 files, 116 windows)",
         "",
@@ -153,7 +217,18 @@ def main() -> None:
         " false alarms / series-day |",
         "|---|---|---|---|---|---|",
     ]
-    for name, rep in (("ensemble bank (ours)", ours), ("rolling Gaussian, |z|≥4 (baseline)", base)):
+    cv = extra["cv"]
+    lines.append(
+        "| **ensemble bank, policy knobs by leave-one-category-out CV (headline)** | "
+        f"**{cv['standard']:.1f}** | {cv['reward_low_FP_rate']:.1f} |"
+        f" {cv['reward_low_FN_rate']:.1f} | – | – |"
+    )
+    for name, rep in (
+        ("ensemble bank, chosen policy on the full corpus (labels seen)", ours),
+        ("ensemble bank, before (min duration 2, no refractory)", extra["before"]),
+        ("ensemble bank, chosen policy, NOC shift gate 0.5", extra["gated"]),
+        ("rolling Gaussian, |z|≥4 (baseline)", base),
+    ):
         cells = " | ".join(f"{rep[k]:.1f}" for _, k in keys)
         lines.append(
             f"| {name} | {cells} | {rep['windows_detected']}/{rep['windows_total']} |"
@@ -174,6 +249,8 @@ def main() -> None:
         f"{ours['false_alarms_per_series_day']:.3f} false alarms per series-day "
         "(target ≥ 90 % at ≤ 0.1).",
         f"NAB run time of the bank (all 58 series at once): {nab_s:.1f} s.",
+        "",
+        "Knobs chosen per held-out category: " + "; ".join(extra["cv_notes"]) + ".",
         "",
         "Sensitivity to the budget (reported for transparency; the headline row above is the",
         "a-priori budget, not the best of these):",
@@ -203,7 +280,7 @@ def main() -> None:
         )
     lines += [
         "",
-        "## Throughput, 100,000 series, one core",
+        f"## Throughput, 100,000 series, one core (best of {REPEATS} passes of 60 steps)",
         "",
         "| what | samples / s |",
         "|---|---|",

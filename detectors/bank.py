@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-from detectors.ensemble import MEMBERS
 from detectors.robust_zscore import MAD_TO_SIGMA, Direction
 from detectors.spot import cusum_bar, gaussian_bar
 
@@ -127,6 +126,8 @@ class EnsembleBank:
         release: float = 0.5,
         burst: float = math.inf,
         refractory: int = 0,
+        shift_gate: float = 0.5,
+        shift_share: float = 0.5,
         dtype: DTypeLike = np.float64,
     ) -> None:
         self.n_series = n_series
@@ -156,6 +157,8 @@ class EnsembleBank:
         self.release = release
         self.burst = burst
         self.refractory = refractory
+        self.shift_gate = shift_gate
+        self.shift_share = shift_share
         self.dtype = dtype
         n = n_series
         dt = np.dtype(dtype)
@@ -190,8 +193,14 @@ class EnsembleBank:
         self.t_pe2_ = np.zeros((2, n), dt)
         self.t_age_ = np.zeros((2, n), dt)
         self.tail_lag_n_ = np.zeros(n, dt)
-        self.log_q_ = np.zeros(n, dt)
+        self.log_q_ = np.zeros((2, n), dt)
         self.floors_ = np.zeros((2, n), dt)
+        # cached tail fit, refreshed where ``t_dirty_`` (a cluster committed, the risk moved)
+        self.t_dirty_ = np.ones(n, np.bool_)
+        self.b_lc_ = np.zeros((2, n), dt)
+        self.b_sigma_ = np.zeros((2, n), dt)
+        self.b_xi_ = np.zeros((2, n), dt)
+        self.b_heavy_ = False
         self.warm_n_ = np.zeros(n, dt)
         self._refresh(np.ones(n, np.bool_))
         self.firing_ = np.zeros(n, np.bool_)
@@ -202,15 +211,18 @@ class EnsembleBank:
     def _refresh(self, which: Bool) -> None:
         """Recompute risk, floors and warm-up length of the series in ``which``."""
         step = np.where(np.isfinite(self.interval_), self.interval_, self.interval)[which]
-        q = self.target_rate * step / 86400.0 / len(MEMBERS)
+        q = self.target_rate * step / 86400.0
+        qp, qs = q * (1.0 - self.shift_share), q * self.shift_share
         both = self.bad_direction == "both"
         fp = np.empty(len(q))
         fs = np.empty(len(q))
         for u in np.unique(q):
             sel = q == u
-            fp[sel] = gaussian_bar(float(u), both)
-            fs[sel] = cusum_bar(float(u), self.shift_k, both)
-        self.log_q_[which] = np.log(q)
+            fp[sel] = gaussian_bar(float(u) * (1.0 - self.shift_share), both)
+            fs[sel] = cusum_bar(float(u) * self.shift_share, self.shift_k, both)
+        self.t_dirty_[which] = True
+        self.log_q_[0, which] = np.log(qp)
+        self.log_q_[1, which] = np.log(qs)
         self.floors_[0, which] = fp
         self.floors_[1, which] = fs
         auto = np.maximum(self.min_warmup, np.ceil(self.warmup_s / step))
@@ -227,7 +239,7 @@ class EnsembleBank:
 
     def _rows(self, key: str, b: int | NDArray[np.int64]) -> Arr:
         arr = self.s_[key]
-        return arr[b].copy() if isinstance(b, int) else arr[b, np.arange(self.n_series)]
+        return arr[b] if isinstance(b, int) else arr[b, np.arange(self.n_series)]
 
     def _put(self, key: str, b: int | NDArray[np.int64], val: Arr) -> None:
         if isinstance(b, int):
@@ -281,7 +293,7 @@ class EnsembleBank:
             (1.0 - w) * self._rows("mad", b0) + w * self._rows("mad", b1), self.s_gmad_
         )
         scale = np.maximum(MAD_TO_SIGMA * mad, _REL_FLOOR * np.abs(mid))
-        return mid.astype(dt), np.maximum(scale, 1e-12).astype(dt), ok
+        return mid.astype(dt, copy=False), np.maximum(scale, 1e-12).astype(dt, copy=False), ok
 
     def _learn_seasonal(
         self, x: Arr, t: F64, v: Bool | None, mid: Arr, scale: Arr, ok: Bool, floor: Arr
@@ -328,7 +340,10 @@ class EnsembleBank:
             self._put(key, b, val)
         if v is not None:
             rt, gmad = np.where(v, rt, self.s_rtotal_), np.where(v, gmad, self.s_gmad_)
-        self.s_rtotal_, self.s_gmad_ = rt.astype(self.dtype_), gmad.astype(self.dtype_)
+        self.s_rtotal_, self.s_gmad_ = (
+            rt.astype(self.dtype_, copy=False),
+            gmad.astype(self.dtype_, copy=False),
+        )
 
     def _noise_floor(self, ref: Arr, support: Arr | None) -> Arr:
         """Vectorised :meth:`Ensemble._noise_floor`."""
@@ -349,7 +364,7 @@ class EnsembleBank:
         valid = ~np.isnan(x)
         v: Bool | None = None if valid.all() else valid
         if v is not None:
-            x = np.where(valid, x, 0.0).astype(dt)
+            x = np.where(valid, x, 0.0).astype(dt, copy=False)
         sup: Arr | None = None
         if support is not None:
             sup = np.asarray(support, np.float64)
@@ -392,7 +407,7 @@ class EnsembleBank:
             ref = np.where(use, mid, ref)
             scale = np.where(use, s_scale, scale)
         scale = np.maximum(scale, self._noise_floor(ref, sup))
-        z = np.where(scored, (x - ref) / scale, 0.0).astype(dt)
+        z = np.where(scored, (x - ref) / scale, 0.0).astype(dt, copy=False)
         eff = np.maximum(self.min_effect * np.abs(ref), self.min_abs_effect)
         big = np.abs(x - ref) >= eff
         point = np.where(big, self._directional(z), 0.0)
@@ -410,9 +425,10 @@ class EnsembleBank:
             shift = np.maximum(up, down)
         shift = np.where(big, shift, 0.0)
         # bars (SPOT with floors) and ratios
-        scores = np.stack([point, shift]).astype(dt)
+        scores = np.stack([point, shift]).astype(dt, copy=False)
         bars = self._bars()
         ratios = scores / bars
+        ratios[1] = np.where(ratios[0] >= self.shift_gate, ratios[1], 0.0)
         score = ratios.max(axis=0) if self.votes <= 1 else ratios.min(axis=0)
         # alert
         f = self.firing_
@@ -433,7 +449,11 @@ class EnsembleBank:
             cool = np.where(valid, cool, self.cool_)
             firing = np.where(valid, firing, f)
             score = np.where(valid, score, self.score_)
-        self.run_, self.cool_, self.firing_ = run.astype(dt), cool.astype(dt), firing
+        self.run_, self.cool_, self.firing_ = (
+            run.astype(dt, copy=False),
+            cool.astype(dt, copy=False),
+            firing,
+        )
         # learn
         if tt is not None:
             self._learn_seasonal(x, tt, v, mid, s_scale, ok, self._noise_floor(ref, sup))
@@ -442,31 +462,50 @@ class EnsembleBank:
         down = np.where(closed, 0.0, down)
         if v is not None:
             up, down = np.where(valid, up, self.up_), np.where(valid, down, self.down_)
-        self.up_, self.down_ = up.astype(dt), down.astype(dt)
+        self.up_, self.down_ = up.astype(dt, copy=False), down.astype(dt, copy=False)
         w = scored & ~firing
         if v is not None:
             w &= valid
         self._learn_rho(zc, w)
         self._learn_tails(scores, bars, w, scored & firing & valid)
         self.z_prev_ = zc if v is None else np.where(valid, zc, self.z_prev_)
-        self.score_ = score.astype(dt)
+        self.score_ = score.astype(dt, copy=False)
         return self.score_, opened, closed
 
-    def _bars(self) -> Arr:
-        n, c, e = self.t_n_, self.t_clusters_, self.t_excess_
+    def _tail_params(self) -> None:
+        """Refresh the cached tail fit (``log(λ/q)`` up to ``−log n``, ``σ``, ``ξ``) of the
+        series whose clusters or risk changed since the last step."""
+        cols = np.flatnonzero(self.t_dirty_)
+        self.t_dirty_[:] = False
+        c = self.t_clusters_[:, cols]
+        e = self.t_excess_[:, cols]
         has = c > 0
         safe_c = np.where(has, c, 1.0)
         m = e / safe_c
-        var = self.t_excess_sq_ / safe_c - m * m
+        var = self.t_excess_sq_[:, cols] / safe_c - m * m
         xi = 0.5 * (1.0 - m * m / np.where(var > 0, var, 1.0))
         xi = np.where((c >= 2) & (var > 0), np.clip(xi, 0.0, self.xi_max), 0.0)
-        sigma = m * (1.0 - xi)
-        log_ratio = np.maximum(np.log(safe_c) - np.log(np.maximum(n, 1.0)) - self.log_q_, 0.0)
-        heavy = xi > 1e-9
-        growth = np.where(heavy, np.expm1(xi * log_ratio) / np.where(heavy, xi, 1.0), log_ratio)
-        tail = self.tail_start + np.where(has, sigma * growth, 0.0)
-        bars = np.maximum(tail, self.floors_)
-        return np.where(n >= self.warm_n_, bars, np.inf).astype(self.dtype_)
+        self.b_lc_[:, cols] = np.log(safe_c) - self.log_q_[:, cols]
+        self.b_sigma_[:, cols] = np.where(has, m * (1.0 - xi), 0.0)
+        self.b_xi_[:, cols] = xi
+        self.b_heavy_ = bool((self.b_xi_ > 1e-9).any())
+
+    def _bars(self) -> Arr:
+        if self.t_dirty_.any():
+            self._tail_params()
+        n = self.t_n_
+        lr = np.log(np.maximum(n, 1.0))
+        np.subtract(self.b_lc_, lr, out=lr)
+        np.maximum(lr, 0.0, out=lr)
+        if self.b_heavy_:
+            xi = self.b_xi_
+            heavy = xi > 1e-9
+            lr = np.where(heavy, np.expm1(xi * lr) / np.where(heavy, xi, 1.0), lr)
+        lr *= self.b_sigma_
+        lr += self.tail_start
+        np.maximum(lr, self.floors_, out=lr)
+        np.putmask(lr, n < self.warm_n_, np.inf)
+        return lr.astype(self.dtype_, copy=False)
 
     def _learn_rho(self, zc: Arr, w: Bool) -> None:
         m = self.rho_n_ + 1.0
@@ -478,30 +517,36 @@ class EnsembleBank:
         self.rho_n_ = np.where(w, m, self.rho_n_)
 
     def _learn_tails(self, s: Arr, bars: Arr, w: Bool, drop: Bool) -> None:
-        """Vectorised :meth:`PeaksOverThreshold.learn_one` (with its quarantine) / ``drop_run``."""
+        """Vectorised :meth:`PeaksOverThreshold.learn_one` (with its quarantine) / ``drop_run``
+        (in place: the state rows are updated without temporaries of the full state)."""
         start = self.tail_start
         peak = self.t_peak_
         pc, pe, pe2, age = self.t_pc_, self.t_pe_, self.t_pe2_, self.t_age_
-        age = np.where(w & (pc > 0), age + 1.0, age)
+        age += w & (pc > 0)
         above = s > start
         closes = w & ~above & (peak > start) & (peak < bars)
         exc = peak - start
-        pc = pc + closes
-        pe = np.where(closes, pe + exc, pe)
-        pe2 = np.where(closes, pe2 + exc * exc, pe2)
+        exc *= closes
+        pc += closes
+        pe += exc
+        exc *= exc
+        pe2 += exc
         commit = w & (pc > 0) & (age >= self.tail_lag_n_)
-        self.t_clusters_ = self.t_clusters_ + np.where(commit, pc, 0.0)
-        self.t_excess_ = self.t_excess_ + np.where(commit, pe, 0.0)
-        self.t_excess_sq_ = self.t_excess_sq_ + np.where(commit, pe2, 0.0)
-        reset = commit | drop
-        self.t_pc_ = np.where(reset, 0.0, pc).astype(self.dtype_)
-        self.t_pe_ = np.where(reset, 0.0, pe).astype(self.dtype_)
-        self.t_pe2_ = np.where(reset, 0.0, pe2).astype(self.dtype_)
-        self.t_age_ = np.where(reset, 0.0, age).astype(self.dtype_)
-        new_peak = np.where(above, np.maximum(peak, s), 0.0)
-        new_peak = np.where(w, new_peak, np.where(drop, 0.0, peak))
-        self.t_peak_ = new_peak.astype(self.dtype_)
-        self.t_n_ = self.t_n_ + w
+        if commit.any():
+            self.t_clusters_ += pc * commit
+            self.t_excess_ += pe * commit
+            self.t_excess_sq_ += pe2 * commit
+            self.t_dirty_ |= commit.any(axis=0)
+        keep = ~(commit | drop)
+        pc *= keep
+        pe *= keep
+        pe2 *= keep
+        age *= keep
+        new_peak = np.maximum(peak, s)
+        new_peak *= above
+        peak *= ~drop
+        self.t_peak_ = np.where(w, new_peak, peak).astype(self.dtype_, copy=False)
+        self.t_n_ += w
 
     def run(
         self, x: ArrayLike, t: ArrayLike | None = None, support: ArrayLike | None = None

@@ -30,7 +30,8 @@ class Ensemble:
 
     **Bars from a rate.** ``target_rate`` is the false-alarm budget per series-day. With the
     scrape interval (the smallest positive timestamp step seen; ``interval`` without
-    timestamps) it becomes a per-sample risk ``q``, split over the two members. Each member's
+    timestamps) it becomes a per-sample risk ``q``, split over the two members (the shift
+    member gets ``shift_share`` of it). Each member's
     bar is a :class:`~detectors.spot.PeaksOverThreshold` (SPOT) bar for ``q`` over its
     normal-time score clusters, floored by the iid Gaussian bar (point) or the Siegmund CUSUM
     bar (shift) for the same ``q``. Nothing alarms during the first ``grace`` values (the
@@ -48,6 +49,12 @@ class Ensemble:
     **Practical effect.** A member only scores when ``|x − expected|`` is at least
     ``max(min_effect · |expected|, min_abs_effect)``: a statistically clear but tiny change of a
     huge-volume series does not page.
+
+    **The shift member confirms.** Its ratio counts only while the point member's ratio is at
+    least ``shift_gate`` (half its bar by default): a CUSUM drifting up on ordinary noise,
+    with every value inside the normal band, does not page on its own; a sustained shift whose
+    values sit clearly off the level (≥ ``shift_gate`` of the point bar) pages earlier than
+    the point member would. ``shift_gate = 0`` lets the shift member page alone.
 
     Member scores are divided by their bars; the ensemble score is the ``votes``-th largest
     ratio, and an :class:`Alerter` on it (threshold 1) applies minimum duration, burst,
@@ -96,6 +103,8 @@ class Ensemble:
         release: float = 0.5,
         burst: float = math.inf,
         refractory: int = 0,
+        shift_gate: float = 0.5,
+        shift_share: float = 0.5,
     ) -> None:
         self.bad_direction = bad_direction
         self.target_rate = target_rate
@@ -123,6 +132,8 @@ class Ensemble:
         self.release = release
         self.burst = burst
         self.refractory = refractory
+        self.shift_gate = shift_gate
+        self.shift_share = shift_share
         self.level_ = RobustZScore(alpha=alpha, grace=grace)
         self.seasonal_ = SeasonalProfile(period=period, n_bins=n_bins, alpha=seasonal_alpha)
         self.tails_ = (
@@ -157,10 +168,12 @@ class Ensemble:
         whole number (at least 99 % of the values that came with a support)."""
         return self.counted_ > 0 and self.whole_ >= 0.99 * self.counted_
 
-    def risk(self) -> float:
-        """Per-sample risk of each member for the current interval estimate."""
+    def risk(self) -> tuple[float, float]:
+        """Per-sample risk of the point and the shift member for the current interval
+        estimate: the budget's risk split ``1 − shift_share`` / ``shift_share``."""
         step = self.interval_ if math.isfinite(self.interval_) else self.interval
-        return risk_per_sample(self.target_rate, step) / len(MEMBERS)
+        q = risk_per_sample(self.target_rate, step)
+        return q * (1.0 - self.shift_share), q * self.shift_share
 
     def warmup_n(self) -> int:
         """Scored values before the bars exist."""
@@ -176,15 +189,15 @@ class Ensemble:
 
     def floors(self) -> tuple[float, float]:
         """The iid bars of the two members for the current risk."""
-        q = self.risk()
+        qp, qs = self.risk()
         both = self.bad_direction == "both"
-        return gaussian_bar(q, both), cusum_bar(q, self.shift_k, both)
+        return gaussian_bar(qp, both), cusum_bar(qs, self.shift_k, both)
 
     def bars(self) -> tuple[float, float]:
         """Current bars of the two members (inf during grace and warm-up)."""
-        q, warm = self.risk(), self.warmup_n()
+        (qp, qs), warm = self.risk(), self.warmup_n()
         fp, fs = self.floors()
-        return self.tails_[0].bar(q, fp, warm), self.tails_[1].bar(q, fs, warm)
+        return self.tails_[0].bar(qp, fp, warm), self.tails_[1].bar(qs, fs, warm)
 
     def _noise_floor(self, ref: float, support: float | None) -> float:
         """Sampling-noise floor of the scale of a ratio of counts backed by ``support``."""
@@ -245,7 +258,9 @@ class Ensemble:
         self.scale_ = scale
         scores = self.member_scores(x, t, support)
         bars = self.bars()
-        ratios = (scores[0] / bars[0], scores[1] / bars[1])
+        point = scores[0] / bars[0]
+        shift = scores[1] / bars[1] if point >= self.shift_gate else 0.0
+        ratios = (point, shift)
         self.member_scores_ = scores
         self.bars_ = bars
         self.ratios_ = ratios

@@ -69,6 +69,8 @@ class SeriesMonitor:
         warmup: int | None = None,
         warmup_s: float = 3600.0,
         period: float = 86400.0,
+        shift_gate: float = 0.5,
+        shift_share: float = 0.5,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -81,6 +83,8 @@ class SeriesMonitor:
         self.warmup = warmup
         self.warmup_s = warmup_s
         self.period = period
+        self.shift_gate = shift_gate
+        self.shift_share = shift_share
         self.ensemble_ = Ensemble(
             bad_direction=bad_direction,
             target_rate=target_rate,
@@ -92,6 +96,8 @@ class SeriesMonitor:
             clear_after=clear_after,
             refractory=refractory,
             period=period,
+            shift_gate=shift_gate,
+            shift_share=shift_share,
         )
 
     @property

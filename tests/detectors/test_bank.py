@@ -33,6 +33,8 @@ def _series(seed: int, n_series: int = 6, steps: int = 1500) -> tuple[np.ndarray
         ({"bad_direction": "up", "votes": 2, "min_duration": 1, "burst": 3.0}, True),
         ({"bad_direction": "up", "warmup": 200, "target_rate": 0.5, "refractory": 20}, True),
         ({"target_rate": 2.0, "min_effect": 0.0, "min_abs_effect": 0.5, "warmup": None}, True),
+        ({"shift_gate": 0.0, "shift_share": 0.2, "target_rate": 0.5}, True),
+        ({"shift_gate": 0.8, "shift_share": 0.7, "target_rate": 1.0, "min_duration": 1}, True),
     ],
 )
 def test_bank_matches_per_series(params: dict[str, object], with_t: bool) -> None:

@@ -121,3 +121,36 @@ def test_cusum_restarts_when_an_episode_closes() -> None:
             closed = True
             assert ens.up_ == 0.0 and ens.down_ == 0.0
     assert closed and math.isfinite(ens.bars_[1])
+
+
+def _small_shift_opens(shift_gate: float, size: float) -> list[int]:
+    """Alarm openings on N(100, 1) noise with a lasting shift of ``size`` σ from step 800."""
+    rng = np.random.default_rng(12)
+    ens = Ensemble(warmup=300, shift_gate=shift_gate)
+    out = []
+    for i in range(1400):
+        x = 100.0 + float(rng.normal(0, 1)) + (size if i >= 800 else 0.0)
+        if ens.update(x, 60.0 * i) == "open":
+            out.append(i)
+    return out
+
+
+def test_shift_member_only_confirms_by_default() -> None:
+    """A 1.5 σ shift keeps the values inside the normal band: the CUSUM alone would page it
+    (``shift_gate=0``), the gated ensemble does not. A 3.5 σ shift, which the point member
+    alone misses, still pages promptly with the shift member confirming."""
+    assert _small_shift_opens(0.0, 1.5)
+    assert not _small_shift_opens(0.5, 1.5)
+    assert any(800 <= i < 830 for i in _small_shift_opens(0.5, 3.5))
+    assert not _small_shift_opens(math.inf, 3.5)
+
+
+def test_shift_share_moves_the_risk_between_members() -> None:
+    low, even = Ensemble(shift_share=0.1), Ensemble()
+    for ens in (low, even):
+        ens.update(1.0, 0.0)
+        ens.update(1.0, 60.0)
+    (qp_low, qs_low), (qp, qs) = low.risk(), even.risk()
+    assert qs_low < qs and qp_low > qp
+    assert math.isclose(qp_low + qs_low, qp + qs)
+    assert low.floors()[1] > even.floors()[1] and low.floors()[0] < even.floors()[0]

@@ -60,11 +60,12 @@ def test_late_detection_and_false_positive_values() -> None:
     # the middle of the window: σ(pos)/σ(−1) of the window credit
     mid = _score([1049, 3000])
     sig = lambda p: 2 / (1 + np.exp(5 * p)) - 1  # noqa: E731
-    expected = 100 * (sig(-0.51) / sig(-1) + 1 + 2) / 4   # pos = -(1099 - 1049 + 1) / 100
+    expected = 100 * (sig(-0.51) / sig(-1) + 1 + 2) / 4  # pos = -(1099 - 1049 + 1) / 100
     assert mid == pytest.approx(expected, rel=1e-9)
     # one false positive long before any window costs exactly A_FP
-    fp = nab.score_series(TS, np.isin(np.arange(5000), [800, 1000, 3000]), WINDOWS,
-                          nab.PROFILES["standard"])
+    fp = nab.score_series(
+        TS, np.isin(np.arange(5000), [800, 1000, 3000]), WINDOWS, nab.PROFILES["standard"]
+    )
     assert fp.raw == pytest.approx(2 - 0.11)
     # alarms inside the probation period (first 750 rows here) are ignored
     assert _score([10, 1000, 3000]) == pytest.approx(100.0)
@@ -103,8 +104,14 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     args = ["eval", "nab", "--data", str(root), "--out", str(out), "--scores-out", str(scores)]
     assert cli_run(args) == 0
     rep = json.loads(out.read_text())
-    for key in ("nab_score_standard", "nab_score_low_fp", "nab_score_low_fn", "windows_detected",
-                "windows_total", "false_alarms_per_series_day"):
+    for key in (
+        "nab_score_standard",
+        "nab_score_low_fp",
+        "nab_score_low_fn",
+        "windows_detected",
+        "windows_total",
+        "false_alarms_per_series_day",
+    ):
         assert isinstance(rep[key], int | float)
     assert rep["threshold_source"] == "label_free"
     assert rep["windows_total"] == 1 and rep["windows_detected"] == 1
@@ -112,3 +119,17 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     rows = list(csv.DictReader((scores / "cat" / "s.csv").open()))
     assert list(rows[0]) == ["timestamp", "value", "score", "alarm"] and len(rows) == 2000
     assert all(0.0 <= float(r["score"]) <= 1.0 and r["alarm"] in {"0", "1"} for r in rows)
+
+
+def test_detect_keeps_alarms_a_refractory_apart(tmp_path: Path) -> None:
+    """The NAB alarm policy: after an alarm, no other alarm for ``refractory_s`` (rows of the
+    file's own sampling interval); without the refractory the same run alarms more often."""
+    corpus = nab.load_corpus(_corpus(tmp_path, n=3000, windows=((800, 900), (1200, 1300))))
+    step = nab.sampling_interval(corpus[0].timestamps)
+    assert step == 300.0
+    free = nab.detect(corpus, refractory_s=0.0, target_rate=50.0)[0][1]
+    gated = nab.detect(corpus, refractory_s=6 * 3600.0, target_rate=50.0)[0][1]
+    idx = np.flatnonzero(gated)
+    assert len(idx) >= 1 and len(np.flatnonzero(free)) > len(idx)
+    assert (np.diff(idx) > 6 * 3600.0 / step).all()
+    assert np.isin(idx, np.flatnonzero(free)).all()  # it only drops alarms, never adds one
