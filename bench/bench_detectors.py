@@ -1,6 +1,6 @@
 """Detector benchmarks → bench/detectors_results.md.
 
-Run: ``.venv/bin/python bench/bench_detectors.py [--nab /work/shared/datasets/nab]``
+Run: ``.venv/bin/python bench/bench_detectors.py [--nab ../shared/datasets/nab]``
 
 1. NAB v1.1 (three profiles, label-free thresholds) of the ensemble bank, per category, with a
    rolling-Gaussian baseline scored in the same run (same NAB scorer, same probation).
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _machine import cpu_name  # bench/ helper, found beside this script
 
 from detectors import EnsembleBank
 from evals import nab
@@ -168,19 +169,13 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
     return res
 
 
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--nab", type=Path, default=Path("/work/shared/datasets/nab"))
+    ap.add_argument(
+        "--nab",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab",
+    )
     ap.add_argument("--out", type=Path, default=HERE / "detectors_results.md")
     args = ap.parse_args()
     ours, base, nab_s, sens, extra = bench_nab(args.nab)
@@ -194,7 +189,8 @@ def main() -> None:
         "# Detector benchmarks",
         "",
         f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
-        f"- machine: {_cpu()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()},"
+        f"- machine: {cpu_name()}, {os.cpu_count()} logical CPUs, "
+        f"Python {platform.python_version()},"
         f" numpy {np.__version__}; one core (numpy element-wise, BLAS threads = 1)",
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         "- thresholds: label-free, from a false-alarm budget: per member a SPOT bar (runs-",

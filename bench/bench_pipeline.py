@@ -17,22 +17,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _machine import cpu_name  # bench/ helper, found beside this script
+
 from noc_assistant.ingest import Point
 from noc_assistant.inventory import topology_from_dict
 from noc_assistant.pipeline import Pipeline
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -99,7 +91,7 @@ def main() -> None:
         "",
         f"- command: `.venv/bin/python bench/bench_pipeline.py --days {args.days:g} "
         f"--seed {args.seed}`",
-        f"- machine: {_cpu()}, 2 cores, Python {platform.python_version()}",
+        f"- machine: {cpu_name()}, 2 cores, Python {platform.python_version()}",
         f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         f"- scenario: {args.days:g} simulated day(s), every fault class, seed {args.seed} "
         f"(held out: no threshold or rule was tuned on it), {samples:,} samples",
