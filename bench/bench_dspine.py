@@ -1,12 +1,23 @@
 """Benchmark: DSpine vs DFlash-style drafting on SmolLM2-135M-Instruct (CPU).
 
 Same held-out NOC prompts (corpus seed 12345; training used seed 0), same target, drafters
-trained with the same wall-clock budget (`noc llm train-drafter --seconds 540`). Reports the
-mean accepted length τ (accepted drafts + bonus per verify round), per-position acceptance,
-decode tokens/s against target-only greedy decoding, and checks every output is identical to
-target-only greedy decoding.
+trained with the same fixed number of optimiser steps (`noc llm train-drafter --steps N`, same
+cached corpus). Variants: target-only greedy decoding, DSpine, DSpine without the final
+correction (same checkpoint, argmax of the backbone logits), DSpine without in-layer injection
+(separately trained, keeps the final correction) and the DFlash-style baseline (no injection,
+no correction), each at every requested block size. A smaller block size runs the B=8-trained
+drafters on truncated blocks (exact for a causal block, see ``load_drafter``).
 
-    .venv/bin/python bench/bench_dspine.py --threads 2 --prompts 12 --max-tokens 96
+Variants run interleaved prompt by prompt, so a change of machine load during the run hits all
+of them alike; the load average is sampled every 5 s and reported. Reports τ (accepted drafts +
+bonus per verify round), per-position acceptance, decode tokens/s against target-only decoding,
+and checks every output is identical to target-only greedy decoding.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_dspine.py --threads 1 --prompts 10 \
+        --max-tokens 48 --blocks 8,4,2 --ablation-blocks 8
+
+(1 thread: on the shared 2-core machine two OpenMP threads under oversubscription made every
+forward about 2x slower.)
 
 Writes bench/dspine_results.md and bench/dspine_results.json.
 """
@@ -18,9 +29,11 @@ import datetime as dt
 import json
 import os
 import platform
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -29,136 +42,255 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from noc_assistant.serving.corpus import noc_prompts
 from noc_assistant.serving.drafters import BlockDrafterModel, NeuralDrafter, load_drafter
 from noc_assistant.serving.models import TargetModel, load_default
-from noc_assistant.serving.speculative import GenerationStats, generate
+from noc_assistant.serving.speculative import generate
 
 ROOT = Path(__file__).resolve().parents[1]
+WEIGHTS = ROOT / "noc_assistant/serving/weights/smollm2-dspine-b8"
 CACHE = Path.home() / ".cache" / "noc-assistant" / "drafters"
 
 
-def run(
-    target: TargetModel, drafter: BlockDrafterModel | None, prompts: list[list[int]], n: int
-) -> tuple[list[list[int]], dict[str, float | list[float]]]:
-    outs = []
-    tot = GenerationStats()
-    decode_s = 0.0
-    per_pos: list[int] = []
-    lengths: list[int] = []
-    for p in prompts:
-        d = NeuralDrafter(drafter) if drafter is not None else None
-        r = generate(target, d, p, n)
-        outs.append(r.tokens)
-        st = r.stats
-        tot.output_tokens += st.output_tokens
-        tot.rounds += st.rounds
-        tot.accepted_tokens += st.accepted_tokens
-        tot.draft_tokens += st.draft_tokens
-        tot.time_draft += st.time_draft
-        tot.time_verify += st.time_verify
-        decode_s += st.time_total - st.time_prefill
-        lengths += st.accept_lengths
-        if st.accepted_per_pos:
-            per_pos = [
-                a + b
-                for a, b in zip(
-                    per_pos or [0] * len(st.accepted_per_pos), st.accepted_per_pos, strict=True
-                )
-            ]
-    res: dict[str, float | list[float]] = {
-        "tokens": tot.output_tokens,
-        "decode_s": decode_s,
-        "tok_s": tot.output_tokens / decode_s,
-        "rounds": tot.rounds,
-        "tau": tot.mean_accept_length if tot.rounds else 1.0,
-        "draft_s": tot.time_draft,
-        "verify_s": tot.time_verify,
-        "per_pos": [x / tot.rounds for x in per_pos] if tot.rounds else [],
-    }
-    return outs, res
+class LoadSampler:
+    """Samples the 1-minute load average every ``period`` seconds in a daemon thread."""
+
+    def __init__(self, period: float = 5.0) -> None:
+        self.period = period
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(self.period)
+
+    def __enter__(self) -> LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _variants(
+    target: TargetModel, blocks: list[int], ablation_blocks: set[int]
+) -> dict[str, BlockDrafterModel | None]:
+    """target-only, then per block size DSpine and DFlash-style, plus both ablations at the
+    block sizes in ``ablation_blocks``."""
+    out: dict[str, BlockDrafterModel | None] = {"target-only": None}
+    for b in blocks:
+        out[f"DSpine B={b}"] = load_drafter(WEIGHTS, target, block_size=b)
+        named = [("DFlash-style (no injection, no correction)", "smollm2-dflash-b8")]
+        if b in ablation_blocks:
+            nocorr = load_drafter(WEIGHTS, target, block_size=b)
+            nocorr.cfg = replace(nocorr.cfg, refine=False)
+            out[f"DSpine, no final correction B={b}"] = nocorr
+            named.insert(0, ("DSpine, no in-layer injection", "smollm2-dspine-noinject-b8"))
+        for name, folder in named:
+            if (CACHE / folder / "model.safetensors").is_file():
+                out[f"{name} B={b}"] = load_drafter(CACHE / folder, target, block_size=b)
+    return out
+
+
+def verify_cost(target: TargetModel, prompt: list[int], reps: int = 5) -> dict[int, float]:
+    """Median ms of one target forward over n new tokens after the prompt (n = 1..16)."""
+    out: dict[int, float] = {}
+    for n in (1, 2, 4, 8, 16):
+        times = []
+        for _ in range(reps):
+            cache = target.new_cache()
+            target.forward(prompt, cache)
+            t0 = time.perf_counter()
+            target.forward(prompt[:n], cache)
+            times.append(1e3 * (time.perf_counter() - t0))
+        out[n] = sorted(times)[len(times) // 2]
+    return out
+
+
+def _train_info() -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    for name, folder in (
+        ("dspine", WEIGHTS),
+        ("dspine-noinject", CACHE / "smollm2-dspine-noinject-b8"),
+        ("dflash", CACHE / "smollm2-dflash-b8"),
+    ):
+        f = folder / "train.json"
+        if f.is_file():
+            info[name] = json.loads(f.read_text())
+    return info
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--prompts", type=int, default=12)
-    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--prompts", type=int, default=10)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--blocks", default="8,4,2", help="comma-separated block sizes")
+    ap.add_argument(
+        "--ablation-blocks", default="8,4", help="block sizes that also run both ablations"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    blocks = [int(x) for x in args.blocks.split(",")]
     target = load_default()
     texts = noc_prompts(args.prompts, seed=12345)
     prompts = [target.tokenizer.chat_prompt([{"role": "user", "content": t}]) for t in texts]
-    variants: dict[str, BlockDrafterModel | None] = {"target-only": None}
-    dspine = load_drafter(ROOT / "noc_assistant/serving/weights/smollm2-dspine-b8", target)
-    variants["DSpine"] = dspine
-    nocorr = load_drafter(ROOT / "noc_assistant/serving/weights/smollm2-dspine-b8", target)
-    nocorr.cfg = replace(nocorr.cfg, refine=False)
-    variants["DSpine, no final correction"] = nocorr
-    for name, folder in (
-        ("DSpine, no in-layer injection", "smollm2-dspine-noinject-b8"),
-        ("DFlash-style (no injection)", "smollm2-dflash-b8"),
-    ):
-        if (CACHE / folder / "model.safetensors").is_file():
-            variants[name] = load_drafter(CACHE / folder, target)
-    generate(target, None, prompts[0], 8)  # warm-up
-    results: dict[str, dict[str, float | list[float]]] = {}
-    ref: list[list[int]] | None = None
-    for name, d in variants.items():
-        t0 = time.perf_counter()
-        outs, res = run(target, d, prompts, args.max_tokens)
-        if ref is None:
-            ref = outs
-        res["lossless"] = float(outs == ref)
-        res["wall_s"] = time.perf_counter() - t0
-        results[name] = res
-        print(name, {k: v for k, v in res.items() if k != "per_pos"}, flush=True)
-    base = results["target-only"]["tok_s"]
-    assert isinstance(base, float)
+    abl = {int(x) for x in args.ablation_blocks.split(",") if x}
+    variants = _variants(target, blocks, abl)
+    for d in variants.values():  # warm-up
+        generate(target, NeuralDrafter(d) if d is not None else None, prompts[0], 8)
+    cost = verify_cost(target, prompts[0])
+    acc: dict[str, dict[str, Any]] = {
+        name: {
+            "tokens": 0,
+            "decode_s": 0.0,
+            "rounds": 0,
+            "accepted": 0,
+            "draft_s": 0.0,
+            "verify_s": 0.0,
+            "per_pos": [],
+            "outputs": [],
+        }
+        for name in variants
+    }
+    t_start = time.perf_counter()
+    load_start = os.getloadavg()
+    with LoadSampler() as sampler:
+        for i, p in enumerate(prompts):
+            for name, d in variants.items():
+                r = generate(
+                    target, NeuralDrafter(d) if d is not None else None, p, args.max_tokens
+                )
+                st, a = r.stats, acc[name]
+                a["tokens"] += st.output_tokens
+                a["decode_s"] += st.time_total - st.time_prefill
+                a["rounds"] += st.rounds
+                a["accepted"] += st.accepted_tokens
+                a["draft_s"] += st.time_draft
+                a["verify_s"] += st.time_verify
+                pp = st.accepted_per_pos
+                a["per_pos"] = [
+                    x + y for x, y in zip(a["per_pos"] or [0] * len(pp), pp, strict=True)
+                ]
+                a["outputs"].append(r.tokens)
+            print(
+                f"prompt {i + 1}/{len(prompts)} done ({time.perf_counter() - t_start:.0f}s)",
+                flush=True,
+            )
+    wall = time.perf_counter() - t_start
+    ref = acc["target-only"]["outputs"]
+    base_tok_s = acc["target-only"]["tokens"] / acc["target-only"]["decode_s"]
+    results: dict[str, dict[str, Any]] = {}
+    for name, a in acc.items():
+        rounds = a["rounds"]
+        tok_s = a["tokens"] / a["decode_s"]
+        results[name] = {
+            "tokens": a["tokens"],
+            "rounds": rounds,
+            "tau": (a["accepted"] + rounds) / rounds if rounds else 1.0,
+            "decode_s": a["decode_s"],
+            "tok_s": tok_s,
+            "speedup": tok_s / base_tok_s,
+            "draft_s": a["draft_s"],
+            "verify_s": a["verify_s"],
+            "draft_ms_per_round": 1e3 * a["draft_s"] / rounds if rounds else 0.0,
+            "verify_ms_per_round": 1e3 * a["verify_s"] / max(rounds, 1)
+            if rounds
+            else 1e3 * a["verify_s"] / max(a["tokens"] - len(prompts), 1),
+            "per_pos": [x / rounds for x in a["per_pos"]] if rounds else [],
+            "lossless": a["outputs"] == ref,
+        }
+    loads = sampler.samples or [load_start[0]]
+    meta = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, {args.threads} threads, fp32 compute",
+        "command": "HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_dspine.py "
+        f"--threads {args.threads} --prompts {args.prompts} --max-tokens {args.max_tokens} "
+        f"--blocks {args.blocks} --ablation-blocks {args.ablation_blocks}",
+        "wall_s": wall,
+        "load_avg_1min": {
+            "start": load_start[0],
+            "mean": sum(loads) / len(loads),
+            "min": min(loads),
+            "max": max(loads),
+            "samples": len(loads),
+        },
+        "training": _train_info(),
+        "verify_ms_by_tokens": cost,
+    }
+    _write(args, meta, results)
+
+
+def _write(args: argparse.Namespace, meta: dict[str, Any], results: dict[str, Any]) -> None:
+    la = meta["load_avg_1min"]
+    steps = "/".join(
+        str(x)
+        for x in sorted(
+            {int(v.get("steps_done", v.get("steps", 0))) for v in meta["training"].values()}
+        )
+    )
     lines = [
         "# DSpine benchmark (SmolLM2-135M-Instruct, CPU)",
         "",
-        f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"torch {torch.__version__}, {args.threads} threads, fp32 compute",
-        f"- command: `.venv/bin/python bench/bench_dspine.py --threads {args.threads} "
-        f"--prompts {args.prompts} --max-tokens {args.max_tokens}`",
-        "- drafters: block size B=8 (7 drafts/round), 2 layers at d=576, draft vocab 4096, "
-        "trained with `noc llm train-drafter --variant V --seconds 540` (same wall-clock budget, "
-        "1 thread, same cached corpus: 256 NOC prompts answered by the target)",
-        f"- prompts: {args.prompts} held-out NOC prompts (seed 12345), "
-        f"{args.max_tokens} max tokens, "
-        "greedy",
+        f"- date: {meta['date']}",
+        f"- machine: {meta['machine']}",
+        f"- command: `{meta['command']}`",
+        f"- 1-min load average during the run: mean {la['mean']:.1f}, min {la['min']:.1f}, "
+        f"max {la['max']:.1f} ({la['samples']} samples, 5 s apart; 2 cores, shared machine)",
+        f"- drafters: trained at B=8 with the same fixed budget of {steps} optimiser steps each "
+        "(see noc_assistant/serving/weights/README.md); B<8 runs the same checkpoints on "
+        "truncated blocks (exact for the causal block)",
+        f"- prompts: {args.prompts} held-out NOC prompts (seed 12345), {args.max_tokens} max "
+        "tokens, greedy; variants interleaved prompt by prompt",
         "",
-        "| drafter | τ (mean accepted length incl. bonus) | decode tok/s | speed-up vs target-only "
-        "| draft s | verify s | identical to target-only |",
+        "| drafter | τ (mean accepted length incl. bonus) | decode tok/s | speed-up vs "
+        "target-only | draft ms/round | verify ms/round | identical to target-only |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
-        tok_s = r["tok_s"]
-        assert isinstance(tok_s, float)
         lines.append(
-            f"| {name} | {float(r['tau']):.3f} | {tok_s:.1f} | {tok_s / base:.2f}× | "
-            f"{float(r['draft_s']):.1f} | {float(r['verify_s']):.1f} | "
+            f"| {name} | {r['tau']:.3f} | {r['tok_s']:.1f} | {r['speedup']:.2f}× | "
+            f"{r['draft_ms_per_round']:.1f} | {r['verify_ms_per_round']:.1f} | "
             f"{'yes' if r['lossless'] else 'NO'} |"
         )
+    cost = meta["verify_ms_by_tokens"]
     lines += [
+        "",
+        "Cost of one target forward over n new tokens (median of 5, after the first prompt): "
+        + ", ".join(f"n={n}: {ms:.0f} ms" for n, ms in cost.items())
+        + ".",
+    ]
+    width = max((len(r["per_pos"]) for r in results.values()), default=0)
+    lines += [
+        "",
+        "Target-only: verify ms/round is ms per decoded token.",
         "",
         "Per-position acceptance rate (fraction of rounds whose draft k was accepted):",
         "",
+        "| drafter | " + " | ".join(f"k={k}" for k in range(1, width + 1)) + " |",
+        "|---|" + "---|" * width,
     ]
-    lines.append("| drafter | " + " | ".join(f"k={k}" for k in range(1, 8)) + " |")
-    lines.append("|---|" + "---|" * 7)
     for name, r in results.items():
         pp = r["per_pos"]
-        if isinstance(pp, list) and pp:
-            lines.append(f"| {name} | " + " | ".join(f"{x:.3f}" for x in pp) + " |")
-    if "DFlash-style (no injection)" in results:
-        ratio = float(results["DSpine"]["tau"]) / float(
-            results["DFlash-style (no injection)"]["tau"]
-        )
-        lines += ["", f"τ(DSpine) / τ(DFlash-style) = {ratio:.3f} (target ≥ 1.10)."]
+        if pp:
+            cells = [f"{x:.3f}" for x in pp] + ["–"] * (width - len(pp))
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for b in sorted({int(n.rsplit("=", 1)[1]) for n in results if "B=" in n}, reverse=True):
+        dfl = results.get(f"DFlash-style (no injection, no correction) B={b}")
+        dsp = results.get(f"DSpine B={b}")
+        if dfl and dsp:
+            lines.append("")
+            lines.append(
+                f"τ(DSpine) / τ(DFlash-style) at B={b} = {dsp['tau'] / dfl['tau']:.3f} "
+                "(target ≥ 1.10)."
+            )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "dspine_results.md").write_text("\n".join(lines) + "\n")
-    (args.out / "dspine_results.json").write_text(json.dumps(results, indent=1))
+    (args.out / "dspine_results.json").write_text(
+        json.dumps({"meta": meta, "results": results}, indent=1)
+    )
     print("\n".join(lines))
 
 

@@ -39,8 +39,13 @@ def train_drafter_cmd(
     block_size: Annotated[int, typer.Option(help="block size B (1 anchor + B-1 drafts)")] = 8,
     layers: Annotated[int, typer.Option(help="drafter layers")] = 2,
     intermediate: Annotated[int, typer.Option(help="drafter MLP width")] = 1024,
-    steps: Annotated[int, typer.Option(help="maximum optimiser steps")] = 100000,
-    seconds: Annotated[float, typer.Option(help="wall-clock training budget")] = 540.0,
+    steps: Annotated[
+        int, typer.Option(help="optimiser steps (fixed budget; schedules run over them)")
+    ] = 400,
+    seconds: Annotated[
+        float | None,
+        typer.Option(help="optional wall-clock cap (makes the step count machine-dependent)"),
+    ] = None,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     tiny: Annotated[bool, typer.Option(help="use the tiny test model (smoke runs)")] = False,
@@ -86,14 +91,29 @@ def train_drafter_cmd(
     )
     tcfg = TrainConfig(steps=steps, seed=seed, max_seconds=seconds)
 
+    trained_steps = 0
+
     def log(step: int, m: dict[str, float]) -> None:
-        if step % 25 == 0:
+        nonlocal trained_steps
+        trained_steps = step + 1
+        if step % 25 == 0 or step + 1 == steps:
             msg = " ".join(f"{k}={v:.4g}" for k, v in m.items())
             err_console.print(f"step {step} {msg}", highlight=False)
 
+    t_train = time.perf_counter()
     model = train_drafter(target, mcfg, data, tcfg, log=log)
     save_drafter(model, out)
-    info = {"variant": variant, "seconds": seconds, "seed": seed, "prompts": prompts}
+    info = {
+        "variant": variant,
+        "steps": steps,
+        "steps_done": trained_steps,
+        "seconds_cap": seconds,
+        "train_s": round(time.perf_counter() - t_train, 1),
+        "seed": seed,
+        "prompts": prompts,
+        "block_size": block_size,
+        "threads": threads,
+    }
     (out / "train.json").write_text(json.dumps(info, indent=1))
     console.print(f"saved {variant} drafter to {out}")
 

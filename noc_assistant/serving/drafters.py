@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -194,6 +195,8 @@ class BlockDrafterModel(nn.Module):
         self._embed: Tensor | None = None
         self._head_full: Tensor | None = None
         self._head: Tensor | None = None
+        self._codes: Tensor | None = None
+        self._codes_key: tuple[int, ...] | None = None
 
     # -- binding to the target -------------------------------------------------------------
     def bind(self, target: TargetModel, *, fit_space: bool = False) -> None:
@@ -204,7 +207,8 @@ class BlockDrafterModel(nn.Module):
         self._head_full = head
         if self.draft_vocab.numel() == 0:
             self.draft_vocab = torch.arange(head.shape[0])
-        self._head = head[self.draft_vocab]
+        self._head = head[self.draft_vocab].contiguous()
+        self._codes = None
         if fit_space and self.space is not None and self.injection is not None:
             self.space.fit(head)
             self.injection.init_readouts(self.space)
@@ -295,36 +299,98 @@ class BlockDrafterModel(nn.Module):
         refined = self.norm(self.injection.write(last, pre, f, pred_codes))
         return torch.einsum("...d,...kd->...k", refined, head[cand])
 
+    def _draft_codes(self) -> Tensor:
+        """``e(v)`` of every draft-vocabulary token [Vd, r], computed once and cached.
+
+        The codes depend only on the frozen transfer space and LM head; the cache is keyed on
+        their tensor versions, so refitting or reloading the space invalidates it.
+        """
+        assert self.space is not None
+        _, _, head_full = self._bound()
+        sp = self.space
+        key = (
+            id(head_full),
+            sp.basis._version,
+            sp.mean._version,
+            sp.scale._version,
+            self.draft_vocab._version,
+            self.draft_vocab.data_ptr(),
+        )
+        if self._codes_key != key or self._codes is None:
+            with torch.no_grad():
+                self._codes = sp.codes(head_full[self.draft_vocab])
+            self._codes_key = key
+        return self._codes
+
+    @torch.no_grad()
+    def transition_table(self, pre: Tensor, anchor_token: int, cand: Tensor) -> Tensor:
+        """The DSpine transition cache of one block, as batched tensor ops.
+
+        ``pre`` [P, d]: pre-injection last-layer states of offsets 1..P; ``cand`` [P, K]: top-K
+        draft ids per offset. Returns ``T`` [P, K(a), K(b)]: the refined score of candidate b at
+        offset i given that candidate a of offset i-1 was chosen (the anchor for i = 0, so all
+        rows of ``T[0]`` are equal). Equals ``refine_scores`` on the expanded inputs, but the
+        receiver readout, gate and RMS are computed once per offset (not once per (a, b)), the
+        codes come from a cached table and the scores are one batched matmul against the K
+        candidate rows (no [P, K, K, d] gather).
+        """
+        assert self.injection is not None and self.space is not None
+        inj = self.injection
+        _, head, head_full = self._bound()
+        last = self.cfg.num_layers - 1
+        k = cand.shape[1]
+        codes = self._draft_codes()[cand]  # [P, K, r]
+        anchor = self.space.codes(head_full[anchor_token].unsqueeze(0))  # [1, r]
+        pred = torch.cat([anchor.expand(k, -1).unsqueeze(0), codes[:-1]], dim=0)  # [P, K(a), r]
+        f = inj.feature(last, pre)  # [P, r]
+        gate = torch.sigmoid(
+            inj.receiver_gate(f).unsqueeze(1) + inj.predecessor_gate(pred) + inj.gate_bias
+        )
+        delta: Tensor = inj.writes[last](gate * inj.message(pred))  # [P, K(a), d]
+        rms = pre.norm(dim=-1, keepdim=True) / math.sqrt(inj.hidden_size)  # [P, 1]
+        refined = self.norm(pre.unsqueeze(1) + rms.unsqueeze(1) * delta)  # [P, K(a), d]
+        return torch.bmm(refined, head[cand].transpose(1, 2))  # [P, K(a), K(b)]
+
+    def _candidates(self, out: DraftOutput) -> Tensor:
+        logits = out.logits[0]
+        k = min(self.cfg.top_k, logits.shape[-1])
+        return logits.topk(k, dim=-1).indices  # [P, K] draft ids
+
     @torch.no_grad()
     def select(self, out: DraftOutput, anchor_token: int) -> Tensor:
         """Choose B-1 draft ids for one block (argmax, or the transition cache with refine)."""
+        if self.injection is None or not self.cfg.refine:
+            return out.logits[0].argmax(-1)
+        cand = self._candidates(out)
+        table = self.transition_table(out.pre_injection[0], anchor_token, cand)
+        return transition_select(table, cand)
+
+    @torch.no_grad()
+    def select_reference(self, out: DraftOutput, anchor_token: int) -> Tensor:
+        """Unoptimised :meth:`select` (expanded ``refine_scores`` per (a, b)); for tests."""
         logits = out.logits[0]
         if self.injection is None or not self.cfg.refine:
             return logits.argmax(-1)
-        k = min(self.cfg.top_k, logits.shape[-1])
-        cand = logits.topk(k, dim=-1).indices  # [P, K] draft ids
-        p = cand.shape[0]
-        tgt = self.draft_vocab[cand]  # target ids
-        codes = self.token_codes(tgt)  # [P, K, r]
+        cand = self._candidates(out)
+        p, k = cand.shape
+        codes = self.token_codes(self.draft_vocab[cand])  # [P, K, r]
         anchor = self.token_codes(torch.tensor([anchor_token])).expand(k, -1)
         pred = torch.cat([anchor.unsqueeze(0), codes[:-1]], dim=0)  # [P, K(a), r]
         pre = out.pre_injection[0].unsqueeze(1).expand(p, k, -1)  # [P, K(a), d]
-        cand_b = cand.unsqueeze(1).expand(p, k, k)  # [P, K(a), K(b)]
-        table = self.refine_scores(pre, pred, cand_b)
-        return transition_select(table, cand)
+        table = self.refine_scores(pre, pred, cand.unsqueeze(1).expand(p, k, k))
+        a = 0
+        chosen = []
+        for i in range(p):
+            b = int(torch.argmax(table[i, a]))
+            chosen.append(int(cand[i, b]))
+            a = b
+        return torch.tensor(chosen, dtype=torch.long)
 
+    @torch.no_grad()
     def refine_distributions(self, out: DraftOutput, anchor_token: int) -> tuple[Tensor, Tensor]:
         """Candidates [P, K] (draft ids) and the transition table [P, K, K] (for sampling)."""
-        logits = out.logits[0]
-        k = min(self.cfg.top_k, logits.shape[-1])
-        cand = logits.topk(k, dim=-1).indices
-        p = cand.shape[0]
-        codes = self.token_codes(self.draft_vocab[cand])
-        anchor = self.token_codes(torch.tensor([anchor_token])).expand(k, -1)
-        pred = torch.cat([anchor.unsqueeze(0), codes[:-1]], dim=0)
-        pre = out.pre_injection[0].unsqueeze(1).expand(p, k, -1)
-        table = self.refine_scores(pre, pred, cand.unsqueeze(1).expand(p, k, k))
-        return cand, table
+        cand = self._candidates(out)
+        return cand, self.transition_table(out.pre_injection[0], anchor_token, cand)
 
 
 class Proposal:
@@ -439,7 +505,7 @@ class NeuralDrafter:
         vocab = self.model.draft_vocab
         if temperature <= 0.0:
             ids = self.model.select(out, anchor)
-            return Proposal([int(t) for t in vocab[ids]])
+            return Proposal(vocab[ids].tolist())
         return self._sample(out, anchor, temperature, generator)
 
     def _sample(
@@ -485,8 +551,15 @@ def save_drafter(
     save_file(state, str(p / "model.safetensors"))
 
 
-def load_drafter(path: str | Path, target: TargetModel) -> BlockDrafterModel:
-    """Load a drafter folder written by :func:`save_drafter` and bind it to ``target``."""
+def load_drafter(
+    path: str | Path, target: TargetModel, *, block_size: int | None = None
+) -> BlockDrafterModel:
+    """Load a drafter folder written by :func:`save_drafter` and bind it to ``target``.
+
+    ``block_size`` smaller than the trained one runs the drafter on shorter blocks. With a
+    causal block this is exact truncation: offset i sees only the context, offsets ≤ i and the
+    adjacent message from i-1, so the first b-1 drafts equal those of the full block.
+    """
     from safetensors.torch import load_file
 
     p = Path(path)
@@ -495,6 +568,13 @@ def load_drafter(path: str | Path, target: TargetModel) -> BlockDrafterModel:
         state = load_file(str(p / "model.safetensors"))
     except (OSError, TypeError, ValueError) as exc:
         raise ModelLoadError(f"cannot load drafter {p}: {exc}") from exc
+    if block_size is not None and block_size != cfg.block_size:
+        if not cfg.causal_block or not 2 <= block_size <= cfg.block_size:
+            raise ModelLoadError(
+                f"drafter {p} (block {cfg.block_size}, causal={cfg.causal_block}) cannot run "
+                f"at block size {block_size}"
+            )
+        cfg = DrafterConfig(**{**asdict(cfg), "block_size": block_size})
     if cfg.hidden_size != target.hidden_size:
         raise ModelLoadError(
             f"drafter {p} has hidden size {cfg.hidden_size}, target {target.hidden_size}"

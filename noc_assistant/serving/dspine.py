@@ -135,16 +135,19 @@ def transition_select(table: Tensor, candidates: Tensor) -> Tensor:
     """Greedy walk over ``table`` [P, K, K]; return the chosen candidate ids [P].
 
     Row ``a`` of ``table[i]`` scores the candidates of position i given that candidate ``a`` of
-    position i-1 was chosen (position 0's predecessor is the anchor: all rows equal).
+    position i-1 was chosen (position 0's predecessor is the anchor: all rows equal). The
+    argmax of every row is one tensor op; the walk itself is P list look-ups
+    (``a_i = best[i][a_{i-1}]``, ``a_0`` from row 0), then one gather.
 
     >>> t = torch.zeros(2, 2, 2); t[0, 0, 1] = 1.0; t[1, 1, 0] = 1.0
     >>> transition_select(t, torch.tensor([[5, 6], [7, 8]])).tolist()
     [6, 7]
     """
+    best: list[list[int]] = table.argmax(dim=-1).tolist()  # [P][K(a)] -> b*
+    path: list[int] = []
     a = 0
-    out = []
-    for i in range(table.shape[0]):
-        b = int(torch.argmax(table[i, a]))
-        out.append(int(candidates[i, b]))
-        a = b
-    return torch.tensor(out, dtype=torch.long)
+    for row in best:
+        a = row[a]
+        path.append(a)
+    idx = torch.tensor(path, dtype=torch.long, device=candidates.device)
+    return candidates.gather(1, idx.unsqueeze(1)).squeeze(1)

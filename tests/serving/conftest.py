@@ -6,12 +6,17 @@ import os
 import tempfile
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from noc_assistant.serving.drafters import BlockDrafterModel, DrafterConfig
 from noc_assistant.serving.models import TargetModel, tiny_qwen3
 from noc_assistant.serving.train import TrainConfig, prepare_data, train_drafter
+
+# One intra-op thread: the tiny models are dominated by per-op overhead, and on the shared
+# 2-core machine a second OpenMP thread under oversubscription made the suite 2-5x slower.
+torch.set_num_threads(int(os.environ.get("NOC_TEST_THREADS", "1")))
 
 
 @pytest.fixture(scope="session")
@@ -27,5 +32,6 @@ def tiny_trained(tiny: TargetModel) -> dict[int, BlockDrafterModel]:
     out = {}
     for b in (4, 8):
         cfg = DrafterConfig.for_target(tiny, block_size=b, dspine=True, draft_vocab=vocab)
-        out[b] = train_drafter(tiny, cfg, data, TrainConfig(steps=60, seed=1))
+        tcfg = TrainConfig(steps=60, seed=1, seqs_per_step=2, anchors_per_seq=8)
+        out[b] = train_drafter(tiny, cfg, data, tcfg)
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,8 +22,8 @@ from noc_assistant.serving.drafters import (
     new_drafter,
     save_drafter,
 )
-from noc_assistant.serving.errors import RequestError
-from noc_assistant.serving.models import TargetModel, tiny_qwen3
+from noc_assistant.serving.errors import ModelLoadError, RequestError
+from noc_assistant.serving.models import TargetModel, TargetOutput, tiny_qwen3
 from noc_assistant.serving.speculative import generate, greedy_reference, stream_tokens
 
 PROMPTS = [
@@ -221,17 +222,60 @@ def test_plain_path_equals_reference(tiny: TargetModel) -> None:
     assert [t for c in chunks for t in c] == greedy_reference(tiny, p, 30)
 
 
+class _TokenCache:
+    """The 'KV cache' of :class:`MemoTarget`: just the cached token ids."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    def crop(self, length: int) -> None:
+        del self.tokens[length:]
+
+
+class TableTarget:
+    """A stand-in target for the sampling tests: next-token logits are a fixed seeded random
+    function of the last two tokens (a trigram table over the byte vocabulary), so thousands of
+    short generations are cheap. The speculative loop only sees the target interface
+    (``new_cache``, ``forward``, ``crop``), and the rejection rule must preserve this law exactly
+    as it would a transformer's; the exact law is computed from the same table."""
+
+    def __init__(
+        self, seed: int = 0, vocab: int = 260, rows: int = 257, scale: float = 3.0
+    ) -> None:
+        g = torch.Generator().manual_seed(seed)
+        self.table = torch.randn(rows, vocab, generator=g) * scale
+        self.max_positions = 4096
+        self.eos_token_ids: frozenset[int] = frozenset()
+
+    def next_logits(self, seq: Sequence[int]) -> torch.Tensor:
+        prev = seq[-2] if len(seq) > 1 else 0
+        return self.table[(31 * prev + seq[-1]) % self.table.shape[0]]
+
+    def new_cache(self) -> _TokenCache:
+        return _TokenCache()
+
+    def forward(self, ids: Sequence[int], cache: _TokenCache) -> TargetOutput:
+        rows = []
+        for t in ids:
+            cache.tokens.append(int(t))
+            rows.append(self.next_logits(cache.tokens))
+        return TargetOutput(logits=torch.stack(rows), features=torch.zeros(len(rows), 1))
+
+
 class TargetSelfDrafter:
     """Proposes by sampling the target itself at a distorted temperature (tests only).
 
-    Distributions are memoised per context, so repeated samples cost no extra forwards.
+    Distributions come from the target's table, so proposals cost no forwards.
     """
 
-    def __init__(self, target: TargetModel, block_size: int, distort: float) -> None:
+    def __init__(self, target: TableTarget, block_size: int, distort: float) -> None:
         self.target = target
         self.block_size = block_size
         self.distort = distort
-        self.memo: dict[tuple[int, ...], torch.Tensor] = {}
 
     def begin(self, features: torch.Tensor) -> None:
         return None
@@ -240,11 +284,8 @@ class TargetSelfDrafter:
         return None
 
     def dist(self, seq: Sequence[int], temperature: float) -> torch.Tensor:
-        key = tuple(seq)
-        if key not in self.memo:
-            logits = self.target.forward(list(seq), self.target.new_cache()).logits[-1]
-            self.memo[key] = torch.softmax(logits / (temperature * self.distort), dim=-1)
-        return self.memo[key]
+        logits = self.target.next_logits(seq)
+        return torch.softmax(logits / (temperature * self.distort), dim=-1)
 
     def propose(
         self,
@@ -265,13 +306,12 @@ class TargetSelfDrafter:
 
 def test_speculative_sampling_preserves_distribution() -> None:
     """Chi-square of the joint law of the first three sampled tokens against the exact one."""
-    target = tiny_qwen3(seed=2, init_scale=0.5, hidden_size=32, num_layers=2)
+    target = TableTarget(seed=2)
     prompt = [256, 258, *b"upf-3 down", 259]
     temp = 1.0
 
     def exact(seq: list[int]) -> torch.Tensor:
-        logits = target.forward(seq, target.new_cache()).logits[-1]
-        return torch.softmax(logits / temp, dim=-1)
+        return torch.softmax(target.next_logits(seq) / temp, dim=-1)
 
     joint: dict[tuple[int, ...], float] = {}
     p1 = exact(prompt)
@@ -305,13 +345,13 @@ def test_speculative_sampling_preserves_distribution() -> None:
 
 def test_sampling_with_a_bad_proposal_is_detected() -> None:
     """Control: accepting drafts without the rejection rule visibly biases the law."""
-    target = tiny_qwen3(seed=2, init_scale=0.5, hidden_size=32, num_layers=2)
+    target = TableTarget(seed=2)
     prompt = [256, 258, *b"upf-3 down", 259]
     drafter = TargetSelfDrafter(target, 2, distort=3.0)
     gen = torch.Generator().manual_seed(0)
-    p1 = torch.softmax(target.forward(prompt, target.new_cache()).logits[-1], dim=-1)
+    p1 = torch.softmax(target.next_logits(prompt), dim=-1)
     t1 = int(p1.argmax())
-    p2 = torch.softmax(target.forward([*prompt, t1], target.new_cache()).logits[-1], dim=-1)
+    p2 = torch.softmax(target.next_logits([*prompt, t1]), dim=-1)
     d2 = drafter.dist([*prompt, t1], 1.0)
     top = p2.topk(5).indices.tolist()
     n = 1500
@@ -330,3 +370,99 @@ def test_neural_drafter_sampling_runs(
     res = generate(tiny, NeuralDrafter(tiny_trained[4]), p, 20, temperature=0.8, generator=gen)
     assert len(res.tokens) == 20
     assert res.stats.rounds > 0
+
+
+def _with_random_writes(m: BlockDrafterModel, seed: int) -> BlockDrafterModel:
+    """Give a drafter non-zero DSpine writes and gates (so the correction matters)."""
+    assert m.injection is not None
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for w in [*m.injection.writes, m.injection.predecessor_gate]:
+            lin = w.weight  # type: ignore[union-attr]
+            lin.copy_(torch.randn(lin.shape, generator=g) * 0.3)
+    return m
+
+
+def test_vectorised_transition_cache_equals_reference(
+    tiny: TargetModel, tiny_trained: dict[int, BlockDrafterModel]
+) -> None:
+    """The batched transition table equals refine_scores on the expanded (a, b) grid, and the
+    fast select picks exactly the drafts of the unoptimised per-position walk."""
+    fresh = _with_random_writes(
+        new_drafter(tiny, DrafterConfig.for_target(tiny, block_size=8, dspine=True), seed=3), 3
+    )
+    p = _prompt(tiny)
+    feats = tiny.forward(p[:-1], tiny.new_cache()).features
+    for m in (tiny_trained[8], fresh):
+        d = NeuralDrafter(m)
+        d.begin(feats)
+        for anchor in (p[-1], 7, 101, 257):
+            out = d.forward_block(anchor)
+            cand = out.logits[0].topk(m.cfg.top_k, dim=-1).indices
+            pr, k = cand.shape
+            fast = m.transition_table(out.pre_injection[0], anchor, cand)
+            codes = m.token_codes(m.draft_vocab[cand])
+            anc = m.token_codes(torch.tensor([anchor])).expand(k, -1)
+            pred = torch.cat([anc.unsqueeze(0), codes[:-1]], dim=0)
+            pre = out.pre_injection[0].unsqueeze(1).expand(pr, k, -1)
+            slow = m.refine_scores(pre, pred, cand.unsqueeze(1).expand(pr, k, k))
+            assert torch.allclose(fast, slow, atol=1e-5, rtol=1e-5)
+            assert torch.equal(m.select(out, anchor), m.select_reference(out, anchor))
+
+
+def test_transition_select_matches_sequential_walk() -> None:
+    from noc_assistant.serving.dspine import transition_select
+
+    g = torch.Generator().manual_seed(0)
+    for p, k in ((1, 1), (3, 4), (7, 16), (15, 16)):
+        table = torch.randn(p, k, k, generator=g)
+        cand = torch.randint(0, 500, (p, k), generator=g)
+        a, want = 0, []
+        for i in range(p):
+            b = int(torch.argmax(table[i, a]))
+            want.append(int(cand[i, b]))
+            a = b
+        assert transition_select(table, cand).tolist() == want
+
+
+def test_truncated_block_is_exact_and_lossless(
+    tiny: TargetModel, tiny_trained: dict[int, BlockDrafterModel], tmp_path: Path
+) -> None:
+    """A B=8 causal drafter run at B=4 drafts exactly the first 3 tokens of its B=8 block."""
+    save_drafter(tiny_trained[8], tmp_path / "d8", dtype=torch.float32)
+    m8 = load_drafter(tmp_path / "d8", tiny)
+    m4 = load_drafter(tmp_path / "d8", tiny, block_size=4)
+    assert m4.cfg.block_size == 4
+    p = _prompt(tiny)
+    feats = tiny.forward(p[:-1], tiny.new_cache()).features
+    d8, d4 = NeuralDrafter(m8), NeuralDrafter(m4)
+    d8.begin(feats)
+    d4.begin(feats)
+    o8, o4 = d8.forward_block(p[-1]), d4.forward_block(p[-1])
+    assert torch.allclose(o8.logits[:, :3], o4.logits, atol=1e-5)
+    assert d8.propose(p).tokens[:3] == d4.propose(p).tokens
+    ref = greedy_reference(tiny, p, 30)
+    assert generate(tiny, NeuralDrafter(m4), p, 30).tokens == ref
+    with pytest.raises(ModelLoadError):
+        load_drafter(tmp_path / "d8", tiny, block_size=16)
+
+
+def test_train_drafter_cli_fixed_steps_is_reproducible(tmp_path: Path) -> None:
+    """`noc llm train-drafter --steps N` trains exactly N seeded steps: identical weights."""
+    from safetensors.torch import load_file
+    from typer.testing import CliRunner
+
+    from noc_assistant.cli.llm import app
+
+    args = ["train-drafter", "--tiny", "--steps", "3", "--prompts", "3", "--max-new-tokens", "6"]
+    args += ["--vocab-size", "64", "--block-size", "4", "--intermediate", "64"]
+    args += ["--work-dir", str(tmp_path / "work")]
+    states = []
+    for run in ("a", "b"):
+        res = CliRunner().invoke(app, [*args, "--out", str(tmp_path / run)])
+        assert res.exit_code == 0, res.output
+        info = json.loads((tmp_path / run / "train.json").read_text())
+        assert info["steps"] == 3 and info["steps_done"] == 3 and info["seconds_cap"] is None
+        states.append(load_file(str(tmp_path / run / "model.safetensors")))
+    assert states[0].keys() == states[1].keys()
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
