@@ -183,3 +183,55 @@ def test_clean_restart_is_no_fault_with_evidence(topo: Topology) -> None:
     lost = [*restart, f("g", "amf-gnb-associations", "amf-01", "down", 0, t=15, low=2, high=2),
             f("u", "amf-ran-ue", "amf-01", "down", 10, t=30, low=900, high=1100)]
     assert top(lost, topo) == ("n2_sctp_loss", "amf-01")
+
+
+def test_cert_step_first_read_mid_window_is_cert_expiry(topo: Topology) -> None:
+    # the window of the first reading still holds calls answered before the step: ~0.46, not 1.0
+    step = [f("a", "amf-registration-success", "amf-01", "down", 0.55, low=0.97, high=1.02),
+            f("b", "sbi-ausf-error-share", "amf-01", "up", 0.46, high=0.006),
+            f("c", "sbi-ausf-error-share", "amf-02", "up", 0.45, high=0.007)]
+    assert top(step, topo) == ("sbi_cert_expiry", "ausf-01")
+    # a timeout's first errors are a small share after a latency rise: not a TLS failure
+    slow = [f("a", "sbi-ausf-latency", "amf-01", "up", 0.5, high=0.02),
+            f("b", "sbi-ausf-error-share", "amf-01", "up", 0.3, t=300, high=0.006)]
+    assert top(slow, topo)[0] != "sbi_cert_expiry"
+
+
+def test_stopped_generation_with_a_queue_is_a_hang_without_tensor_gauge(topo: Topology) -> None:
+    hang = [f("a", "gpu-requests-waiting", "gpu-srv-01", "up", 61.0),
+            f("b", "gpu-generation-throughput", "gpu-srv-01", "down", 314.0, low=474, high=917),
+            f("c", "gpu-energy-per-token", "gpu-srv-01", "up", 1.6, high=0.82),
+            f("d", "gpu-tokens-per-running-request", "gpu-srv-01", "down", 12.5, t=15)]
+    assert top(hang, topo) == ("nccl_hang", "gpu-srv-01")
+    # the queue grew because the KV cache filled with long prompts: not a hang
+    kv = [*hang[:2], f("e", "gpu-mean-prompt-tokens", "gpu-srv-01", "up", 4000.0),
+          f("g", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.7),
+          f("h", "gpu-preemption-rate", "gpu-srv-01", "up", 0.3)]
+    assert top(kv, topo)[0] != "nccl_hang"
+
+
+def test_one_partners_roamers_decaying_on_every_amf_is_a_partner_outage(topo: Topology) -> None:
+    decay = [f("a", "amf-registered-subscribers-by-plmn", "amf-01", "down", 2272.0,
+               low=2294, high=2477, plmnid="26201"),
+             f("b", "amf-registered-subscribers-by-plmn", "amf-02", "down", 2298.0, t=15,
+               low=2332, high=2570, plmnid="26201")]
+    d = diagnose(incident(decay), decay, topo, PACK)
+    assert (d.top.fault, d.top.entity, d.top.partner) == (
+        "roaming_partner_outage", "sepp-01", "262-01")
+    # the home PLMN decaying is no partner's fault
+    home = [f("a", "amf-registered-subscribers-by-plmn", "amf-01", "down", 150000.0,
+              plmnid="99970"),
+            f("b", "amf-registered-subscribers-by-plmn", "amf-02", "down", 150000.0,
+              plmnid="99970")]
+    assert top(home, topo)[0] == "no_fault"
+
+
+def test_batch_queueing_with_kv_room_is_compressed_weights(topo: Topology) -> None:
+    batch = [f("a", "gpu-requests-running", "gpu-srv-02", "up", 21.0, low=3.5, high=17.9),
+             f("b", "gpu-power-max", "gpu-srv-02", "up", 352.0),
+             f("c", "gpu-kv-cache-usage", "gpu-srv-02", "up", 0.11, t=75, high=0.1),
+             f("d", "gpu-ttft-mean", "gpu-srv-02", "up", 0.23, t=240, high=0.08),
+             f("e", "gpu-requests-waiting", "gpu-srv-02", "up", 2.0, t=240)]
+    assert top(batch, topo) == ("compressed_weights_high_concurrency", "gpu-srv-02")
+    preempted = [*batch, f("g", "gpu-preemption-rate", "gpu-srv-02", "up", 2.0, t=250)]
+    assert top(preempted, topo)[0] != "compressed_weights_high_concurrency"
