@@ -18,7 +18,6 @@ Scoring follows the Numenta Anomaly Benchmark v1.1 rules (``nab/sweeper.py``), r
 from __future__ import annotations
 
 import csv
-import json
 import math
 import time
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from evals._io import read_json_object
 from noc_assistant.errors import BadInputError
 
 __all__ = [
@@ -167,14 +167,7 @@ def load_corpus(root: Path) -> list[NabSeries]:
     labels_path = root / "labels" / "combined_windows.json"
     if not data_dir.is_dir():
         raise BadInputError("no data/ directory (NAB layout expected)", source=str(root))
-    try:
-        labels = json.loads(labels_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInputError("labels file missing", source=str(labels_path)) from None
-    except json.JSONDecodeError as exc:
-        raise BadInputError(exc.msg, source=str(labels_path), line=exc.lineno) from None
-    if not isinstance(labels, dict):
-        raise BadInputError("expected an object of file → windows", source=str(labels_path))
+    labels = read_json_object(labels_path, "an object of file → windows")
     out: list[NabSeries] = []
     for path in sorted(data_dir.rglob("*.csv")):
         name = path.relative_to(data_dir).as_posix()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from noc_assistant.cli._console import console
 from noc_assistant.errors import BadInputError, NocError
@@ -58,16 +59,17 @@ def run(
     out: Annotated[Path | None, typer.Option("--out", help="report.json")] = None,
 ) -> None:
     """Replay telemetry through the pipeline and score its alerts against labels."""
+    from evals._io import read_json_object
+    from evals.rca import Labels, cases_from_run, report_keys, score_rca
     from evals.scenario import Alert, score_scenario
 
+    label_doc = read_json_object(labels)
     try:
-        label_doc = json.loads(labels.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInputError("file not found", source=str(labels)) from None
-    except json.JSONDecodeError as exc:
-        raise BadInputError(exc.msg, source=str(labels), line=exc.lineno) from None
-    if not isinstance(label_doc, dict):
-        raise BadInputError("expected a JSON object", source=str(labels))
+        label_set = Labels.model_validate(label_doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise BadInputError(f"field {where}: {first['msg']}", source=str(labels)) from None
     if not telemetry.is_file():
         raise BadInputError("file not found", source=str(telemetry))
     try:
@@ -110,10 +112,8 @@ def run(
     report = score_scenario(
         alerts, label_doc, entities, (result.first_ts, result.last_ts), source=str(labels)
     )
-    from evals.rca import cases_from_run, load_labels, report_keys, score_rca
-
     rca = score_rca(
-        cases_from_run(load_labels(labels), result.incidents, result.diagnoses, result.findings)
+        cases_from_run(label_set, result.incidents, result.diagnoses, result.findings)
     )
     report.update(report_keys(rca))
     report["samples"] = result.samples

@@ -136,3 +136,18 @@ def test_pack_inhibit_rules_follow_the_inventory(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"entities": [{"id": "x"}]}')
     assert run(["pack", "inhibit-rules", "--inventory", str(bad)]) == 2
+
+
+def test_eval_run_bad_labels_exit_2_naming_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    telemetry = tmp_path / "t.jsonl"
+    telemetry.write_text("")
+    labels = tmp_path / "labels.json"
+    labels.write_text('{"incidents": [{"id": "inc-1", "start": "2026-11-29T10:00:00Z"}]}')
+    code = run(["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "labels.json" in err and "incidents.0" in err
+    labels.write_text("[1, 2]")
+    assert run(["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)]) == 2
