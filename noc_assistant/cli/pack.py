@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
+from guardrails.masking import Masker, check_examples
 from knowledge.pack import Pack, PackError, describe, load_pack
 from knowledge.rules import run_fixtures
 from knowledge.topology import TopologyError
@@ -72,8 +74,9 @@ def show(directory: PackDir = None) -> None:
 
 @app.command("test")
 def test(directory: PackDir = None) -> None:
-    """Run every rule's positive and negative fixtures; exit 1 if any fails."""
+    """Run every rule's fixtures and every masking pattern's examples; exit 1 if any fails."""
     pack = _load(directory)
+    masker = Masker.from_pack(pack)
     try:
         results = run_fixtures(pack)
     except (PackError, TopologyError) as exc:
@@ -95,8 +98,29 @@ def test(directory: PackDir = None) -> None:
     console.print(table)
     failed = [r for r in results if not r.passed]
     console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed", highlight=False)
+    examples = check_examples(masker)
+    masking = Table(title=f"masking examples of {pack.meta.name} {pack.meta.version}")
+    masking.add_column("pattern")
+    masking.add_column("example")
+    masking.add_column("kind")
+    masking.add_column("result")
+    masking.add_column("detail")
+    for e in examples:
+        masking.add_row(
+            e.pattern_id,
+            escape(e.text),
+            "example" if e.positive else "non-example",
+            "[green]pass[/]" if e.passed else "[red]FAIL[/]",
+            escape(e.detail),
+        )
+    console.print(masking)
+    bad = [e for e in examples if not e.passed]
+    console.print(f"{len(examples) - len(bad)} passed, {len(bad)} failed", highlight=False)
     if failed:
         err_console.print(f"[bold red]{len(failed)} fixture(s) failed[/]")
+    if bad:
+        err_console.print(f"[bold red]{len(bad)} masking example(s) failed[/]")
+    if failed or bad:
         raise typer.Exit(1)
 
 
