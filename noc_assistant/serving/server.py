@@ -275,9 +275,11 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
                     text, reason = text[:cut], "stop"
                 if text.endswith("\ufffd") and reason is None:
                     continue  # wait for the rest of a multi-byte character
-                if len(text) > len(sent):
-                    yield chunk(text[len(sent) :], None)
-                    sent = text
+                # hold back a tail that may still grow into a stop string
+                safe = text if reason is not None else text[: len(text) - _stop_prefix(text, stops)]
+                if len(safe) > len(sent):
+                    yield chunk(safe[len(sent) :], None)
+                    sent = safe
                 if reason is not None:
                     break
         except RequestError as exc:
@@ -361,6 +363,26 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
         )
 
     return app
+
+
+def _stop_prefix(text: str, stops: list[str]) -> int:
+    """Length of the longest tail of ``text`` that begins some stop string (not all of it).
+
+    A stream must not send those characters yet: the next tokens may complete the stop string,
+    which the client must never see.
+
+    >>> _stop_prefix("the answer is 42\n\nUs", ["\n\nUser:"])
+    4
+    >>> _stop_prefix("done.", ["STOP"]), _stop_prefix("x ST", ["STOP", "T"])
+    (0, 2)
+    """
+    best = 0
+    for stop in stops:
+        for n in range(min(len(stop) - 1, len(text)), best, -1):
+            if text.endswith(stop[:n]):
+                best = n
+                break
+    return best
 
 
 def _first_stop(text: str, stops: list[str]) -> int | None:

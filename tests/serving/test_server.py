@@ -103,6 +103,35 @@ def test_completions_and_stream(client: openai.OpenAI, server: tuple[str, Engine
     assert streamed == r.choices[0].text
 
 
+def test_stream_holds_back_a_stop_string_split_over_tokens(
+    client: openai.OpenAI, server: tuple[str, Engine]
+) -> None:
+    engine = server[1]
+    tok = engine.target.tokenizer
+    text = "GTP-U drops on upf-2 since 14:05"
+    ref = greedy_reference(engine.target, tok.encode(text), 20)
+    full = tok.decode(ref)
+    stop = ""
+    for k in range(2, len(ref) - 3):
+        head, tail = tok.decode(ref[:k]), tok.decode(ref[: k + 3])
+        piece = tail[len(head) :]
+        if tail.startswith(head) and len(piece.strip()) >= 3 and full.find(piece) == len(head):
+            stop = piece  # spans three tokens, first seen at the end of the k-th
+            break
+    assert stop, f"no multi-token stop candidate in {full!r}"
+    want = full[: full.find(stop)]
+    r = client.completions.create(model="tiny", prompt=text, max_tokens=20, stop=[stop])
+    assert r.choices[0].text == want and r.choices[0].finish_reason == "stop"
+    chunks = [
+        c.choices[0].text
+        for c in client.completions.create(
+            model="tiny", prompt=text, max_tokens=20, stop=[stop], stream=True
+        )
+        if c.choices
+    ]
+    assert "".join(chunks) == want  # no piece of the stop string ever reached the client
+
+
 def test_concurrent_requests_are_not_corrupted(
     client: openai.OpenAI, server: tuple[str, Engine]
 ) -> None:
