@@ -128,6 +128,7 @@ class EnsembleBank:
         refractory: int = 0,
         shift_gate: float = 0.5,
         shift_share: float = 0.5,
+        warmup_outlier: float = math.inf,
         dtype: DTypeLike = np.float64,
     ) -> None:
         self.n_series = n_series
@@ -159,6 +160,7 @@ class EnsembleBank:
         self.refractory = refractory
         self.shift_gate = shift_gate
         self.shift_share = shift_share
+        self.warmup_outlier = warmup_outlier
         self.dtype = dtype
         n = n_series
         dt = np.dtype(dtype)
@@ -524,7 +526,8 @@ class EnsembleBank:
         pc, pe, pe2, age = self.t_pc_, self.t_pe_, self.t_pe2_, self.t_age_
         age += w & (pc > 0)
         above = s > start
-        closes = w & ~above & (peak > start) & (peak < bars)
+        admit = np.where(np.isfinite(bars), bars, self.warmup_outlier * self.floors_)
+        closes = w & ~above & (peak > start) & (peak < admit)
         exc = peak - start
         exc *= closes
         pc += closes

@@ -56,6 +56,14 @@ class Ensemble:
     values sit clearly off the level (≥ ``shift_gate`` of the point bar) pages earlier than
     the point member would. ``shift_gate = 0`` lets the shift member page alone.
 
+    **Steady gauges: an incident in the warm-up does not become normal.** Before the bars
+    exist, a peak beyond ``warmup_outlier`` × the member's iid bar is not learnt into its tail
+    (after the warm-up SPOT leaves out what passed the bar). For a gauge that holds a
+    configured value (PFCP peers, gNB associations) a step in the warm-up would otherwise be
+    its only tail cluster and set a bar millions of z high for ever after; the pipeline sets
+    10 for the pack's ``steady`` KPIs. The default (inf) learns every warm-up peak: on spiky
+    series (NAB's) the warm-up's extreme peaks are mostly normal ones.
+
     Member scores are divided by their bars; the ensemble score is the ``votes``-th largest
     ratio, and an :class:`Alerter` on it (threshold 1) applies minimum duration, burst,
     hysteresis and a refractory period. The models learn every value (Huber-clipped); the bars
@@ -105,6 +113,7 @@ class Ensemble:
         refractory: int = 0,
         shift_gate: float = 0.5,
         shift_share: float = 0.5,
+        warmup_outlier: float = math.inf,
     ) -> None:
         self.bad_direction = bad_direction
         self.target_rate = target_rate
@@ -134,6 +143,7 @@ class Ensemble:
         self.refractory = refractory
         self.shift_gate = shift_gate
         self.shift_share = shift_share
+        self.warmup_outlier = warmup_outlier
         self.level_ = RobustZScore(alpha=alpha, grace=grace)
         self.seasonal_ = SeasonalProfile(period=period, n_bins=n_bins, alpha=seasonal_alpha)
         self.tails_ = (
@@ -279,8 +289,8 @@ class Ensemble:
                 self.cov_ += a * (zc * self.z_prev_ - self.cov_)
                 self.var_ += a * (zc * zc - self.var_)
                 lag = self.tail_lag_n()
-                for s, b, tail in zip(scores, bars, self.tails_, strict=True):
-                    tail.learn_one(s, b, lag)
+                for s, b, f, tail in zip(scores, bars, self.floors(), self.tails_, strict=True):
+                    tail.learn_one(s, b if math.isfinite(b) else self.warmup_outlier * f, lag)
             else:
                 for tail in self.tails_:
                     tail.drop_run()

@@ -71,6 +71,7 @@ class SeriesMonitor:
         period: float = 86400.0,
         shift_gate: float = 0.5,
         shift_share: float = 0.5,
+        warmup_outlier: float = math.inf,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -85,6 +86,7 @@ class SeriesMonitor:
         self.period = period
         self.shift_gate = shift_gate
         self.shift_share = shift_share
+        self.warmup_outlier = warmup_outlier
         self.ensemble_ = Ensemble(
             bad_direction=bad_direction,
             target_rate=target_rate,
@@ -98,6 +100,7 @@ class SeriesMonitor:
             period=period,
             shift_gate=shift_gate,
             shift_share=shift_share,
+            warmup_outlier=warmup_outlier,
         )
 
     @property

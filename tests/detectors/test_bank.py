@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +23,8 @@ def _series(seed: int, n_series: int = 6, steps: int = 1500) -> tuple[np.ndarray
     x[3, rng.choice(steps, 60, replace=False)] = np.nan  # gaps
     x[4] = np.round(x[4])  # quantised
     x[5, :] = 7.0  # constant
+    x[5, 100:115] = 3.0  # a step of the constant gauge inside the warm-up
+    x[5, 1300:1315] = 3.0  # and the same step later
     return x, t
 
 
@@ -35,6 +38,7 @@ def _series(seed: int, n_series: int = 6, steps: int = 1500) -> tuple[np.ndarray
         ({"target_rate": 2.0, "min_effect": 0.0, "min_abs_effect": 0.5, "warmup": None}, True),
         ({"shift_gate": 0.0, "shift_share": 0.2, "target_rate": 0.5}, True),
         ({"shift_gate": 0.8, "shift_share": 0.7, "target_rate": 1.0, "min_duration": 1}, True),
+        ({"warmup_outlier": 10.0, "min_duration": 1}, True),
     ],
 )
 def test_bank_matches_per_series(params: dict[str, object], with_t: bool) -> None:
@@ -65,10 +69,35 @@ def test_bank_matches_per_series(params: dict[str, object], with_t: bool) -> Non
 
 def test_bank_catches_shift_and_spike_not_constant() -> None:
     x, t = _series(3)
-    res = EnsembleBank(x.shape[0], warmup=300, min_duration=1).run(x, t)
+    res = EnsembleBank(x.shape[0], warmup=300, min_duration=1, warmup_outlier=10.0).run(x, t)
     assert res.opened[1, 1000:1010].any()  # the shift
     assert res.opened[2, 900]  # the spike
-    assert not res.opened[5].any()  # a constant series never pages
+    # the constant gauge pages on its later step, not while it is constant: the step that
+    # fell in the warm-up did not become its idea of a normal peak
+    assert res.opened[5, 1300:1302].any() and res.opened[5].sum() == 1
+
+
+@pytest.mark.parametrize("interval", [15.0, 60.0, 300.0])
+def test_incident_in_warmup_does_not_blind_a_constant_gauge(interval: float) -> None:
+    """A PFCP peers gauge (constant 1) drops to 0 for 17 min in the first hour, and again a
+    day later: the second drop pages at every scrape interval (the first one is learnt from,
+    but not as a normal peak)."""
+    steps = int(2 * 86400 / interval)
+    t = np.arange(steps) * interval
+    x = np.ones((1, steps))
+    for start in (3000.0, 90000.0):
+        x[0, (t >= start) & (t < start + 17 * 60)] = 0.0
+    kw: dict[str, Any] = {"bad_direction": "down", "warmup": None, "warmup_outlier": 10.0}
+    res = EnsembleBank(1, **kw).run(x, t)
+    ens = Ensemble(**kw)
+    opened = [ens.update(float(v), float(ts)) == "open" for v, ts in zip(x[0], t, strict=True)]
+    later = (t >= 90000.0) & (t < 90000.0 + 17 * 60)
+    assert res.opened[0, later].any()
+    assert res.opened[0].tolist() == opened
+    if interval <= 60.0:  # (at 5 min the hour of warm-up ends inside the first drop)
+        # the default learns every warm-up peak (spiky series): the step is its normal peak
+        blind = EnsembleBank(1, bad_direction="down", warmup=None).run(x, t)
+        assert not blind.opened[0, later].any()
 
 
 def test_gap_leaves_state_untouched() -> None:
