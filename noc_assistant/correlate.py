@@ -7,7 +7,9 @@ incident's last finding; otherwise it opens a new incident. An incident resolves
 its series is still alarming and nothing new arrived for ``resolve_after_s``. A finding of one of
 its KPIs that comes within ``flap_s`` after its incident resolved reopens that incident instead of
 paging again (the same symptom flapping); a new symptom on the same entity is a new incident.
-Findings on an entity inside a declared maintenance window are kept but page nobody.
+Findings on an entity inside a declared maintenance window are kept but page nobody, and so
+are findings on its topology neighbours at that time (an SMF taken down for maintenance takes
+the sessions of its UPFs with it: Alertmanager's inhibition, with the maintenance as source).
 """
 
 from __future__ import annotations
@@ -94,7 +96,14 @@ class Correlator:
         self.suppressed: list[Finding] = []
 
     def in_maintenance(self, entity: str, ts: float) -> bool:
-        return any(m.entity == entity and m.start <= ts <= m.end for m in self.maintenance)
+        """Whether ``entity`` or a topology neighbour of it is in maintenance at ``ts``."""
+        return any(
+            m.start <= ts <= m.end
+            and (
+                m.entity == entity or (self.related is not None and self.related(entity, m.entity))
+            )
+            for m in self.maintenance
+        )
 
     def _joins(self, finding: Finding, incident: Incident, scopes: set[str]) -> bool:
         entity = finding.entity

@@ -159,6 +159,25 @@ def test_new_symptom_after_resolve_opens_a_new_incident() -> None:
     assert events[0].incident.finding_ids == ["u1"]
 
 
+def test_maintenance_inhibits_the_entity_and_its_neighbours(topo: Topology) -> None:
+    from noc_assistant.correlate import Correlator, MaintenanceWindow
+
+    window = MaintenanceWindow("smf-01", T0, T0 + 3000)
+    c = Correlator(window_s=600, related=topo.related, maintenance=[window])
+    own = f("m1", "smf-pfcp-peers", "smf-01", "down", 1, t=60, low=2, high=2)
+    upf = topo.entities_of_type("upf")[0]
+    assert topo.related(upf, "smf-01")
+    neighbour = f("m2", "upf-sessions", upf, "down", 2400, t=60, low=6000, high=8600)
+    assert c.add_finding(own) == [] and c.add_finding(neighbour) == []
+    assert [x.id for x in c.suppressed] == ["m1", "m2"]
+    # an entity unrelated to the SMF pages as usual; so does the UPF after the window
+    other = topo.entities_of_type("gnb")[0]
+    assert not topo.related(other, "smf-01")
+    assert [e.kind for e in c.add_finding(f("m3", "gnb-ue", other, "down", 1, t=90))] == ["opened"]
+    late = f("m4", "upf-sessions", upf, "down", 2400, t=3600, low=6000, high=8600)
+    assert [e.kind for e in c.add_finding(late)] == ["opened"]
+
+
 def test_partner_findings_on_every_amf_share_one_incident() -> None:
     from noc_assistant.pipeline import Pipeline
 
