@@ -56,13 +56,14 @@ class Ensemble:
     values sit clearly off the level (≥ ``shift_gate`` of the point bar) pages earlier than
     the point member would. ``shift_gate = 0`` lets the shift member page alone.
 
-    **Steady gauges: an incident in the warm-up does not become normal.** Before the bars
-    exist, a peak beyond ``warmup_outlier`` × the member's iid bar is not learnt into its tail
-    (after the warm-up SPOT leaves out what passed the bar). For a gauge that holds a
-    configured value (PFCP peers, gNB associations) a step in the warm-up would otherwise be
-    its only tail cluster and set a bar millions of z high for ever after; the pipeline sets
-    10 for the pack's ``steady`` KPIs. The default (inf) learns every warm-up peak: on spiky
-    series (NAB's) the warm-up's extreme peaks are mostly normal ones.
+    **An incident in the warm-up need not become normal.** Before the bars exist, a peak
+    beyond ``warmup_outlier`` × the member's iid bar is not learnt into its tail (after the
+    warm-up SPOT leaves out what passed the bar). Otherwise a fault in the warm-up is learnt
+    as a normal peak: the only tail cluster of a steady gauge (PFCP peers) or of an error share
+    that is ~0 when healthy, and a bar tens to millions of z high for ever after.
+    :class:`~detectors.monitor.SeriesMonitor` (the NOC's one-hour warm-up) sets 4. The default
+    here (inf) learns every warm-up peak: over NAB's days-long probation the extreme peaks of
+    spiky series are mostly normal ones (10 cost 6 points of NAB standard score).
 
     Member scores are divided by their bars; the ensemble score is the ``votes``-th largest
     ratio, and an :class:`Alerter` on it (threshold 1) applies minimum duration, burst,

@@ -39,8 +39,10 @@ class SeriesMonitor:
     :class:`~detectors.ensemble.Ensemble`). The warm-up is ``warmup`` scored values, or
     ``warmup_s`` seconds of them when ``warmup`` is None; nothing alarms before it ends.
     ``min_effect`` (relative to the expected value) and ``min_abs_effect`` (in KPI units, e.g.
-    ``0.02`` for a success ratio) set the smallest deviation worth a page. ``score`` in events
-    is the ensemble ratio (1 = at the bar).
+    ``0.02`` for a success ratio) set the smallest deviation worth a page. A peak beyond
+    ``warmup_outlier`` × the iid bar during the warm-up is taken for an incident, not for a
+    normal peak (a PFCP association lost or an NRF failing in the first hour must not blind the
+    series for good). ``score`` in events is the ensemble ratio (1 = at the bar).
 
     >>> mon = SeriesMonitor(bad_direction="down", warmup=100)
     >>> events = [mon.observe(60.0 * t, 0.99 + 0.001 * (t % 3)) for t in range(300)]
@@ -71,7 +73,7 @@ class SeriesMonitor:
         period: float = 86400.0,
         shift_gate: float = 0.5,
         shift_share: float = 0.5,
-        warmup_outlier: float = math.inf,
+        warmup_outlier: float = 4.0,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support

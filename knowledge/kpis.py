@@ -46,10 +46,6 @@ class KpiDef(BaseModel):
     """Labels to compute the KPI per value of (``plmnid``, ``addr`` …); findings carry them."""
     target_nf: str | None = None
     """NF type the measured calls go to (SBI client KPIs): where a fault may really sit."""
-    steady: bool = False
-    """A gauge that holds a configured value (PFCP peers, gNB associations, the last Xid):
-    a change is a fault, never a normal peak, so a step during the detector's warm-up is not
-    learnt as one (``warmup_outlier`` of :class:`detectors.ensemble.Ensemble`)."""
 
     @field_validator("formula", "support")
     @classmethod

@@ -10,7 +10,6 @@ alarm transition becomes a :class:`~noc_assistant.models.Finding` or a clear, wh
 from __future__ import annotations
 
 import hashlib
-import math
 import statistics
 import time
 from collections import deque
@@ -37,10 +36,6 @@ FindingSink = Callable[[Finding], None]
 IncidentSink = Callable[[IncidentEvent], None]
 
 _GPU_PREFIXES = ("vllm_", "sglang_", "DCGM_")
-
-#: A peak of a ``steady`` KPI beyond this many times the iid bar during the detector's warm-up
-#: is an incident, not a normal peak (see :class:`detectors.ensemble.Ensemble`).
-STEADY_WARMUP_OUTLIER = 10.0
 
 
 @dataclass
@@ -252,7 +247,6 @@ class Pipeline:
                         mon = self.monitors[key] = SeriesMonitor(
                             bad_direction=kpi.bad_direction,
                             min_support=kpi.min_support,
-                            warmup_outlier=STEADY_WARMUP_OUTLIER if kpi.steady else math.inf,
                         )
                     event = mon.observe(at, value, support)
                     if event is not None:

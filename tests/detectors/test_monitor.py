@@ -41,3 +41,28 @@ def test_open_then_close_with_hysteresis() -> None:
 def test_single_noisy_point_does_not_page() -> None:
     al = Alerter(threshold=1.0, min_duration=2)
     assert [al.update(s) for s in [0.2, 5.0, 0.1, 0.3]] == [None, None, None, None]
+
+
+def _error_share_day(mon: SeriesMonitor, interval: float) -> list[float]:
+    """An SBI error share that is ~0 when healthy (40 calls per window), failing at 50 % for
+    16 min inside the first hour and again 20 hours later; returns the times alarms opened."""
+    rng = random.Random(3)
+    opened = []
+    for k in range(int(86400 / interval)):
+        t = k * interval
+        failing = 2700 <= t < 2700 + 960 or 75000 <= t < 75000 + 960
+        calls = 40
+        errors = sum(rng.random() < (0.5 if failing else 0.001) for _ in range(calls))
+        event = mon.observe(t, errors / calls, support=calls)
+        if event is not None and event.kind == "open":
+            opened.append(t)
+    return opened
+
+
+def test_a_fault_in_the_warm_up_does_not_blind_the_monitor() -> None:
+    for interval in (15.0, 30.0, 60.0):
+        opened = _error_share_day(SeriesMonitor(bad_direction="up"), interval)
+        assert any(75000 <= t < 75000 + 960 for t in opened), interval
+    # what the guard prevents: learning the warm-up fault as a normal peak
+    blind = _error_share_day(SeriesMonitor(bad_direction="up", warmup_outlier=float("inf")), 30.0)
+    assert not any(75000 <= t < 75000 + 960 for t in blind)
