@@ -58,17 +58,35 @@ def show(
     )
     console.print(f"entities: {', '.join(inc.entities)}")
     if inc.hypotheses:
+        top = inc.hypotheses[0]
+        if top.fault == "no_fault":
+            console.print(
+                f"verdict: [bold]no fault[/] (insufficient evidence, {top.confidence:.2f}); "
+                "the hypotheses ranked under it are candidates to check, not claims"
+            )
+        else:
+            console.print(f"verdict: [bold]{top.fault}[/] on {top.entity} ({top.confidence:.2f})")
         hyp = Table(
-            "#", "fault", "entity", "confidence", "evidence", "references", title="Hypotheses"
+            "#",
+            "fault",
+            "entity",
+            "confidence",
+            "evidence",
+            "refuted by",
+            "references",
+            "checks",
+            title="Hypotheses",
         )
         for rank, h in enumerate(inc.hypotheses, start=1):
             hyp.add_row(
                 str(rank),
-                h.fault,
+                h.fault + (f" (partner {h.partner})" if h.partner else ""),
                 h.entity,
                 f"{h.confidence:.2f}",
                 ", ".join(h.evidence_ids),
+                ", ".join(h.refuted_by),
                 ", ".join(h.references),
+                "\n".join(h.checks),
             )
         console.print(hyp)
     else:

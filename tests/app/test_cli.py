@@ -38,13 +38,16 @@ def test_incident_show_prints_hypotheses_and_findings(
             entities=["smf-1", "upf-2"],
             title="smf-pfcp-peers down on smf-1",
             hypotheses=[
+                Hypothesis(fault="no_fault", entity="", confidence=0.7),
                 Hypothesis(
                     fault="pfcp_association_loss",
                     entity="upf-2",
-                    confidence=0.8,
+                    confidence=0.3,
                     evidence_ids=("f-1",),
                     references=("ts-29-244",),
-                )
+                    refuted_by=("e-9",),
+                    checks=("N4 heartbeats",),
+                ),
             ],
         )
     )
@@ -96,6 +99,9 @@ def test_incident_show_prints_hypotheses_and_findings(
     assert "Evidence" in out and "e-1" in out and "PFCP peers fell from 3 to 2" in out
     assert "pfcp_association_loss" in out and "upf-2" in out and "ts-29-244" in out
     assert "smf-pfcp-peers" in out and "f-1" in out
+    # a no-fault verdict says so, and what ranks under it is a candidate with what refutes it
+    assert "verdict: no fault" in out and "candidates" in out
+    assert "e-9" in out and "N4 heartbeats" in out
     assert run(["incident", "list"]) == 0
     assert "inc-42" in capsys.readouterr().out
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 
 from noc_assistant.api.events import Broadcaster
-from noc_assistant.models import Finding, Incident
+from noc_assistant.models import Finding, Hypothesis, Incident
 from noc_assistant.storage import Store, open_store
 
 
@@ -52,6 +52,18 @@ def test_console_lists_and_shows_incidents(served: tuple[str, Store, Broadcaster
     assert "upf-pfcp-peers down on upf-3" in page.text and "/incidents/inc-1" in page.text
     detail = httpx.get(base + "/incidents/inc-1")
     assert detail.status_code == 200 and "f-1" in detail.text
+    # a no-fault verdict with a candidate under it, its refutation and its checks
+    inc = _incident()
+    inc.hypotheses = [
+        Hypothesis(fault="no_fault", entity="", confidence=0.8),
+        Hypothesis(fault="pfcp_association_loss", entity="upf-3", confidence=0.2,
+                   evidence_ids=("ev-f-1",), refuted_by=("ev-absent-x",),
+                   checks=("N4 heartbeat counters on the SMF",)),
+    ]
+    store.save_incident(inc)
+    detail = httpx.get(base + "/incidents/inc-1").text
+    assert "Verdict: <strong>no fault</strong>" in detail and "candidates" in detail
+    assert "ev-absent-x" in detail and "N4 heartbeat counters on the SMF" in detail
     api = httpx.get(base + "/api/incidents/inc-1").json()
     assert api["incident"]["entities"] == ["upf-3"]
     assert [f["id"] for f in api["findings"]] == ["f-1"]
