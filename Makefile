@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-dspine serve clean
+.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-dspine bench-scenarios serve clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,13 +43,17 @@ lint: $(VENV)/.full
 typecheck: $(VENV)/.full
 	$(BIN)/mypy
 
-bench: bench-detectors bench-pipeline bench-dspine
+bench: bench-detectors bench-pipeline bench-scenarios bench-dspine
 
 bench-detectors: $(VENV)/.full
 	$(BIN)/python bench/bench_detectors.py
 
 bench-pipeline: $(VENV)/.full
 	$(BIN)/python bench/bench_pipeline.py
+
+# held-out scenarios at 15 s (two weeks), 30 s and 60 s scrapes: about 20 min on 2 cores
+bench-scenarios: $(VENV)/.full
+	$(BIN)/python bench/bench_scenarios.py
 
 bench-dspine: $(VENV)/.full
 	$(BIN)/python bench/bench_dspine.py
