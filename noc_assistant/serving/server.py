@@ -366,7 +366,7 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
 
 
 def _stop_prefix(text: str, stops: list[str]) -> int:
-    """Length of the longest tail of ``text`` that begins some stop string (not all of it).
+    r"""Length of the longest tail of ``text`` that begins some stop string (not all of it).
 
     A stream must not send those characters yet: the next tokens may complete the stop string,
     which the client must never see.
