@@ -526,7 +526,9 @@ class EnsembleBank:
         pc, pe, pe2, age = self.t_pc_, self.t_pe_, self.t_pe2_, self.t_age_
         age += w & (pc > 0)
         above = s > start
-        admit = np.where(np.isfinite(bars), bars, self.warmup_outlier * self.floors_)
+        admit = bars
+        if math.isfinite(self.warmup_outlier):  # (the default, inf, costs nothing)
+            admit = np.where(np.isfinite(bars), bars, self.warmup_outlier * self.floors_)
         closes = w & ~above & (peak > start) & (peak < admit)
         exc = peak - start
         exc *= closes
