@@ -73,13 +73,18 @@ class LoadSampler:
 
 
 def _variants(
-    target: TargetModel, blocks: list[int], ablation_blocks: set[int]
+    target: TargetModel,
+    blocks: list[int],
+    ablation_blocks: set[int],
+    extra: dict[str, Path] | None = None,
 ) -> dict[str, BlockDrafterModel | None]:
     """target-only, then per block size DSpine and DFlash-style, plus both ablations at the
-    block sizes in ``ablation_blocks``."""
+    block sizes in ``ablation_blocks`` and any ``extra`` checkpoints (name → folder)."""
     out: dict[str, BlockDrafterModel | None] = {"target-only": None}
     for b in blocks:
         out[f"DSpine B={b}"] = load_drafter(WEIGHTS, target, block_size=b)
+        for name, folder in (extra or {}).items():
+            out[f"{name} B={b}"] = load_drafter(folder, target, block_size=b)
         named = [("DFlash-style (no injection, no correction)", "smollm2-dflash-b8")]
         if b in ablation_blocks:
             nocorr = load_drafter(WEIGHTS, target, block_size=b)
@@ -107,12 +112,13 @@ def verify_cost(target: TargetModel, prompt: list[int], reps: int = 5) -> dict[i
     return out
 
 
-def _train_info() -> dict[str, Any]:
+def _train_info(extra: dict[str, Path] | None = None) -> dict[str, Any]:
     info: dict[str, Any] = {}
     for name, folder in (
         ("dspine", WEIGHTS),
         ("dspine-noinject", CACHE / "smollm2-dspine-noinject-b8"),
         ("dflash", CACHE / "smollm2-dflash-b8"),
+        *(extra or {}).items(),
     ):
         f = folder / "train.json"
         if f.is_file():
@@ -130,14 +136,23 @@ def main() -> None:
         "--ablation-blocks", default="8,4", help="block sizes that also run both ablations"
     )
     ap.add_argument("--out", type=Path, default=ROOT / "bench")
+    ap.add_argument(
+        "--drafter",
+        action="append",
+        default=[],
+        metavar="NAME=FOLDER",
+        help="also run this checkpoint at every block size (e.g. a longer-trained drafter)",
+    )
+    ap.add_argument("--stem", default="dspine_results", help="name of the result files")
     args = ap.parse_args()
+    extra = {k: Path(v) for k, v in (d.split("=", 1) for d in args.drafter)}
     torch.set_num_threads(args.threads)
     blocks = [int(x) for x in args.blocks.split(",")]
     target = load_default()
     texts = noc_prompts(args.prompts, seed=12345)
     prompts = [target.tokenizer.chat_prompt([{"role": "user", "content": t}]) for t in texts]
     abl = {int(x) for x in args.ablation_blocks.split(",") if x}
-    variants = _variants(target, blocks, abl)
+    variants = _variants(target, blocks, abl, extra)
     for d in variants.values():  # warm-up
         generate(target, NeuralDrafter(d) if d is not None else None, prompts[0], 8)
     cost = verify_cost(target, prompts[0])
@@ -208,7 +223,9 @@ def main() -> None:
         f"torch {torch.__version__}, {args.threads} threads, fp32 compute",
         "command": "HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_dspine.py "
         f"--threads {args.threads} --prompts {args.prompts} --max-tokens {args.max_tokens} "
-        f"--blocks {args.blocks} --ablation-blocks {args.ablation_blocks}",
+        f"--blocks {args.blocks} --ablation-blocks {args.ablation_blocks}"
+        + "".join(f" --drafter '{d}'" for d in args.drafter)
+        + (f" --stem {args.stem}" if args.stem != "dspine_results" else ""),
         "wall_s": wall,
         "load_avg_1min": {
             "start": load_start[0],
@@ -217,7 +234,7 @@ def main() -> None:
             "max": max(loads),
             "samples": len(loads),
         },
-        "training": _train_info(),
+        "training": _train_info(extra),
         "verify_ms_by_tokens": cost,
     }
     _write(args, meta, results)
@@ -287,8 +304,8 @@ def _write(args: argparse.Namespace, meta: dict[str, Any], results: dict[str, An
                 "(target ≥ 1.10)."
             )
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "dspine_results.md").write_text("\n".join(lines) + "\n")
-    (args.out / "dspine_results.json").write_text(
+    (args.out / f"{args.stem}.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"{args.stem}.json").write_text(
         json.dumps({"meta": meta, "results": results}, indent=1)
     )
     print("\n".join(lines))
