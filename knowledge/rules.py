@@ -5,8 +5,9 @@ entity from it (the anchor's entity, an upstream entity from the topology, or th
 roaming partner), needs every ``require`` condition, gains each ``support`` weight seen, and
 loses each ``refute`` weight seen (a ``require`` seen adds its weight too). The score also
 rewards the share of the incident's other findings (beyond the anchor's own series) the
-hypothesis explains: a lone anchor is uncorroborated. Matches come back best first; the
-application turns them into hypotheses with evidence and a calibrated confidence.
+hypothesis explains: a lone anchor is uncorroborated. A ``candidate`` rule (a weak sign) is
+capped under the no-fault baseline: listed to check, never the claim. Matches come back best
+first; the application turns them into hypotheses with evidence and a calibrated confidence.
 
 Findings are anything with the attributes of the application's ``Finding`` (:class:`FindingLike`),
 so this module imports nothing outside ``knowledge``.
@@ -290,6 +291,8 @@ def _evaluate_rule(
             explained = set(match.finding_ids) - own
             match.coverage = len(explained) / len(others) if others else 0.0
             match.score = score + coverage_weight * match.coverage
+            if rule.candidate:  # a weak sign never outranks the no-fault answer
+                match.score = min(match.score, pack.param("no_fault_score", 1.2) - 0.05)
             out.append(match)
     return out
 

@@ -201,6 +201,9 @@ class Rule(_Strict):
     references: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
     partner_noc: bool = False
+    candidate: bool = False
+    """A weak sign: its score is kept under the pack's ``no_fault_score``, so it is listed as a
+    candidate to check under a no-fault answer and never becomes the claim."""
     tests: tuple[RuleFixture, ...] = ()
 
 

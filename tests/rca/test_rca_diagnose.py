@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -137,3 +138,21 @@ def test_works_without_inventory() -> None:
     topo = Topology.infer({"amf-1": "amf"}, PACK)
     d = diagnose(_incident(findings), findings, topo, PACK)
     assert d.top.fault == "udm_timeout" and d.top.entity == "udm"
+
+
+@pytest.mark.parametrize("prior", [0.35, 5.0])
+def test_a_candidate_rule_never_outranks_no_fault(topo: Topology, prior: float) -> None:
+    """Weak signs (``candidate: true``) are listed under a no-fault answer, whatever their
+    prior and support: an ordinary busy hour must not become a compressed-weights claim."""
+    rule = PACK.rules["compressed-weights-step-slowdown"]
+    assert rule.candidate
+    pack = replace(PACK, rules={**PACK.rules, rule.id: rule.model_copy(update={"prior": prior})})
+    findings = _findings(pack, rule.id, 0, topo)
+    d: Diagnosis = diagnose(_incident(findings), findings, topo, pack)
+    assert d.verdict == "no_fault"
+    faults = [h.fault for h in d.hypotheses]
+    assert faults[0] == "no_fault" and "compressed_weights_high_concurrency" in faults[1:3]
+    # the same rule without the flag and with a strong prior would claim it
+    strong = rule.model_copy(update={"prior": 5.0, "candidate": False})
+    claimed = replace(PACK, rules={**PACK.rules, rule.id: strong})
+    assert diagnose(_incident(findings), findings, topo, claimed).verdict == "fault"
