@@ -119,7 +119,12 @@ def train_drafter_cmd(
 
 
 def _load_engine(
-    model: str, drafter: str | None, nf12: Path | None, tiny: bool, context: int | None
+    model: str,
+    drafter: str | None,
+    nf12: Path | None,
+    tiny: bool,
+    context: int | None,
+    block_size: int | None = None,
 ) -> object:
     from noc_assistant.serving.drafters import load_drafter
     from noc_assistant.serving.engine import Engine
@@ -141,8 +146,16 @@ def _load_engine(
         target = load_hf_dir(model)
     d = None
     if drafter and drafter != "none":
-        d = load_drafter(Path(drafter), target)
+        if block_size is None and Path(drafter) == Path(_default_drafter()):
+            block_size = DEFAULT_CPU_BLOCK
+        d = load_drafter(Path(drafter), target, block_size=block_size)
     return Engine(target, d, context=context)
+
+
+#: Block size the committed drafter runs at by default: on a CPU a verify round over 2 new
+#: tokens costs about one plain step while longer blocks cost up to 2x, so B=2 was the fastest
+#: DSpine setting measured (BENCHMARKS.md, DSpine benchmark). Use ``--block-size`` on a GPU.
+DEFAULT_CPU_BLOCK = 2
 
 
 def _default_drafter() -> str:
@@ -161,6 +174,10 @@ def serve_cmd(
     context: Annotated[int | None, typer.Option(help="maximum context tokens")] = None,
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 2,
     tiny: Annotated[bool, typer.Option(help="serve the tiny test model")] = False,
+    block_size: Annotated[
+        int | None,
+        typer.Option(help="drafter block size (default: 2 for the committed drafter on CPU)"),
+    ] = None,
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API (DSpine speculative decoding)."""
     _threads(threads)
@@ -169,7 +186,7 @@ def serve_cmd(
     from noc_assistant.serving.server import create_app
 
     d = drafter if drafter is not None else (None if tiny else _default_drafter())
-    engine = _load_engine(model, d, nf12, tiny, context)
+    engine = _load_engine(model, d, nf12, tiny, context, block_size)
     err_console.print(f"serving {engine.name} on http://{host}:{port}/v1")  # type: ignore[attr-defined]
     uvicorn.run(create_app(engine), host=host, port=port, log_level="info")  # type: ignore[arg-type]
 
@@ -183,6 +200,10 @@ def ask_cmd(
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 2,
     tiny: Annotated[bool, typer.Option(help="use the tiny test model")] = False,
     stats: Annotated[bool, typer.Option(help="print decoding statistics")] = False,
+    block_size: Annotated[
+        int | None,
+        typer.Option(help="drafter block size (default: 2 for the committed drafter on CPU)"),
+    ] = None,
 ) -> None:
     """Answer one question with the built-in engine (no server)."""
     _threads(threads)
@@ -191,7 +212,7 @@ def ask_cmd(
     d = drafter if drafter is not None else (None if tiny else _default_drafter())
     if d is not None and d != "none" and not Path(d).is_dir():
         d = None
-    engine = _load_engine(model, d, None, tiny, None)
+    engine = _load_engine(model, d, None, tiny, None, block_size)
     assert isinstance(engine, Engine)
     prompt = engine.encode_chat([{"role": "user", "content": question}])
     toks, st = engine.generate(Request(prompt, max_tokens))

@@ -5,13 +5,14 @@
     LlmError (noc_assistant.errors)
     └── ServingError              anything the built-in engine refuses or cannot do
         ├── ModelLoadError        a model directory / GGUF file / checkpoint that cannot be loaded
+        │                         (also a ConfigError: the CLI exits 2 on it)
         ├── RequestError          a generation request the engine must refuse (too long, bad args)
         └── Nf12Error             an NF12 container that is corrupt or not BF16
 """
 
 from __future__ import annotations
 
-from noc_assistant.errors import LlmError
+from noc_assistant.errors import ConfigError, LlmError
 
 __all__ = ["ModelLoadError", "Nf12Error", "RequestError", "ServingError"]
 
@@ -20,8 +21,9 @@ class ServingError(LlmError):
     """Base of the errors raised by ``noc_assistant.serving``."""
 
 
-class ModelLoadError(ServingError):
-    """A model or drafter checkpoint could not be loaded."""
+class ModelLoadError(ServingError, ConfigError):
+    """A model or drafter checkpoint could not be loaded (or not as asked, e.g. at a block size
+    it cannot run): a configuration the user can fix, so the CLI exits 2."""
 
 
 class RequestError(ServingError):

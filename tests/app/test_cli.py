@@ -157,3 +157,21 @@ def test_eval_run_bad_labels_exit_2_naming_file_and_field(
     assert "labels.json" in err and "incidents.0" in err
     labels.write_text("[1, 2]")
     assert run(["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)]) == 2
+
+
+def test_llm_ask_answers_one_question(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["llm", "ask", "Why did PFCP fail?", "--tiny", "--max-tokens", "6", "--stats"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() and "6 tokens" in captured.err
+
+
+def test_llm_ask_rejects_a_block_size_the_drafter_cannot_run(tmp_path: Path) -> None:
+    from noc_assistant.serving.drafters import BlockDrafterModel, DrafterConfig, save_drafter
+    from noc_assistant.serving.models import tiny_qwen3
+
+    target = tiny_qwen3()
+    drafter = BlockDrafterModel(DrafterConfig.for_target(target, block_size=4, dspine=True))
+    save_drafter(drafter, tmp_path / "d")
+    args = ["llm", "ask", "hi", "--tiny", "--max-tokens", "4", "--drafter", str(tmp_path / "d")]
+    assert run([*args, "--block-size", "2"]) == 0
+    assert run([*args, "--block-size", "9"]) == 2  # longer than trained: a clear error
