@@ -280,9 +280,7 @@ def report_keys(scores: RcaScores) -> dict[str, Any]:
 # ---------------------------------------------------------------- from a pipeline run
 
 
-def evidence_resolution(
-    diagnosis: Diagnosis, findings: Mapping[str, Finding]
-) -> tuple[int, int]:
+def evidence_resolution(diagnosis: Diagnosis, findings: Mapping[str, Finding]) -> tuple[int, int]:
     """(resolved, cited) evidence ids of a diagnosis.
 
     An id resolves when the diagnosis holds that evidence item and, for a finding, the finding
@@ -296,8 +294,10 @@ def evidence_resolution(
             continue
         if item.kind == "finding":
             finding = findings.get(item.finding_id or "")
-            if finding is None or not item.values or not math.isclose(
-                item.values[0], finding.observed, rel_tol=1e-9, abs_tol=1e-12
+            if (
+                finding is None
+                or not item.values
+                or not math.isclose(item.values[0], finding.observed, rel_tol=1e-9, abs_tol=1e-12)
             ):
                 continue
         resolved += 1
@@ -320,9 +320,7 @@ def _active(
     known = [findings[i] for i in incident.finding_ids if i in findings]
     if not known:
         return None
-    return [
-        f for f in known if start <= f.ts <= end and (entities is None or f.entity in entities)
-    ]
+    return [f for f in known if start <= f.ts <= end and (entities is None or f.entity in entities)]
 
 
 def cases_from_run(
@@ -382,8 +380,9 @@ def cases_from_run(
         # the window is answered by its worst incident: any fault claim makes it wrong
         answers.sort(key=lambda h: (h.fault == "no_fault", -h.confidence))
         cases.append(
-            RcaCase(window.id, None, None, answers[:1], evidence_cited=cited,
-                    evidence_resolved=resolved)
+            RcaCase(
+                window.id, None, None, answers[:1], evidence_cited=cited, evidence_resolved=resolved
+            )
         )
     return cases
 
@@ -406,6 +405,4 @@ def evaluate_replay(
     inventory_path = Path(inventory) if inventory is not None else None
     pack_dir = loaded.directories[-1] if len(loaded.directories) > 1 else None
     result = pipeline.run_replay(Path(telemetry), inventory=inventory_path, pack_dir=pack_dir)
-    return score_rca(
-        cases_from_run(label_set, result.incidents, result.diagnoses, result.findings)
-    )
+    return score_rca(cases_from_run(label_set, result.incidents, result.diagnoses, result.findings))

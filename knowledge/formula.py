@@ -130,7 +130,7 @@ def _check(node: ast.expr, out: list[Selector]) -> None:
             if kw.arg is None or not (
                 isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
             ):
-                raise FormulaError(f"{name}(): label matchers must be name=\"value\"")
+                raise FormulaError(f'{name}(): label matchers must be name="value"')
             matchers.append((kw.arg, kw.value.value))
         out.append(Selector(name, node.args[0].value, tuple(sorted(matchers))))
         return

@@ -206,9 +206,7 @@ def _roots(
             return [(anchor.entity, None, "guess", 2 * penalty)]
         if len(cands) == 1:
             return [(cands[0], None, "topology", 0.0)]
-        return [
-            (c, None, "topology", 0.0 if c in with_findings else penalty) for c in cands
-        ]
+        return [(c, None, "topology", 0.0 if c in with_findings else penalty) for c in cands]
     # target: the NF type the anchor's KPI calls
     target = pack.kpis[anchor.kpi].target_nf or ""
     cands = topology.upstream_candidates(anchor.entity, target, max_depth=2)

@@ -224,8 +224,7 @@ class _EvidenceBuilder:
         if match.root_via == "partner":
             labels = ",".join(f"{k}={v}" for k, v in anchor.labels)
             summary = (
-                f"{labels} on {anchor.entity} is partner {match.partner}, "
-                f"reached via {match.root}"
+                f"{labels} on {anchor.entity} is partner {match.partner}, reached via {match.root}"
             )
         else:
             summary = f"{anchor.entity} depends on {match.root} (inventory)"

@@ -112,9 +112,7 @@ def run(
     report = score_scenario(
         alerts, label_doc, entities, (result.first_ts, result.last_ts), source=str(labels)
     )
-    rca = score_rca(
-        cases_from_run(label_set, result.incidents, result.diagnoses, result.findings)
-    )
+    rca = score_rca(cases_from_run(label_set, result.incidents, result.diagnoses, result.findings))
     report.update(report_keys(rca))
     report["samples"] = result.samples
     report["quarantined"] = result.quarantined

@@ -39,8 +39,6 @@ class Quarantine:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("ab") as fh:
                 fh.write(
-                    orjson.dumps(
-                        {"source": source, "line": line, "reason": reason, "raw": raw}
-                    )
+                    orjson.dumps({"source": source, "line": line, "reason": reason, "raw": raw})
                     + b"\n"
                 )

@@ -13,16 +13,30 @@ from noc_assistant.storage import Store, open_store
 
 def _incident(i: str = "inc-1") -> Incident:
     return Incident(
-        id=i, fingerprint="fp", opened_at=1.0e9, updated_at=1.0e9 + 60, entities=["upf-3"],
-        kpis=["upf-pfcp-peers"], max_score=12.5, title="upf-pfcp-peers down on upf-3",
+        id=i,
+        fingerprint="fp",
+        opened_at=1.0e9,
+        updated_at=1.0e9 + 60,
+        entities=["upf-3"],
+        kpis=["upf-pfcp-peers"],
+        max_score=12.5,
+        title="upf-pfcp-peers down on upf-3",
     )
 
 
 def _finding(i: str = "f-1") -> Finding:
     return Finding(
-        id=i, detector="robust-zscore", kpi="upf-pfcp-peers", entity="upf-3",
-        entity_type="upf", ts=1.0e9, score=12.5, observed=0.0, expected_low=1.5,
-        expected_high=2.5, direction="down",
+        id=i,
+        detector="robust-zscore",
+        kpi="upf-pfcp-peers",
+        entity="upf-3",
+        entity_type="upf",
+        ts=1.0e9,
+        score=12.5,
+        observed=0.0,
+        expected_low=1.5,
+        expected_high=2.5,
+        direction="down",
     )
 
 
@@ -56,9 +70,14 @@ def test_console_lists_and_shows_incidents(served: tuple[str, Store, Broadcaster
     inc = _incident()
     inc.hypotheses = [
         Hypothesis(fault="no_fault", entity="", confidence=0.8),
-        Hypothesis(fault="pfcp_association_loss", entity="upf-3", confidence=0.2,
-                   evidence_ids=("ev-f-1",), refuted_by=("ev-absent-x",),
-                   checks=("N4 heartbeat counters on the SMF",)),
+        Hypothesis(
+            fault="pfcp_association_loss",
+            entity="upf-3",
+            confidence=0.2,
+            evidence_ids=("ev-f-1",),
+            refuted_by=("ev-absent-x",),
+            checks=("N4 heartbeat counters on the SMF",),
+        ),
     ]
     store.save_incident(inc)
     detail = httpx.get(base + "/incidents/inc-1").text

@@ -12,11 +12,21 @@ from noc_assistant.cli import run as cli_run
 H = 3600.0
 LABELS = {
     "incidents": [
-        {"id": "i1", "start": 10 * H, "end": 11 * H,
-         "root_cause": {"entity": "upf-3", "fault": "pfcp_association_loss"},
-         "affected": ["smf-1", "upf-3"], "partner": None},
-        {"id": "i2", "start": 30 * H, "end": 31 * H,
-         "root_cause": {"entity": "amf-1", "fault": "registration_storm"}, "affected": []},
+        {
+            "id": "i1",
+            "start": 10 * H,
+            "end": 11 * H,
+            "root_cause": {"entity": "upf-3", "fault": "pfcp_association_loss"},
+            "affected": ["smf-1", "upf-3"],
+            "partner": None,
+        },
+        {
+            "id": "i2",
+            "start": 30 * H,
+            "end": 31 * H,
+            "root_cause": {"entity": "amf-1", "fault": "registration_storm"},
+            "affected": [],
+        },
     ],
     "no_fault": [],
     "maintenance": [{"entity": "amf-1", "start": 20 * H, "end": 21 * H}],
@@ -27,11 +37,11 @@ SPAN = (0.0, 48 * H)
 
 def test_counts_on_hand_made_alerts() -> None:
     alerts = [
-        Alert("smf-1", 10 * H + 120, ("point",), "a1"),      # TP of i1, 120 s late
-        Alert("upf-3", 10 * H + 600, ("shift",), "a2"),      # TP of i1 again
-        Alert("amf-1", 10 * H + 300, ("point",), "a3"),      # inside i1's time, wrong entity: FP
-        Alert("amf-1", 20 * H + 60, ("point",), "a4"),       # maintenance: neither
-        Alert("smf-1", 40 * H, ("shift",), "a5"),            # FP
+        Alert("smf-1", 10 * H + 120, ("point",), "a1"),  # TP of i1, 120 s late
+        Alert("upf-3", 10 * H + 600, ("shift",), "a2"),  # TP of i1 again
+        Alert("amf-1", 10 * H + 300, ("point",), "a3"),  # inside i1's time, wrong entity: FP
+        Alert("amf-1", 20 * H + 60, ("point",), "a4"),  # maintenance: neither
+        Alert("smf-1", 40 * H, ("shift",), "a5"),  # FP
     ]
     r = score_scenario(alerts, LABELS, ENTITIES, SPAN)
     assert r["alerts_total"] == 5
@@ -46,7 +56,9 @@ def test_counts_on_hand_made_alerts() -> None:
     normal_days = (3 * 48 - 4) / 24
     assert r["false_alerts_per_entity_day"] == pytest.approx(2 / normal_days)
     assert r["per_detector"]["point"] == {
-        "alerts": 3, "false_positives": 1, "fpr": pytest.approx(1 / r["normal_windows"]),
+        "alerts": 3,
+        "false_positives": 1,
+        "fpr": pytest.approx(1 / r["normal_windows"]),
         "recall": 0.5,
     }
     assert r["per_detector"]["shift"]["recall"] == 0.5
@@ -76,16 +88,33 @@ def test_eval_run_end_to_end(tmp_path: Path) -> None:
     tel = tmp_path / "t.jsonl"
     with tel.open("w") as fh:
         for i in range(300):
-            fh.write(json.dumps({"ts": 1.8e9 + 15 * i, "metric": "fivegs_amffunction_rm_reginitreq",
-                                 "labels": {"instance": "amf-1", "nf": "amf"},
-                                 "value": 1000.0 + 10 * i, "type": "counter"}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "ts": 1.8e9 + 15 * i,
+                        "metric": "fivegs_amffunction_rm_reginitreq",
+                        "labels": {"instance": "amf-1", "nf": "amf"},
+                        "value": 1000.0 + 10 * i,
+                        "type": "counter",
+                    }
+                )
+                + "\n"
+            )
     labels = tmp_path / "l.json"
     labels.write_text(json.dumps({"incidents": [], "no_fault": [], "maintenance": []}))
     out = tmp_path / "r.json"
     args = ["eval", "run", "--telemetry", str(tel), "--labels", str(labels), "--out", str(out)]
     assert cli_run(args) == 0
     rep = json.loads(out.read_text())
-    for key in ("alerts_total", "false_positives", "false_alerts_per_entity_day", "fpr",
-                "fpr_ci95", "incident_recall", "samples_per_s", "per_detector"):
+    for key in (
+        "alerts_total",
+        "false_positives",
+        "false_alerts_per_entity_day",
+        "fpr",
+        "fpr_ci95",
+        "incident_recall",
+        "samples_per_s",
+        "per_detector",
+    ):
         assert key in rep
     assert rep["samples"] == 300

@@ -11,8 +11,16 @@ import yaml
 from knowledge.pack import PackError, default_pack_dir, load_pack
 from noc_assistant.cli import run
 
-_DATA = ["pack.yaml", "faults.yaml", "topology.yaml", "references", "kpis", "rules", "guardrails",
-         "fixtures"]
+_DATA = [
+    "pack.yaml",
+    "faults.yaml",
+    "topology.yaml",
+    "references",
+    "kpis",
+    "rules",
+    "guardrails",
+    "fixtures",
+]
 
 
 def _copy_pack(tmp_path: Path) -> Path:
@@ -39,8 +47,10 @@ def test_copy_of_default_pack_loads(tmp_path: Path) -> None:
 
 def test_unknown_reference_id(tmp_path: Path) -> None:
     root = _copy_pack(tmp_path)
-    _edit(root / "rules" / "packet_core.yaml",
-          lambda d: d["rules"][1]["references"].append("ts-99-999"))
+    _edit(
+        root / "rules" / "packet_core.yaml",
+        lambda d: d["rules"][1]["references"].append("ts-99-999"),
+    )
     with pytest.raises(PackError) as err:
         load_pack(root)
     assert err.value.file is not None and err.value.file.endswith("packet_core.yaml")
@@ -50,8 +60,10 @@ def test_unknown_reference_id(tmp_path: Path) -> None:
 
 def test_bad_kpi_formula(tmp_path: Path) -> None:
     root = _copy_pack(tmp_path)
-    _edit(root / "kpis" / "gpu_serving.yaml",
-          lambda d: d["kpis"][0].update(formula='open("/etc/passwd")'))
+    _edit(
+        root / "kpis" / "gpu_serving.yaml",
+        lambda d: d["kpis"][0].update(formula='open("/etc/passwd")'),
+    )
     with pytest.raises(PackError) as err:
         load_pack(root)
     assert err.value.file is not None and err.value.file.endswith("gpu_serving.yaml")
@@ -61,8 +73,10 @@ def test_bad_kpi_formula(tmp_path: Path) -> None:
 
 def test_duplicate_id(tmp_path: Path) -> None:
     root = _copy_pack(tmp_path)
-    _edit(root / "references" / "other.yaml",
-          lambda d: d["references"].append(dict(d["references"][0])))
+    _edit(
+        root / "references" / "other.yaml",
+        lambda d: d["references"].append(dict(d["references"][0])),
+    )
     with pytest.raises(PackError) as err:
         load_pack(root)
     assert "duplicate reference id 'gsma-ir-88'" in str(err.value)
@@ -80,8 +94,10 @@ def test_unknown_field(tmp_path: Path) -> None:
 
 def test_unknown_kpi_in_rule(tmp_path: Path) -> None:
     root = _copy_pack(tmp_path)
-    _edit(root / "rules" / "gpu_serving.yaml",
-          lambda d: d["rules"][0]["anchor"].update(kpis=["gpu-nonexistent"]))
+    _edit(
+        root / "rules" / "gpu_serving.yaml",
+        lambda d: d["rules"][0]["anchor"].update(kpis=["gpu-nonexistent"]),
+    )
     with pytest.raises(PackError) as err:
         load_pack(root)
     assert err.value.field == "rules.0.anchor.kpis.0"
@@ -89,9 +105,10 @@ def test_unknown_kpi_in_rule(tmp_path: Path) -> None:
 
 def test_rule_without_negative_fixture(tmp_path: Path) -> None:
     root = _copy_pack(tmp_path)
-    _edit(root / "rules" / "gpu_serving.yaml",
-          lambda d: d["rules"][0].update(
-              tests=[t for t in d["rules"][0]["tests"] if "expect" in t]))
+    _edit(
+        root / "rules" / "gpu_serving.yaml",
+        lambda d: d["rules"][0].update(tests=[t for t in d["rules"][0]["tests"] if "expect" in t]),
+    )
     with pytest.raises(PackError) as err:
         load_pack(root)
     assert err.value.field == "rules.0.tests"
@@ -127,9 +144,9 @@ def _overlay(tmp_path: Path) -> Path:
         "  - id: amf-registration-success\n"
         "    title: RSR with a larger support floor\n"
         "    entity_types: [amf]\n"
-        "    formula: increase(\"fivegs_amffunction_rm_reginitsucc\") / "
-        "increase(\"fivegs_amffunction_rm_reginitreq\")\n"
-        "    support: increase(\"fivegs_amffunction_rm_reginitreq\")\n"
+        '    formula: increase("fivegs_amffunction_rm_reginitsucc") / '
+        'increase("fivegs_amffunction_rm_reginitreq")\n'
+        '    support: increase("fivegs_amffunction_rm_reginitreq")\n'
         "    min_support: 200\n"
         "    bad_direction: down\n"
         "    references: [ts-28-554]\n"

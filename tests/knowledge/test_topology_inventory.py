@@ -10,18 +10,24 @@ import pytest
 from knowledge.pack import load_pack
 from knowledge.topology import Topology, TopologyError, load_inventory
 
-INVENTORY = {"entities": [
-    {"id": "amf-07", "type": "amf"},
-    {"id": "smf-12", "type": "smf", "peers": ["upf-21", "upf-22"]},
-    {"id": "upf-21", "type": "upf"},
-    {"id": "upf-22", "type": "upf"},
-    {"id": "upf-23", "type": "upf"},
-    {"id": "nrf-01", "type": "nrf"},
-    {"id": "udm-01", "type": "udm"},
-    {"id": "sepp-02", "type": "sepp", "vendor": "x",
-     "partners": [{"plmn": "262-01", "s8_peer": "10.250.1.1", "noc_email": "noc@a.example"}]},
-    {"id": "gpu-srv-1", "type": "gpu_server", "gpus": ["0", "1"]},
-]}
+INVENTORY = {
+    "entities": [
+        {"id": "amf-07", "type": "amf"},
+        {"id": "smf-12", "type": "smf", "peers": ["upf-21", "upf-22"]},
+        {"id": "upf-21", "type": "upf"},
+        {"id": "upf-22", "type": "upf"},
+        {"id": "upf-23", "type": "upf"},
+        {"id": "nrf-01", "type": "nrf"},
+        {"id": "udm-01", "type": "udm"},
+        {
+            "id": "sepp-02",
+            "type": "sepp",
+            "vendor": "x",
+            "partners": [{"plmn": "262-01", "s8_peer": "10.250.1.1", "noc_email": "noc@a.example"}],
+        },
+        {"id": "gpu-srv-1", "type": "gpu_server", "gpus": ["0", "1"]},
+    ]
+}
 
 
 @pytest.fixture(scope="module")

@@ -24,18 +24,32 @@ def topo() -> Topology:
 def _incident(findings: Sequence[Finding]) -> Incident:
     ts = [f.ts for f in findings] or [0.0]
     return Incident(
-        id="inc-1", fingerprint="fp", opened_at=min(ts), updated_at=max(ts),
-        entities=sorted({f.entity for f in findings}), finding_ids=[f.id for f in findings],
+        id="inc-1",
+        fingerprint="fp",
+        opened_at=min(ts),
+        updated_at=max(ts),
+        entities=sorted({f.entity for f in findings}),
+        finding_ids=[f.id for f in findings],
     )
 
 
 def _findings(pack: Pack, rule_id: str, index: int, topo: Topology) -> list[Finding]:
     fixture = pack.rules[rule_id].tests[index]
     return [
-        Finding(id=f.id, detector="test", kpi=f.kpi, entity=f.entity, entity_type=f.entity_type,
-                ts=f.ts, score=f.score, observed=f.observed, expected_low=f.expected_low,
-                expected_high=f.expected_high, direction=f.direction,
-                labels=f.labels)
+        Finding(
+            id=f.id,
+            detector="test",
+            kpi=f.kpi,
+            entity=f.entity,
+            entity_type=f.entity_type,
+            ts=f.ts,
+            score=f.score,
+            observed=f.observed,
+            expected_low=f.expected_low,
+            expected_high=f.expected_high,
+            direction=f.direction,
+            labels=f.labels,
+        )
         for f in fixture_findings(rule_id, index, fixture, topo)
     ]
 
@@ -107,9 +121,19 @@ def test_competitors_say_what_refutes_them(topo: Topology) -> None:
 
 
 def test_benign_and_empty_incidents_give_no_fault(topo: Topology) -> None:
-    f = Finding(id="f-1", detector="t", kpi="gpu-requests-waiting", entity="gpu-srv-01",
-                entity_type="gpu_server", ts=10.0, score=0.7, observed=3, expected_low=0,
-                expected_high=2, direction="up")
+    f = Finding(
+        id="f-1",
+        detector="t",
+        kpi="gpu-requests-waiting",
+        entity="gpu-srv-01",
+        entity_type="gpu_server",
+        ts=10.0,
+        score=0.7,
+        observed=3,
+        expected_low=0,
+        expected_high=2,
+        direction="up",
+    )
     d = diagnose(_incident([f]), [f], topo, PACK)
     assert d.verdict == "no_fault" and d.top.fault == "no_fault"
     assert d.top.evidence_ids and d.evidence_by_id(d.top.evidence_ids[0]) is not None
@@ -119,9 +143,19 @@ def test_benign_and_empty_incidents_give_no_fault(topo: Topology) -> None:
 
 def test_only_the_incidents_findings_are_used(topo: Topology) -> None:
     findings = _findings(PACK, "pfcp-association-loss", 0, topo)
-    other = Finding(id="other", detector="t", kpi="gpu-xid-last", entity="gpu-srv-01",
-                    entity_type="gpu_server", ts=1.0, score=1, observed=79, expected_low=0,
-                    expected_high=0, direction="up")
+    other = Finding(
+        id="other",
+        detector="t",
+        kpi="gpu-xid-last",
+        entity="gpu-srv-01",
+        entity_type="gpu_server",
+        ts=1.0,
+        score=1,
+        observed=79,
+        expected_low=0,
+        expected_high=0,
+        direction="up",
+    )
     d = diagnose(_incident(findings), [*findings, other], topo, PACK)
     assert d.top.fault == "pfcp_association_loss"
     assert all(h.fault != "gpu_xid_error" for h in d.hypotheses)
@@ -129,11 +163,32 @@ def test_only_the_incidents_findings_are_used(topo: Topology) -> None:
 
 def test_works_without_inventory() -> None:
     findings = [
-        Finding(id="a", detector="t", kpi="sbi-udm-latency", entity="amf-1", entity_type="amf",
-                ts=1.0, score=1, observed=3, expected_low=0, expected_high=0.1, direction="up"),
-        Finding(id="b", detector="t", kpi="sbi-udm-error-share", entity="amf-1",
-                entity_type="amf", ts=61.0, score=1, observed=0.4, expected_low=0,
-                expected_high=0.01, direction="up"),
+        Finding(
+            id="a",
+            detector="t",
+            kpi="sbi-udm-latency",
+            entity="amf-1",
+            entity_type="amf",
+            ts=1.0,
+            score=1,
+            observed=3,
+            expected_low=0,
+            expected_high=0.1,
+            direction="up",
+        ),
+        Finding(
+            id="b",
+            detector="t",
+            kpi="sbi-udm-error-share",
+            entity="amf-1",
+            entity_type="amf",
+            ts=61.0,
+            score=1,
+            observed=0.4,
+            expected_low=0,
+            expected_high=0.01,
+            direction="up",
+        ),
     ]
     topo = Topology.infer({"amf-1": "amf"}, PACK)
     d = diagnose(_incident(findings), findings, topo, PACK)

@@ -22,18 +22,42 @@ def topo() -> Topology:
     return load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
 
 
-def f(fid: str, kpi: str, entity: str, direction: Direction, observed: float, t: float = 0.0,
-      low: float = 0.0, high: float = 0.0, **labels: str) -> Finding:
-    return Finding(id=fid, detector="t", kpi=kpi, entity=entity, ts=T0 + t, score=1.0,
-                   observed=observed, expected_low=low, expected_high=high,
-                   direction=direction, labels=tuple(sorted(labels.items())))
+def f(
+    fid: str,
+    kpi: str,
+    entity: str,
+    direction: Direction,
+    observed: float,
+    t: float = 0.0,
+    low: float = 0.0,
+    high: float = 0.0,
+    **labels: str,
+) -> Finding:
+    return Finding(
+        id=fid,
+        detector="t",
+        kpi=kpi,
+        entity=entity,
+        ts=T0 + t,
+        score=1.0,
+        observed=observed,
+        expected_low=low,
+        expected_high=high,
+        direction=direction,
+        labels=tuple(sorted(labels.items())),
+    )
 
 
 def incident(findings: Sequence[Finding], iid: str = "inc-1") -> Incident:
     ts = [x.ts for x in findings]
-    return Incident(id=iid, fingerprint="fp", opened_at=min(ts), updated_at=max(ts),
-                    entities=sorted({x.entity for x in findings}),
-                    finding_ids=[x.id for x in findings])
+    return Incident(
+        id=iid,
+        fingerprint="fp",
+        opened_at=min(ts),
+        updated_at=max(ts),
+        entities=sorted({x.entity for x in findings}),
+        finding_ids=[x.id for x in findings],
+    )
 
 
 def top(findings: Sequence[Finding], topo: Topology) -> tuple[str, str]:
@@ -50,14 +74,18 @@ def test_lone_anchor_is_not_corroborated(topo: Topology) -> None:
 
 
 def test_second_consumer_corroborates_udm_timeout(topo: Topology) -> None:
-    two = [f("a", "sbi-udm-latency", "amf-01", "up", 0.02, high=0.01),
-           f("b", "sbi-udm-latency", "smf-01", "up", 0.02, t=15, high=0.01)]
+    two = [
+        f("a", "sbi-udm-latency", "amf-01", "up", 0.02, high=0.01),
+        f("b", "sbi-udm-latency", "smf-01", "up", 0.02, t=15, high=0.01),
+    ]
     assert top(two, topo) == ("udm_timeout", "udm-01")
 
 
 def test_other_scope_excludes_the_anchor(topo: Topology) -> None:
-    one = [f("a", "sbi-udm-latency", "amf-01", "up", 0.02, high=0.01),
-           f("b", "sbi-udm-error-share", "amf-01", "up", 0.3, t=60)]
+    one = [
+        f("a", "sbi-udm-latency", "amf-01", "up", 0.02, high=0.01),
+        f("b", "sbi-udm-error-share", "amf-01", "up", 0.3, t=60),
+    ]
     match = next(m for m in evaluate(one, topo, PACK) if m.rule.id == "udm-timeout")
     seen = {(h.part, h.index) for h in match.hits}
     assert ("support", 1) not in seen  # "several consumers" needs another consumer
@@ -65,40 +93,77 @@ def test_other_scope_excludes_the_anchor(topo: Topology) -> None:
 
 
 def test_storm_slowing_its_own_calls_is_not_a_udm_fault(topo: Topology) -> None:
-    storm = [f("a", "amf-registration-attempts", "amf-01", "up", 24, low=5, high=13),
-             f("b", "sbi-udm-latency", "amf-01", "up", 0.011, t=180, high=0.009),
-             f("c", "amf-registration-success", "amf-01", "down", 0.54, t=390, low=0.9, high=1)]
+    storm = [
+        f("a", "amf-registration-attempts", "amf-01", "up", 24, low=5, high=13),
+        f("b", "sbi-udm-latency", "amf-01", "up", 0.011, t=180, high=0.009),
+        f("c", "amf-registration-success", "amf-01", "down", 0.54, t=390, low=0.9, high=1),
+    ]
     assert top(storm, topo) == ("registration_storm", "amf-01")
 
 
 def test_cache_fuller_than_usual_is_not_saturated(topo: Topology) -> None:
-    busy = [f("a", "gpu-tokens-per-running-request", "gpu-srv-01", "down", 19, low=30, high=60),
-            f("b", "gpu-requests-running", "gpu-srv-01", "up", 250, t=90, high=115),
-            f("c", "gpu-requests-waiting", "gpu-srv-01", "up", 15, t=135),
-            f("d", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.67, t=150, high=0.5)]
+    busy = [
+        f("a", "gpu-tokens-per-running-request", "gpu-srv-01", "down", 19, low=30, high=60),
+        f("b", "gpu-requests-running", "gpu-srv-01", "up", 250, t=90, high=115),
+        f("c", "gpu-requests-waiting", "gpu-srv-01", "up", 15, t=135),
+        f("d", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.67, t=150, high=0.5),
+    ]
     assert top(busy, topo) == ("compressed_weights_high_concurrency", "gpu-srv-01")
-    full = [*busy, f("e", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.99, t=200, high=0.5),
-            f("g", "gpu-preemption-rate", "gpu-srv-01", "up", 1.4, t=200)]
+    full = [
+        *busy,
+        f("e", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.99, t=200, high=0.5),
+        f("g", "gpu-preemption-rate", "gpu-srv-01", "up", 1.4, t=200),
+    ]
     assert top(full, topo) == ("kv_cache_saturation", "gpu-srv-01")
 
 
 def test_per_plmn_dips_of_every_plmn_are_not_a_partner_outage(topo: Topology) -> None:
-    onset = [f("a", "amf-registration-success-by-plmn", "amf-01", "down", 0.92, low=0.95,
-               high=1.05, plmnid="26201")]
+    onset = [
+        f(
+            "a",
+            "amf-registration-success-by-plmn",
+            "amf-01",
+            "down",
+            0.92,
+            low=0.95,
+            high=1.05,
+            plmnid="26201",
+        )
+    ]
     assert top(onset, topo)[0] == "no_fault"  # one dip of one ratio: uncorroborated
-    every = [*onset,
-             f("b", "amf-registered-subscribers-by-plmn", "amf-01", "down", 1209, low=1210,
-               high=1260, plmnid="26201"),
-             f("c", "amf-registered-subscribers-by-plmn", "amf-01", "down", 157400, low=158000,
-               high=164000, plmnid="99970")]
+    every = [
+        *onset,
+        f(
+            "b",
+            "amf-registered-subscribers-by-plmn",
+            "amf-01",
+            "down",
+            1209,
+            low=1210,
+            high=1260,
+            plmnid="26201",
+        ),
+        f(
+            "c",
+            "amf-registered-subscribers-by-plmn",
+            "amf-01",
+            "down",
+            157400,
+            low=158000,
+            high=164000,
+            plmnid="99970",
+        ),
+    ]
     assert top(every, topo)[0] == "no_fault"
     partner = every[:2]  # the partner's success and its registered roamers fall together
     assert top(partner, topo) == ("roaming_partner_outage", "sepp-01")
 
 
 def test_idle_tensor_pipes_with_a_queue_are_a_hang(topo: Topology) -> None:
-    hang = [f("a", "gpu-requests-waiting", "gpu-srv-01", "up", 80),
-            f("b", "gpu-tensor-active-min", "gpu-srv-01", "down", 0.009, low=0.0, high=0.4)]
+    hang = [
+        f("a", "gpu-requests-waiting", "gpu-srv-01", "up", 80),
+        f("b", "gpu-tensor-active-min", "gpu-srv-01", "down", 0.009, low=0.0, high=0.4),
+    ]
     assert top(hang, topo) == ("nccl_hang", "gpu-srv-01")
     assert top(hang[1:], topo)[0] == "no_fault"
 
@@ -108,26 +173,39 @@ def test_idle_tensor_pipes_with_a_queue_are_a_hang(topo: Topology) -> None:
 
 def _diag(inc: str, fault: str, entity: str) -> Diagnosis:
     hyp = Hypothesis(fault=fault, entity=entity, confidence=0.9)
-    return Diagnosis(incident_id=inc, verdict="no_fault" if fault == "no_fault" else "fault",
-                     hypotheses=[hyp])
+    return Diagnosis(
+        incident_id=inc, verdict="no_fault" if fault == "no_fault" else "fault", hypotheses=[hyp]
+    )
 
 
 def test_stale_incident_does_not_answer_for_a_later_fault_or_window() -> None:
-    labels = Labels.model_validate({
-        "incidents": [{"id": "L1", "start": T0 + 7200, "end": T0 + 8400,
-                       "root_cause": {"entity": "amf-2", "fault": "n2_sctp_loss"},
-                       "affected": ["amf-2"]}],
-        "no_fault": [{"id": "N1", "start": T0 + 3600, "end": T0 + 5400}],
-    })
+    labels = Labels.model_validate(
+        {
+            "incidents": [
+                {
+                    "id": "L1",
+                    "start": T0 + 7200,
+                    "end": T0 + 8400,
+                    "root_cause": {"entity": "amf-2", "fault": "n2_sctp_loss"},
+                    "affected": ["amf-2"],
+                }
+            ],
+            "no_fault": [{"id": "N1", "start": T0 + 3600, "end": T0 + 5400}],
+        }
+    )
     # an earlier UDM incident still open (a series never cleared) across both windows
-    old = [f("o1", "sbi-udm-latency", "amf-2", "up", 1.0),
-           f("o2", "sbi-udm-latency", "amf-1", "up", 1.0, t=30)]
+    old = [
+        f("o1", "sbi-udm-latency", "amf-2", "up", 1.0),
+        f("o2", "sbi-udm-latency", "amf-1", "up", 1.0, t=30),
+    ]
     stale = incident(old, "STALE")
     stale.resolved_at = T0 + 9000
     new = [f("n1", "amf-gnb-associations", "amf-2", "down", 16, t=7215, low=40, high=40)]
     fresh = incident(new, "NEW")
-    diagnoses = {"STALE": _diag("STALE", "udm_timeout", "udm-1"),
-                 "NEW": _diag("NEW", "n2_sctp_loss", "amf-2")}
+    diagnoses = {
+        "STALE": _diag("STALE", "udm_timeout", "udm-1"),
+        "NEW": _diag("NEW", "n2_sctp_loss", "amf-2"),
+    }
     cases = {c.case_id: c for c in cases_from_run(labels, [stale, fresh], diagnoses, old + new)}
     assert cases["L1"].correct_at(1)
     assert cases["N1"].correct_at(1)  # nothing happened inside the window
@@ -183,8 +261,7 @@ def test_partner_findings_on_every_amf_share_one_incident() -> None:
 
     pipe = Pipeline(pack=PACK, rca=False)
     a1 = f("a", "amf-registration-success-by-plmn", "amf-01", "down", 0.8, plmnid="26201")
-    a2 = f("b", "amf-registered-subscribers-by-plmn", "amf-02", "down", 1180, t=30,
-           plmnid="26201")
+    a2 = f("b", "amf-registered-subscribers-by-plmn", "amf-02", "down", 1180, t=30, plmnid="26201")
     home = f("c", "amf-registration-success", "amf-02", "down", 0.8, t=30)
     assert pipe._scope(a1) == pipe._scope(a2) == "plmn:26201"
     assert pipe._scope(home) is None
@@ -199,58 +276,94 @@ def test_clean_restart_is_no_fault_with_evidence(topo: Topology) -> None:
     d = diagnose(incident(restart), restart, topo, PACK)
     assert d.top.fault == "no_fault" and d.top.rule_id == "clean-restart"
     assert "ev-r" in d.top.evidence_ids
-    lost = [*restart, f("g", "amf-gnb-associations", "amf-01", "down", 0, t=15, low=2, high=2),
-            f("u", "amf-ran-ue", "amf-01", "down", 10, t=30, low=900, high=1100)]
+    lost = [
+        *restart,
+        f("g", "amf-gnb-associations", "amf-01", "down", 0, t=15, low=2, high=2),
+        f("u", "amf-ran-ue", "amf-01", "down", 10, t=30, low=900, high=1100),
+    ]
     assert top(lost, topo) == ("n2_sctp_loss", "amf-01")
 
 
 def test_cert_step_first_read_mid_window_is_cert_expiry(topo: Topology) -> None:
     # the window of the first reading still holds calls answered before the step: ~0.46, not 1.0
-    step = [f("a", "amf-registration-success", "amf-01", "down", 0.55, low=0.97, high=1.02),
-            f("b", "sbi-ausf-error-share", "amf-01", "up", 0.46, high=0.006),
-            f("c", "sbi-ausf-error-share", "amf-02", "up", 0.45, high=0.007)]
+    step = [
+        f("a", "amf-registration-success", "amf-01", "down", 0.55, low=0.97, high=1.02),
+        f("b", "sbi-ausf-error-share", "amf-01", "up", 0.46, high=0.006),
+        f("c", "sbi-ausf-error-share", "amf-02", "up", 0.45, high=0.007),
+    ]
     assert top(step, topo) == ("sbi_cert_expiry", "ausf-01")
     # a timeout's first errors are a small share after a latency rise: not a TLS failure
-    slow = [f("a", "sbi-ausf-latency", "amf-01", "up", 0.5, high=0.02),
-            f("b", "sbi-ausf-error-share", "amf-01", "up", 0.3, t=300, high=0.006)]
+    slow = [
+        f("a", "sbi-ausf-latency", "amf-01", "up", 0.5, high=0.02),
+        f("b", "sbi-ausf-error-share", "amf-01", "up", 0.3, t=300, high=0.006),
+    ]
     assert top(slow, topo)[0] != "sbi_cert_expiry"
 
 
 def test_stopped_generation_with_a_queue_is_a_hang_without_tensor_gauge(topo: Topology) -> None:
-    hang = [f("a", "gpu-requests-waiting", "gpu-srv-01", "up", 61.0),
-            f("b", "gpu-generation-throughput", "gpu-srv-01", "down", 314.0, low=474, high=917),
-            f("c", "gpu-energy-per-token", "gpu-srv-01", "up", 1.6, high=0.82),
-            f("d", "gpu-tokens-per-running-request", "gpu-srv-01", "down", 12.5, t=15)]
+    hang = [
+        f("a", "gpu-requests-waiting", "gpu-srv-01", "up", 61.0),
+        f("b", "gpu-generation-throughput", "gpu-srv-01", "down", 314.0, low=474, high=917),
+        f("c", "gpu-energy-per-token", "gpu-srv-01", "up", 1.6, high=0.82),
+        f("d", "gpu-tokens-per-running-request", "gpu-srv-01", "down", 12.5, t=15),
+    ]
     assert top(hang, topo) == ("nccl_hang", "gpu-srv-01")
     # the queue grew because the KV cache filled with long prompts: not a hang
-    kv = [*hang[:2], f("e", "gpu-mean-prompt-tokens", "gpu-srv-01", "up", 4000.0),
-          f("g", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.7),
-          f("h", "gpu-preemption-rate", "gpu-srv-01", "up", 0.3)]
+    kv = [
+        *hang[:2],
+        f("e", "gpu-mean-prompt-tokens", "gpu-srv-01", "up", 4000.0),
+        f("g", "gpu-kv-cache-usage", "gpu-srv-01", "up", 0.7),
+        f("h", "gpu-preemption-rate", "gpu-srv-01", "up", 0.3),
+    ]
     assert top(kv, topo)[0] != "nccl_hang"
 
 
 def test_one_partners_roamers_decaying_on_every_amf_is_a_partner_outage(topo: Topology) -> None:
-    decay = [f("a", "amf-registered-subscribers-by-plmn", "amf-01", "down", 2272.0,
-               low=2294, high=2477, plmnid="26201"),
-             f("b", "amf-registered-subscribers-by-plmn", "amf-02", "down", 2298.0, t=15,
-               low=2332, high=2570, plmnid="26201")]
+    decay = [
+        f(
+            "a",
+            "amf-registered-subscribers-by-plmn",
+            "amf-01",
+            "down",
+            2272.0,
+            low=2294,
+            high=2477,
+            plmnid="26201",
+        ),
+        f(
+            "b",
+            "amf-registered-subscribers-by-plmn",
+            "amf-02",
+            "down",
+            2298.0,
+            t=15,
+            low=2332,
+            high=2570,
+            plmnid="26201",
+        ),
+    ]
     d = diagnose(incident(decay), decay, topo, PACK)
     assert (d.top.fault, d.top.entity, d.top.partner) == (
-        "roaming_partner_outage", "sepp-01", "262-01")
+        "roaming_partner_outage",
+        "sepp-01",
+        "262-01",
+    )
     # the home PLMN decaying is no partner's fault
-    home = [f("a", "amf-registered-subscribers-by-plmn", "amf-01", "down", 150000.0,
-              plmnid="99970"),
-            f("b", "amf-registered-subscribers-by-plmn", "amf-02", "down", 150000.0,
-              plmnid="99970")]
+    home = [
+        f("a", "amf-registered-subscribers-by-plmn", "amf-01", "down", 150000.0, plmnid="99970"),
+        f("b", "amf-registered-subscribers-by-plmn", "amf-02", "down", 150000.0, plmnid="99970"),
+    ]
     assert top(home, topo)[0] == "no_fault"
 
 
 def test_batch_queueing_with_kv_room_is_compressed_weights(topo: Topology) -> None:
-    batch = [f("a", "gpu-requests-running", "gpu-srv-02", "up", 21.0, low=3.5, high=17.9),
-             f("b", "gpu-power-max", "gpu-srv-02", "up", 352.0),
-             f("c", "gpu-kv-cache-usage", "gpu-srv-02", "up", 0.11, t=75, high=0.1),
-             f("d", "gpu-ttft-mean", "gpu-srv-02", "up", 0.23, t=240, high=0.08),
-             f("e", "gpu-requests-waiting", "gpu-srv-02", "up", 2.0, t=240)]
+    batch = [
+        f("a", "gpu-requests-running", "gpu-srv-02", "up", 21.0, low=3.5, high=17.9),
+        f("b", "gpu-power-max", "gpu-srv-02", "up", 352.0),
+        f("c", "gpu-kv-cache-usage", "gpu-srv-02", "up", 0.11, t=75, high=0.1),
+        f("d", "gpu-ttft-mean", "gpu-srv-02", "up", 0.23, t=240, high=0.08),
+        f("e", "gpu-requests-waiting", "gpu-srv-02", "up", 2.0, t=240),
+    ]
     assert top(batch, topo) == ("compressed_weights_high_concurrency", "gpu-srv-02")
     preempted = [*batch, f("g", "gpu-preemption-rate", "gpu-srv-02", "up", 2.0, t=250)]
     assert top(preempted, topo)[0] != "compressed_weights_high_concurrency"
