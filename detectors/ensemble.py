@@ -290,8 +290,15 @@ class Ensemble:
                 self.cov_ += a * (zc * self.z_prev_ - self.cov_)
                 self.var_ += a * (zc * zc - self.var_)
                 lag = self.tail_lag_n()
-                for s, b, f, tail in zip(scores, bars, self.floors(), self.tails_, strict=True):
-                    tail.learn_one(s, b if math.isfinite(b) else self.warmup_outlier * f, lag)
+                admit = bars  # in the warm-up (no bar yet) peaks beyond warmup_outlier x floor wait
+                if not (math.isfinite(bars[0]) and math.isfinite(bars[1])):
+                    fl = self.floors()
+                    admit = (
+                        bars[0] if math.isfinite(bars[0]) else self.warmup_outlier * fl[0],
+                        bars[1] if math.isfinite(bars[1]) else self.warmup_outlier * fl[1],
+                    )
+                for s, b, tail in zip(scores, admit, self.tails_, strict=True):
+                    tail.learn_one(s, b, lag)
             else:
                 for tail in self.tails_:
                     tail.drop_run()
