@@ -36,6 +36,7 @@ __all__ = [
     "Match",
     "evaluate",
     "fixture_findings",
+    "no_fault_score",
     "run_fixtures",
 ]
 
@@ -106,6 +107,12 @@ class Match:
             for f in hit.findings:
                 seen[f.id] = None
         return tuple(seen)
+
+
+def no_fault_score(pack: Pack) -> float:
+    """The score of the ``no_fault`` answer that a match must beat to be a claim (pack param
+    ``no_fault_score``); the RCA, the fixture judge and the ``candidate`` cap all use this."""
+    return pack.param("no_fault_score", 1.0)
 
 
 def _labels(f: FindingLike) -> dict[str, str]:
@@ -290,7 +297,7 @@ def _evaluate_rule(
             match.coverage = len(explained) / len(others) if others else 0.0
             match.score = score + coverage_weight * match.coverage
             if rule.candidate:  # a weak sign never outranks the no-fault answer
-                match.score = min(match.score, pack.param("no_fault_score", 1.2) - 0.05)
+                match.score = min(match.score, no_fault_score(pack) - 0.05)
             out.append(match)
     return out
 
@@ -389,8 +396,7 @@ def run_fixtures(pack: Pack, rule_ids: Iterable[str] | None = None) -> list[Fixt
             matches = evaluate(findings, topology, pack)
             own = evaluate(findings, topology, pack, rules=[rule])
             floor = pack.param("min_score", 0.5)
-            baseline = pack.param("no_fault_score", floor)
-            results.append(_judge(rule, fixture, matches, own, floor, baseline))
+            results.append(_judge(rule, fixture, matches, own, floor, no_fault_score(pack)))
     return results
 
 

@@ -34,7 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge.pack import Pack
-from knowledge.rules import ConditionHit, Match, evaluate
+from knowledge.rules import ConditionHit, Match, evaluate, no_fault_score
 from knowledge.topology import Topology
 from noc_assistant.models import Evidence, Finding, Hypothesis, Incident
 
@@ -91,7 +91,7 @@ def diagnose(
         scored.append((match.score, _hypothesis(match, builder, pack)))
 
     temperature = pack.param("confidence_temperature", 0.5)
-    baseline = pack.param("no_fault_score", 1.0)
+    baseline = no_fault_score(pack)
     weights = [math.exp(s / temperature) for s, _ in scored]
     total = sum(weights) + math.exp(baseline / temperature)
 
