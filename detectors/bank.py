@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-from detectors.robust_zscore import MAD_TO_SIGMA, Direction
+from detectors.params import EnsembleParams
+from detectors.robust_zscore import MAD_TO_SIGMA
 from detectors.spot import cusum_bar, gaussian_bar
 
 __all__ = ["BankResult", "EnsembleBank"]
@@ -74,7 +75,8 @@ class _Level:
         self.m, self.d, self.ds, self.n = m, d, ds, n1
 
 
-class EnsembleBank:
+@dataclass(eq=False)
+class EnsembleBank(EnsembleParams):
     """:class:`detectors.ensemble.Ensemble` for ``n_series`` series, one numpy step per time.
 
     Same parameters and, within float tolerance, the same scores and alarms as one
@@ -97,75 +99,17 @@ class EnsembleBank:
     701
     """
 
-    def __init__(
-        self,
-        n_series: int,
-        bad_direction: Direction = "both",
-        target_rate: float = 0.005,
-        interval: float = 60.0,
-        alpha: float = 0.02,
-        grace: int = 30,
-        shift_k: float = 0.5,
-        z_clip: float = 4.0,
-        rho_alpha: float = 0.005,
-        rho_max: float = 0.9,
-        period: float = 86400.0,
-        n_bins: int = 48,
-        seasonal_alpha: float = 0.2,
-        warmup: int | ArrayLike | None = None,
-        warmup_s: float = 3600.0,
-        min_warmup: int = 30,
-        tail_start: float = 2.0,
-        xi_max: float = 0.5,
-        tail_lag_s: float = 1800.0,
-        min_effect: float = 0.01,
-        min_abs_effect: float = 0.0,
-        votes: int = 1,
-        min_duration: int = 2,
-        clear_after: int = 4,
-        release: float = 0.5,
-        burst: float = math.inf,
-        refractory: int = 0,
-        shift_gate: float = 0.5,
-        shift_share: float = 0.5,
-        warmup_outlier: float = math.inf,
-        dtype: DTypeLike = np.float64,
-    ) -> None:
-        self.n_series = n_series
-        self.bad_direction = bad_direction
-        self.target_rate = target_rate
-        self.interval = interval
-        self.alpha = alpha
-        self.grace = grace
-        self.shift_k = shift_k
-        self.z_clip = z_clip
-        self.rho_alpha = rho_alpha
-        self.rho_max = rho_max
-        self.period = period
-        self.n_bins = n_bins
-        self.seasonal_alpha = seasonal_alpha
-        self.warmup = warmup
-        self.warmup_s = warmup_s
-        self.min_warmup = min_warmup
-        self.tail_start = tail_start
-        self.xi_max = xi_max
-        self.tail_lag_s = tail_lag_s
-        self.min_effect = min_effect
-        self.min_abs_effect = min_abs_effect
-        self.votes = votes
-        self.min_duration = min_duration
-        self.clear_after = clear_after
-        self.release = release
-        self.burst = burst
-        self.refractory = refractory
-        self.shift_gate = shift_gate
-        self.shift_share = shift_share
-        self.warmup_outlier = warmup_outlier
-        self.dtype = dtype
-        n = n_series
-        dt = np.dtype(dtype)
+    n_series: int
+    _: KW_ONLY
+    #: scored values before the bars exist: one value, one per series, or None (``warmup_s``)
+    warmup: int | ArrayLike | None = None
+    dtype: DTypeLike = np.float64
+
+    def __post_init__(self) -> None:
+        n, warmup = self.n_series, self.warmup
+        dt = np.dtype(self.dtype)
         self.dtype_ = dt
-        self.level_ = _Level(n, alpha, grace, dt)
+        self.level_ = _Level(n, self.alpha, self.grace, dt)
         self.up_ = np.zeros(n, dt)
         self.down_ = np.zeros(n, dt)
         self.z_prev_ = np.zeros(n, dt)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from detectors.alerting import Alerter, Transition
-from detectors.robust_zscore import Direction, RobustZScore, directional
+from detectors.params import EnsembleParams
+from detectors.robust_zscore import RobustZScore, directional
 from detectors.seasonal import SeasonalProfile
 from detectors.spot import PeaksOverThreshold, cusum_bar, gaussian_bar, risk_per_sample
 
@@ -15,7 +17,8 @@ __all__ = ["MEMBERS", "Ensemble"]
 MEMBERS = ("point", "shift")
 
 
-class Ensemble:
+@dataclass(kw_only=True, eq=False)
+class Ensemble(EnsembleParams):
     """Watch one series with two members and page within a false-alarm budget.
 
     Members (both z-like):
@@ -84,74 +87,21 @@ class Ensemble:
     True
     """
 
-    def __init__(
-        self,
-        bad_direction: Direction = "both",
-        target_rate: float = 0.005,
-        interval: float = 60.0,
-        alpha: float = 0.02,
-        grace: int = 30,
-        shift_k: float = 0.5,
-        z_clip: float = 4.0,
-        rho_alpha: float = 0.005,
-        rho_max: float = 0.9,
-        period: float = 86400.0,
-        n_bins: int = 48,
-        seasonal_alpha: float = 0.2,
-        warmup: int | None = None,
-        warmup_s: float = 3600.0,
-        min_warmup: int = 30,
-        tail_start: float = 2.0,
-        xi_max: float = 0.5,
-        tail_lag_s: float = 1800.0,
-        min_effect: float = 0.01,
-        min_abs_effect: float = 0.0,
-        votes: int = 1,
-        min_duration: int = 2,
-        clear_after: int = 4,
-        release: float = 0.5,
-        burst: float = math.inf,
-        refractory: int = 0,
-        shift_gate: float = 0.5,
-        shift_share: float = 0.5,
-        warmup_outlier: float = math.inf,
-    ) -> None:
-        self.bad_direction = bad_direction
-        self.target_rate = target_rate
-        self.interval = interval
-        self.alpha = alpha
-        self.grace = grace
-        self.shift_k = shift_k
-        self.z_clip = z_clip
-        self.rho_alpha = rho_alpha
-        self.rho_max = rho_max
-        self.period = period
-        self.n_bins = n_bins
-        self.seasonal_alpha = seasonal_alpha
-        self.warmup = warmup
-        self.warmup_s = warmup_s
-        self.min_warmup = min_warmup
-        self.tail_start = tail_start
-        self.xi_max = xi_max
-        self.tail_lag_s = tail_lag_s
-        self.min_effect = min_effect
-        self.min_abs_effect = min_abs_effect
-        self.votes = votes
-        self.min_duration = min_duration
-        self.clear_after = clear_after
-        self.release = release
-        self.burst = burst
-        self.refractory = refractory
-        self.shift_gate = shift_gate
-        self.shift_share = shift_share
-        self.warmup_outlier = warmup_outlier
-        self.level_ = RobustZScore(alpha=alpha, grace=grace)
-        self.seasonal_ = SeasonalProfile(period=period, n_bins=n_bins, alpha=seasonal_alpha)
-        self.tails_ = (
-            PeaksOverThreshold(start=tail_start, xi_max=xi_max),
-            PeaksOverThreshold(start=tail_start, xi_max=xi_max),
+    #: scored values before the bars exist (None: ``warmup_s`` seconds of them)
+    warmup: int | None = None
+
+    def __post_init__(self) -> None:
+        self.level_ = RobustZScore(alpha=self.alpha, grace=self.grace)
+        self.seasonal_ = SeasonalProfile(
+            period=self.period, n_bins=self.n_bins, alpha=self.seasonal_alpha
         )
-        self.alerter_ = Alerter(1.0, min_duration, clear_after, release, burst, refractory)
+        self.tails_ = (
+            PeaksOverThreshold(start=self.tail_start, xi_max=self.xi_max),
+            PeaksOverThreshold(start=self.tail_start, xi_max=self.xi_max),
+        )
+        self.alerter_ = Alerter(
+            1.0, self.min_duration, self.clear_after, self.release, self.burst, self.refractory
+        )
         self.up_ = 0.0
         self.down_ = 0.0
         self.z_prev_ = 0.0

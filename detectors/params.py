@@ -1,0 +1,71 @@
+"""The parameters :class:`~detectors.ensemble.Ensemble` and :class:`~detectors.bank.EnsembleBank`
+share: one definition, one set of defaults (the bank is tested equal to one ensemble per
+series, so the two must never drift apart). Both classes are keyword-only dataclasses built on
+:class:`EnsembleParams`; each adds its own ``warmup`` (the bank's may be one per series) and
+the bank its size and dtype. The meaning of each parameter is documented on
+:class:`~detectors.ensemble.Ensemble`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from detectors.robust_zscore import Direction
+
+__all__ = ["EnsembleParams"]
+
+
+@dataclass(kw_only=True, eq=False)
+class EnsembleParams:
+    """Shared ensemble parameters (keyword-only).
+
+    >>> p = EnsembleParams(target_rate=0.01)
+    >>> p.target_rate, p.min_duration, p.bad_direction
+    (0.01, 2, 'both')
+    """
+
+    #: which side is bad: ``"up"``, ``"down"`` or ``"both"``
+    bad_direction: Direction = "both"
+    #: false-alarm budget per series-day, turned into a per-sample risk with the interval
+    target_rate: float = 0.005
+    #: scrape interval (s) assumed until timestamps show the real one
+    interval: float = 60.0
+    #: EW rate of the robust level and scale, and values before the level is trusted
+    alpha: float = 0.02
+    grace: int = 30
+    #: CUSUM allowance (in z) of the shift member
+    shift_k: float = 0.5
+    #: clip of the z fed to the CUSUM
+    z_clip: float = 4.0
+    #: EW rate and cap of the lag-1 autocorrelation that deflates the CUSUM
+    rho_alpha: float = 0.005
+    rho_max: float = 0.9
+    #: daily profile: period (s), bins, EW rate per bin
+    period: float = 86400.0
+    n_bins: int = 48
+    seasonal_alpha: float = 0.2
+    #: warm-up in seconds when ``warmup`` is None, and its floor in values
+    warmup_s: float = 3600.0
+    min_warmup: int = 30
+    #: SPOT tails: start (in member score), cap of the shape, quiet time before a peak counts
+    tail_start: float = 2.0
+    xi_max: float = 0.5
+    tail_lag_s: float = 1800.0
+    #: practical effect: relative and absolute minimum deviation that may score
+    min_effect: float = 0.01
+    min_abs_effect: float = 0.0
+    #: the ensemble score is the ``votes``-th largest member ratio
+    votes: int = 1
+    #: alerter: minimum duration, clear-after, release ratio, burst, refractory (in values)
+    min_duration: int = 2
+    clear_after: int = 4
+    release: float = 0.5
+    burst: float = math.inf
+    refractory: int = 0
+    #: the shift member counts only while the point ratio is at least ``shift_gate``
+    shift_gate: float = 0.5
+    #: share of the risk budget given to the shift member
+    shift_share: float = 0.5
+    #: warm-up peaks beyond this multiple of the iid bar are not learnt as normal
+    warmup_outlier: float = math.inf
