@@ -49,6 +49,9 @@ def train_drafter_cmd(
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     tiny: Annotated[bool, typer.Option(help="use the tiny test model (smoke runs)")] = False,
+    device: Annotated[
+        str, typer.Option(help="cpu, cuda, cuda:N or auto (CUDA when torch sees a GPU)")
+    ] = "cpu",
 ) -> None:
     """Train a DSpine (or DFlash-style baseline) drafter for the default model."""
     _threads(threads)
@@ -61,7 +64,7 @@ def train_drafter_cmd(
     if variant not in VARIANTS:
         raise typer.BadParameter(f"variant must be one of {', '.join(VARIANTS)}")
     t0 = time.perf_counter()
-    target = tiny_qwen3() if tiny else load_default()
+    target = tiny_qwen3(device=device) if tiny else load_default(device=device)
     err_console.print(f"target {target.name} loaded in {time.perf_counter() - t0:.1f}s")
 
     def progress(stage: str, i: int, n: int) -> None:
@@ -113,6 +116,7 @@ def train_drafter_cmd(
         "prompts": prompts,
         "block_size": block_size,
         "threads": threads,
+        "device": str(target.device),
     }
     (out / "train.json").write_text(json.dumps(info, indent=1))
     console.print(f"saved {variant} drafter to {out}")
@@ -125,6 +129,7 @@ def _load_engine(
     tiny: bool,
     context: int | None,
     block_size: int | None = None,
+    device: str = "cpu",
 ) -> object:
     from noc_assistant.serving.drafters import load_drafter
     from noc_assistant.serving.engine import Engine
@@ -137,16 +142,17 @@ def _load_engine(
     from noc_assistant.serving.nf12 import load_nf12_model
 
     if tiny:
-        target = tiny_qwen3()
+        target = tiny_qwen3(device=device)
     elif nf12 is not None:
-        target = load_nf12_model(nf12, name=DEFAULT_MODEL_NAME)  # type: ignore[assignment]
+        target = load_nf12_model(nf12, name=DEFAULT_MODEL_NAME, device=device)  # type: ignore[assignment]
     elif model == DEFAULT_MODEL_NAME:
-        target = load_default()
+        target = load_default(device=device)
     else:
-        target = load_hf_dir(model)
+        target = load_hf_dir(model, device=device)
     d = None
     if drafter and drafter != "none":
-        if block_size is None and Path(drafter) == Path(_default_drafter()):
+        on_cpu = getattr(target, "device", None) is None or target.device.type == "cpu"
+        if block_size is None and on_cpu and Path(drafter) == Path(_default_drafter()):
             block_size = DEFAULT_CPU_BLOCK
         d = load_drafter(Path(drafter), target, block_size=block_size)
     return Engine(target, d, context=context)
@@ -178,6 +184,9 @@ def serve_cmd(
         int | None,
         typer.Option(help="drafter block size (default: 2 for the committed drafter on CPU)"),
     ] = None,
+    device: Annotated[
+        str, typer.Option(help="cpu, cuda, cuda:N or auto (CUDA when torch sees a GPU)")
+    ] = "cpu",
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API (DSpine speculative decoding)."""
     _threads(threads)
@@ -186,7 +195,7 @@ def serve_cmd(
     from noc_assistant.serving.server import create_app
 
     d = drafter if drafter is not None else (None if tiny else _default_drafter())
-    engine = _load_engine(model, d, nf12, tiny, context, block_size)
+    engine = _load_engine(model, d, nf12, tiny, context, block_size, device)
     err_console.print(f"serving {engine.name} on http://{host}:{port}/v1")  # type: ignore[attr-defined]
     uvicorn.run(create_app(engine), host=host, port=port, log_level="info")  # type: ignore[arg-type]
 
@@ -204,6 +213,9 @@ def ask_cmd(
         int | None,
         typer.Option(help="drafter block size (default: 2 for the committed drafter on CPU)"),
     ] = None,
+    device: Annotated[
+        str, typer.Option(help="cpu, cuda, cuda:N or auto (CUDA when torch sees a GPU)")
+    ] = "cpu",
 ) -> None:
     """Answer one question with the built-in engine (no server)."""
     _threads(threads)
@@ -212,7 +224,7 @@ def ask_cmd(
     d = drafter if drafter is not None else (None if tiny else _default_drafter())
     if d is not None and d != "none" and not Path(d).is_dir():
         d = None
-    engine = _load_engine(model, d, None, tiny, None, block_size)
+    engine = _load_engine(model, d, None, tiny, None, block_size, device)
     assert isinstance(engine, Engine)
     prompt = engine.encode_chat([{"role": "user", "content": question}])
     toks, st = engine.generate(Request(prompt, max_tokens))

@@ -103,7 +103,7 @@ class RMSNorm(nn.Module):
 def _rope(x: Tensor, pos: Tensor, theta: float) -> Tensor:
     """Rotary embedding of x [..., T, hd] at positions pos [..., T] (broadcast over heads)."""
     hd = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float32, device=x.device) / hd))
     ang = pos.float().unsqueeze(-1) * inv
     ang = torch.cat([ang, ang], dim=-1)
     cos, sin = ang.cos(), ang.sin()
@@ -206,7 +206,7 @@ class BlockDrafterModel(nn.Module):
         self._embed = emb
         self._head_full = head
         if self.draft_vocab.numel() == 0:
-            self.draft_vocab = torch.arange(head.shape[0])
+            self.draft_vocab = torch.arange(head.shape[0], device=head.device)
         self._head = head[self.draft_vocab].contiguous()
         self._codes = None
         if fit_space and self.space is not None and self.injection is not None:
@@ -233,7 +233,7 @@ class BlockDrafterModel(nn.Module):
     def context_kv(self, features: Tensor, start: int = 0) -> list[tuple[Tensor, Tensor]]:
         """Per-layer (K, V) [G, kv, S, hd] of context rows at positions start..start+S-1."""
         ctx = self.context(features)
-        pos = torch.arange(start, start + ctx.shape[1])
+        pos = torch.arange(start, start + ctx.shape[1], device=ctx.device)
         return [cast(DraftLayer, layer).kv(ctx, pos) for layer in self.layers]
 
     def blocks(
@@ -259,12 +259,13 @@ class BlockDrafterModel(nn.Module):
         h = torch.cat(
             [embed[anchor_tokens].unsqueeze(1), self.mask_embedding.expand(n, b - 1, -1)], dim=1
         )
-        pos = anchors.unsqueeze(1) + torch.arange(b)
-        ctx_mask = torch.arange(s).unsqueeze(0) < anchors.unsqueeze(1)
+        dev = h.device
+        pos = anchors.unsqueeze(1) + torch.arange(b, device=dev)
+        ctx_mask = torch.arange(s, device=dev).unsqueeze(0) < anchors.unsqueeze(1)
         if cfg.causal_block:
-            blk = torch.ones(b, b, dtype=torch.bool).tril()
+            blk = torch.ones(b, b, dtype=torch.bool, device=dev).tril()
         else:
-            blk = torch.ones(b, b, dtype=torch.bool)
+            blk = torch.ones(b, b, dtype=torch.bool, device=dev)
         mask = torch.cat(
             [ctx_mask.unsqueeze(1).expand(n, b, s), blk.unsqueeze(0).expand(n, b, b)], dim=2
         ).unsqueeze(1)
@@ -374,7 +375,7 @@ class BlockDrafterModel(nn.Module):
         cand = self._candidates(out)
         p, k = cand.shape
         codes = self.token_codes(self.draft_vocab[cand])  # [P, K, r]
-        anchor = self.token_codes(torch.tensor([anchor_token])).expand(k, -1)
+        anchor = self.token_codes(torch.tensor([anchor_token], device=cand.device)).expand(k, -1)
         pred = torch.cat([anchor.unsqueeze(0), codes[:-1]], dim=0)  # [P, K(a), r]
         pre = out.pre_injection[0].unsqueeze(1).expand(p, k, -1)  # [P, K(a), d]
         table = self.refine_scores(pre, pred, cand.unsqueeze(1).expand(p, k, k))
@@ -384,7 +385,7 @@ class BlockDrafterModel(nn.Module):
             b = int(torch.argmax(table[i, a]))
             chosen.append(int(cand[i, b]))
             a = b
-        return torch.tensor(chosen, dtype=torch.long)
+        return torch.tensor(chosen, dtype=torch.long, device=cand.device)
 
     @torch.no_grad()
     def refine_distributions(self, out: DraftOutput, anchor_token: int) -> tuple[Tensor, Tensor]:
@@ -484,11 +485,12 @@ class NeuralDrafter:
             kv = self._kv
         else:
             kv = self.model.context_kv(torch.cat(self._features, dim=0).unsqueeze(0))
+        dev = self.model.mask_embedding.device
         return self.model.blocks(
             kv,
-            torch.zeros(1, dtype=torch.long),
-            torch.tensor([self._length]),
-            torch.tensor([anchor_token]),
+            torch.zeros(1, dtype=torch.long, device=dev),
+            torch.tensor([self._length], device=dev),
+            torch.tensor([anchor_token], device=dev),
         )
 
     @torch.no_grad()
@@ -511,20 +513,22 @@ class NeuralDrafter:
     def _sample(
         self, out: DraftOutput, anchor: int, temperature: float, generator: torch.Generator | None
     ) -> Proposal:
+        # sampling runs on the CPU, where ``generator`` lives (small tensors: B-1 rows)
         m = self.model
-        vocab = m.draft_vocab
+        vocab = m.draft_vocab.cpu()
         _, _, head_full = m._bound()
         v_full = head_full.shape[0]
         p_count = out.logits.shape[1]
         probs = torch.zeros(p_count, v_full)
         tokens: list[int] = []
         if m.injection is None or not m.cfg.refine:
-            pd = torch.softmax(out.logits[0] / temperature, dim=-1)
+            pd = torch.softmax(out.logits[0].float().cpu() / temperature, dim=-1)
             probs[:, vocab] = pd
             for i in range(p_count):
                 tokens.append(int(vocab[torch.multinomial(pd[i], 1, generator=generator)]))
             return Proposal(tokens, probs)
         cand, table = m.refine_distributions(out, anchor)
+        cand, table = cand.cpu(), table.float().cpu()
         a = 0
         for i in range(p_count):
             dist = torch.softmax(table[i, a] / temperature, dim=-1)
@@ -579,7 +583,7 @@ def load_drafter(
         raise ModelLoadError(
             f"drafter {p} has hidden size {cfg.hidden_size}, target {target.hidden_size}"
         )
-    model = BlockDrafterModel(cfg)
+    model = BlockDrafterModel(cfg).to(target.device)
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     model.bind(target)
     return model.eval()
@@ -604,5 +608,6 @@ def new_drafter(
     """
     model = BlockDrafterModel(cfg)
     init_scale_(model, std=std, seed=seed)
+    model = model.to(target.device)
     model.bind(target, fit_space=True)
     return model.eval()

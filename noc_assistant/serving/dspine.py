@@ -44,11 +44,11 @@ class TransferSpace(nn.Module):
         v, d = w.shape
         if not 0 < self.rank <= min(d, v - 1):
             raise ValueError(f"transfer rank {self.rank} must be in 1..{min(d, v - 1)}")
-        mu = torch.zeros(d)
+        mu = torch.zeros(d, device=w.device)
         for i in range(0, v, chunk):
             mu += F.normalize(w[i : i + chunk], dim=-1).sum(0)
         mu /= v
-        scatter = torch.zeros(d, d)
+        scatter = torch.zeros(d, d, device=w.device)
         for i in range(0, v, chunk):
             x = F.normalize(w[i : i + chunk], dim=-1)
             scatter += x.T @ x

@@ -51,6 +51,7 @@ __all__ = [
     "load_gguf",
     "load_hf_dir",
     "model_cache_dir",
+    "resolve_device",
     "tiny_qwen3",
 ]
 
@@ -217,12 +218,48 @@ class TargetOutput:
     features: Tensor
 
 
-class TargetModel:
-    """A causal LM in fp32 eval mode with a tokeniser and the drafter's tap layers."""
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None`` and ``"auto"`` pick CUDA when torch sees a GPU, else the CPU.
 
-    def __init__(self, model: Any, tokenizer: TextTokenizer, name: str, n_taps: int = 3) -> None:
-        self.model = model.float().eval()
-        use_row_major_linears(self.model)
+    >>> resolve_device("cpu").type
+    'cpu'
+    """
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ModelLoadError(f"unknown device {device!r}: {exc}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"device {device!r} asked for, but torch sees no CUDA GPU")
+    return dev
+
+
+class TargetModel:
+    """A causal LM in eval mode with a tokeniser and the drafter's tap layers.
+
+    On the CPU the forward runs in fp32 (much faster there than bf16) through
+    :class:`RowMajorLinear`; on a GPU in bf16 unless ``dtype`` says otherwise. Logits and
+    features are returned in fp32 on the model's device.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: TextTokenizer,
+        name: str,
+        n_taps: int = 3,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        self.device = resolve_device(device)
+        if dtype is None:
+            dtype = torch.float32 if self.device.type == "cpu" else torch.bfloat16
+        self.dtype = dtype
+        self.model = model.to(device=self.device, dtype=dtype).eval()
+        if self.device.type == "cpu":
+            use_row_major_linears(self.model)
         self.tokenizer = tokenizer
         self.name = name
         cfg = model.config
@@ -254,9 +291,9 @@ class TargetModel:
     @torch.no_grad()
     def forward(self, ids: Sequence[int] | Tensor, cache: KVCache) -> TargetOutput:
         """Run ``ids`` after the ``cache.length`` tokens already cached; the cache grows."""
-        x = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1)
+        x = torch.as_tensor(ids, dtype=torch.long).reshape(1, -1).to(self.device)
         start = cache.length
-        pos = torch.arange(start, start + x.shape[1]).unsqueeze(0)
+        pos = torch.arange(start, start + x.shape[1], device=self.device).unsqueeze(0)
         out = self.model(
             input_ids=x,
             cache=cache.inner,
@@ -274,6 +311,9 @@ class TargetModel:
 
         Returns logits [N, S, V] and features [N, S, n_taps*d].
         """
+        ids = ids.to(self.device)
+        if attention_mask is not None:
+            attention_mask = attention_mask.to(self.device)
         out = self.model(input_ids=ids, attention_mask=attention_mask, output_hidden_states=True)
         hs = out.hidden_states
         feats = torch.cat([hs[i + 1] for i in self.tap_layers], dim=-1)
@@ -287,6 +327,7 @@ def tiny_qwen3(
     num_layers: int = 4,
     init_scale: float = 0.2,
     n_taps: int = 2,
+    device: str | torch.device = "cpu",
 ) -> TargetModel:
     """A tiny Qwen3-style model with seeded random weights and a :class:`ByteTokenizer`.
 
@@ -317,7 +358,7 @@ def tiny_qwen3(
     finally:
         torch.random.set_rng_state(gen)
     model.config._attn_implementation = "sdpa"
-    return TargetModel(model, ByteTokenizer(), f"tiny-qwen3-s{seed}", n_taps=n_taps)
+    return TargetModel(model, ByteTokenizer(), f"tiny-qwen3-s{seed}", n_taps=n_taps, device=device)
 
 
 def model_cache_dir() -> Path:
@@ -342,8 +383,14 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def load_hf_dir(path: str | Path, *, name: str | None = None, n_taps: int = 3) -> TargetModel:
-    """Load a Hugging Face causal-LM folder (safetensors) in fp32."""
+def load_hf_dir(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    n_taps: int = 3,
+    device: str | torch.device = "cpu",
+) -> TargetModel:
+    """Load a Hugging Face causal-LM folder (safetensors); fp32 on the CPU, bf16 on a GPU."""
     _offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -355,11 +402,17 @@ def load_hf_dir(path: str | Path, *, name: str | None = None, n_taps: int = 3) -
         model = AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load {p}: {exc}") from exc
-    return TargetModel(model, HFTokenizer(tok), name or p.name, n_taps=n_taps)
+    return TargetModel(model, HFTokenizer(tok), name or p.name, n_taps=n_taps, device=device)
 
 
-def load_gguf(path: str | Path, *, name: str | None = None, n_taps: int = 3) -> TargetModel:
-    """Load a GGUF file through transformers (dequantised to fp32)."""
+def load_gguf(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    n_taps: int = 3,
+    device: str | torch.device = "cpu",
+) -> TargetModel:
+    """Load a GGUF file through transformers (dequantised)."""
     _offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -373,7 +426,7 @@ def load_gguf(path: str | Path, *, name: str | None = None, n_taps: int = 3) -> 
         )
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load {p}: {exc}") from exc
-    return TargetModel(model, HFTokenizer(tok), name or p.stem, n_taps=n_taps)
+    return TargetModel(model, HFTokenizer(tok), name or p.stem, n_taps=n_taps, device=device)
 
 
 def convert_gguf(gguf: Path, out: Path) -> Path:
@@ -397,10 +450,10 @@ def convert_gguf(gguf: Path, out: Path) -> Path:
     return out
 
 
-def load_default(*, n_taps: int = 3) -> TargetModel:
+def load_default(*, n_taps: int = 3, device: str | torch.device = "cpu") -> TargetModel:
     """SmolLM2-135M-Instruct: converted from the packaged GGUF on first use, then cached."""
     out = model_cache_dir() / DEFAULT_MODEL_NAME
     if not (out / "config.json").is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         convert_gguf(default_gguf_path(), out)
-    return load_hf_dir(out, name=DEFAULT_MODEL_NAME, n_taps=n_taps)
+    return load_hf_dir(out, name=DEFAULT_MODEL_NAME, n_taps=n_taps, device=device)

@@ -190,7 +190,13 @@ def convert_model_dir(src: str | Path, dst: str | Path) -> Nf12Report:
     return save_nf12(state, d / NF12_FILE)
 
 
-def load_nf12_model(path: str | Path, *, name: str | None = None, n_taps: int = 3) -> object:
+def load_nf12_model(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    n_taps: int = 3,
+    device: str | torch.device = "cpu",
+) -> object:
     """Load a model folder whose weights are NF12 (returns a ``TargetModel``)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -207,4 +213,4 @@ def load_nf12_model(path: str | Path, *, name: str | None = None, n_taps: int = 
     if tied:
         model.tie_weights()
     tok = AutoTokenizer.from_pretrained(p)
-    return TargetModel(model, HFTokenizer(tok), name or p.name, n_taps=n_taps)
+    return TargetModel(model, HFTokenizer(tok), name or p.name, n_taps=n_taps, device=device)

@@ -66,7 +66,7 @@ class GenerationResult:
 def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None) -> int:
     if temperature <= 0.0:
         return int(torch.argmax(logits))
-    probs = torch.softmax(logits / temperature, dim=-1)
+    probs = torch.softmax(logits.float().cpu() / temperature, dim=-1)  # the generator is a CPU one
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
@@ -207,7 +207,7 @@ def _accept_sampled(
 ) -> tuple[list[int], int]:
     if probs is None:
         raise ValueError("sampling needs proposal distributions from the drafter")
-    q = torch.softmax(logits / temperature, dim=-1)
+    q = torch.softmax(logits.float().cpu() / temperature, dim=-1)  # probs and generator: CPU
     new: list[int] = []
     for i, tok in enumerate(drafts):
         p_tok = float(probs[i, tok])

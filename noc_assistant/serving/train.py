@@ -93,8 +93,8 @@ def build_corpus(
             ids[r, width - len(b) :] = torch.tensor(b)
             mask[r, width - len(b) :] = 1
         gen = target.model.generate(
-            input_ids=ids,
-            attention_mask=mask,
+            input_ids=ids.to(target.device),
+            attention_mask=mask.to(target.device),
             max_new_tokens=max_new_tokens,
             do_sample=False,
             pad_token_id=pad,
@@ -148,7 +148,7 @@ def extract_features(
     for n, s in enumerate(samples):
         ids = torch.tensor(s.tokens).unsqueeze(0)
         res = target.features_batch(ids)
-        probs = torch.softmax(res.logits[0], dim=-1)[:, vocab]  # [S, Vd]
+        probs = torch.softmax(res.logits[0].cpu(), dim=-1)[:, vocab]  # [S, Vd]
         k = min(top_q, probs.shape[-1])
         val, idx = probs.topk(k, dim=-1)
         q_idx = torch.full((len(s.tokens), k), -1, dtype=torch.long)
@@ -159,7 +159,7 @@ def extract_features(
             FeatureSeq(
                 tokens=torch.tensor(s.tokens),
                 prompt_len=s.prompt_len,
-                features=res.features[0].half(),
+                features=res.features[0].half().cpu(),
                 q_idx=q_idx,
                 q_val=q_val.half(),
             )
@@ -277,22 +277,25 @@ def loss_terms(
     b = mcfg.block_size
     vocab = model.draft_vocab
     # target id -> draft id
-    lookup = torch.full((int(vocab.max()) + 1 if vocab.numel() else 1,), -1, dtype=torch.long)
-    lookup[vocab] = torch.arange(vocab.numel())
+    dev = vocab.device
+    lookup = torch.full(
+        (int(vocab.max()) + 1 if vocab.numel() else 1,), -1, dtype=torch.long, device=dev
+    )
+    lookup[vocab] = torch.arange(vocab.numel(), device=dev)
     tokens = batch["tokens"]
     n = tokens.shape[0]
     labels = tokens[:, 1:]  # [N, P] target ids
     in_vocab = labels <= lookup.shape[0] - 1
     y = torch.where(in_vocab, lookup[labels.clamp(max=lookup.shape[0] - 1)], -1)
     sup = batch["valid"][:, 1:].long().cumprod(dim=1).bool()
-    j = torch.arange(1, b).float()
+    j = torch.arange(1, b, device=dev).float()
     w = sup.float() * torch.exp(-(j - 1) / cfg.gamma)
     kv = model.context_kv(batch["features"])
     replace_codes = replace_mask = None
     dsp = model.injection is not None
     if dsp and mcfg.inject_layers and rho > 0.0:
         replace_codes = model.token_codes(tokens[:, :-1])
-        replace_mask = torch.rand(n, generator=gen) < rho
+        replace_mask = (torch.rand(n, generator=gen) < rho).to(dev)  # CPU generator
     out = model.blocks(
         kv,
         batch["seq_index"],
@@ -379,7 +382,7 @@ def train_drafter(
             break
         for grp in opt.param_groups:
             grp["lr"] = cfg.lr * _lr_factor(prog, cfg)
-        batch = _batch(data, mcfg.block_size, cfg, rng)
+        batch = {k: v.to(target.device) for k, v in _batch(data, mcfg.block_size, cfg, rng).items()}
         rho = replacement_probability(prog, cfg)
         loss, metrics = loss_terms(model, batch, cfg, step, rho, gen)
         opt.zero_grad()
