@@ -37,6 +37,7 @@ __all__ = [
     "FeatureSeq",
     "Sample",
     "TrainConfig",
+    "answer_prompts",
     "build_corpus",
     "build_draft_vocab",
     "extract_features",
@@ -81,6 +82,21 @@ def build_corpus(
 ) -> list[Sample]:
     """Answer each prompt with the target (greedy, batched with left padding)."""
     enc = [target.tokenizer.chat_prompt([{"role": "user", "content": p}]) for p in prompts]
+    return answer_prompts(
+        target, enc, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress
+    )
+
+
+@torch.no_grad()
+def answer_prompts(
+    target: TargetModel,
+    enc: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int = 80,
+    batch_size: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Sample]:
+    """:func:`build_corpus` on prompts already encoded as token ids."""
     eos = target.eos_token_ids
     pad = min(eos) if eos else 0
     out: list[Sample] = []
