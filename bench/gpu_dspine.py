@@ -16,19 +16,21 @@ Stages, each with a wall-clock cap so the whole run ends in time:
    block sizes; τ, tokens/s, speed-up, token-identical outputs, and energy per token when NVML
    reads the GPU's energy counter.
 
-Prepare the carried data here (CPU; reads the corpus cached by ``noc llm train-drafter``)::
+The ids travel with the repository: ``bench/data/gpu_corpus_ids.json.gz`` (0.4 MB), made here
+from the corpus that ``noc llm train-drafter --prompts 1024`` cached (see
+noc_assistant/serving/weights/README.md) by::
 
-    .venv/bin/python bench/gpu_dspine.py prepare --corpus /tmp/drafter/work/corpus-...json \
-        --out .gpu/corpus.json
+    .venv/bin/python bench/gpu_dspine.py prepare \
+        --corpus /tmp/drafter/work/corpus-smollm2-135m-instruct-n1024-s0-m96.json
 
 The device's image has torch but an older transformers (5.17, whose forward still takes
-``past_key_values``); carry the tested one as a wheel (pure Python, 13.5 MB; both folders are
+``past_key_values``); carry the tested one as a wheel (pure Python, 13.5 MB; ``.whl/`` is
 git-ignored)::
 
     .venv/bin/python -m pip download --no-deps --only-binary=:all: -d .whl transformers==5.24.0
 
-On the device (the ``run`` tool with ``carry: [".gpu", ".whl"]``, ``timeout_s: 600``; the stage
-caps add up to about 8 minutes on an H200 by estimate: nothing here has run on one yet)::
+On the device (the ``run`` tool with ``carry: [".whl"]`` and ``timeout_s: 600``; the stage caps
+add up to about 8 minutes on an H200 by estimate: nothing here has run on one yet)::
 
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl &&
     PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 bench/gpu_dspine.py run --out "$OUT"
@@ -38,12 +40,13 @@ BENCHMARKS.md with the date and the device.
 
 CPU smoke run of the whole pipeline at toy sizes (what the tests and this machine can check)::
 
-    .venv/bin/python bench/gpu_dspine.py run --data .gpu/corpus.json --out /tmp/g --smoke
+    .venv/bin/python bench/gpu_dspine.py run --out /tmp/g --smoke --device cpu
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -58,6 +61,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+#: the committed ids (prepare's output): 1024 NOC prompts answered by SmolLM2-135M-Instruct
+DATA = ROOT / "bench" / "data" / "gpu_corpus_ids.json.gz"
 
 import torch  # noqa: E402
 
@@ -129,7 +134,11 @@ def prepare(corpus: Path | None, out: Path, held_out: int, tiny: bool) -> None:
         "held_out": prompts,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(blob, separators=(",", ":")))
+    text = json.dumps(blob, separators=(",", ":"))
+    if out.suffix == ".gz":
+        out.write_bytes(gzip.compress(text.encode(), mtime=0))
+    else:
+        out.write_text(text)
     print(
         f"wrote {out}: {len(samples)} training samples, {len(prompts)} held-out prompts, "
         f"{out.stat().st_size / 1e6:.1f} MB"
@@ -333,7 +342,8 @@ def run(args: argparse.Namespace) -> None:
     t_start = time.perf_counter()
     dev = resolve_device(args.device)
     torch.manual_seed(args.seed)
-    blob = json.loads(Path(args.data).read_text())
+    raw = Path(args.data).read_bytes()
+    blob = json.loads(gzip.decompress(raw) if args.data.suffix == ".gz" else raw)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     log_f = (out / "gpu_dspine.log").open("w")
@@ -462,11 +472,11 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prepare", help="write the carried ids (CPU, here)")
     p.add_argument("--corpus", type=Path, help="corpus JSON cached by noc llm train-drafter")
-    p.add_argument("--out", type=Path, default=ROOT / ".gpu" / "corpus.json")
+    p.add_argument("--out", type=Path, default=DATA)
     p.add_argument("--held-out", type=int, default=16)
     p.add_argument("--tiny", action="store_true", help="tiny model's own answers (smoke data)")
     r = sub.add_parser("run", help="train and measure on the device")
-    r.add_argument("--data", type=Path, default=ROOT / ".gpu" / "corpus.json")
+    r.add_argument("--data", type=Path, default=DATA)
     r.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/gpu_dspine")))
     r.add_argument("--device", default="auto")
     r.add_argument("--smoke", action="store_true", help="toy sizes, a few steps (CPU check)")

@@ -196,6 +196,72 @@ def use_row_major_linears(module: nn.Module) -> int:
     return n
 
 
+GROUPED_ATTENTION = "noc_grouped_sdpa"
+
+
+def grouped_sdpa_attention(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[Tensor, None]:
+    """SDPA for grouped-query attention over several new tokens without copying the KV cache.
+
+    transformers' ``sdpa`` path repeats every cached key and value head ``G`` times when more
+    than one query row comes with a mask (a verify round), a copy as long as the context that
+    one-token decoding never pays. Here the ``G`` query heads that share a KV head are folded
+    into the query rows instead (``[B, H, T, D] → [B, H/G, G·T, D]``, the mask tiled to match),
+    which is the same attention. One-token steps, ungrouped models and position biases go to
+    transformers' own ``sdpa``.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    g = int(getattr(module, "num_key_value_groups", 1))
+    b, h, t, d = query.shape
+    if g == 1 or t == 1 or kwargs.get("position_bias") is not None:
+        out: tuple[Tensor, None] = sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
+        )
+        return out
+    hk, s = key.shape[1], key.shape[2]
+    q = query.reshape(b, hk, g * t, d)
+    if attention_mask is not None:
+        m = attention_mask
+        mask = (
+            m.unsqueeze(2)
+            .expand(m.shape[0], m.shape[1], g, t, s)
+            .reshape(m.shape[0], m.shape[1], g * t, s)
+        )
+    else:  # causal, the T new rows at the end of the S keys
+        rows = torch.arange(t, device=query.device)[:, None] + (s - t)
+        mask = (torch.arange(s, device=query.device)[None, :] <= rows).repeat(g, 1)[None, None]
+    o = F.scaled_dot_product_attention(
+        q, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling
+    )
+    return o.reshape(b, h, t, value.shape[-1]).transpose(1, 2).contiguous(), None
+
+
+def use_grouped_attention(model: Any) -> bool:
+    """Switch a transformers model to :func:`grouped_sdpa_attention`; False where it cannot."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(GROUPED_ATTENTION, grouped_sdpa_attention)
+    AttentionMaskInterface.register(GROUPED_ATTENTION, sdpa_mask)
+    if getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return False
+    try:
+        model.set_attn_implementation(GROUPED_ATTENTION)
+    except (ValueError, AttributeError):
+        return False
+    return bool(model.config._attn_implementation == GROUPED_ATTENTION)
+
+
 def build_target_layer_ids(n_target: int, n_taps: int) -> list[int]:
     """Target layers whose outputs feed the drafter (DFlash rule: evenly from 1 to n-3).
 
@@ -260,6 +326,7 @@ class TargetModel:
         self.model = model.to(device=self.device, dtype=dtype).eval()
         if self.device.type == "cpu":
             use_row_major_linears(self.model)
+            use_grouped_attention(self.model)
         self.tokenizer = tokenizer
         self.name = name
         cfg = model.config

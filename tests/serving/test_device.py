@@ -63,3 +63,20 @@ def test_train_drafter_cli_on_cuda(tmp_path: Path) -> None:
     args += ["--max-new-tokens", "8", "--block-size", "4", "--device", "cuda"]
     assert run([*args, "--work-dir", str(tmp_path / "w"), "--out", str(out)]) == 0
     assert (out / "model.safetensors").is_file()
+
+
+def test_grouped_attention_equals_transformers_sdpa() -> None:
+    from noc_assistant.serving.models import GROUPED_ATTENTION
+
+    t = tiny_qwen3()
+    assert t.model.config._attn_implementation == GROUPED_ATTENTION
+    prompt = t.tokenizer.chat_prompt([{"role": "user", "content": "N4 setup latency on upf-3"}])
+    outs = {}
+    for impl in (GROUPED_ATTENTION, "sdpa"):
+        t.model.config._attn_implementation = impl
+        cache = t.new_cache()
+        t.forward(prompt, cache)
+        outs[impl] = [t.forward([65, 66, 67, 68, 69][:n], cache).logits for n in (1, 5)]
+    t.model.config._attn_implementation = GROUPED_ATTENTION
+    for a, b in zip(outs[GROUPED_ATTENTION], outs["sdpa"], strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
