@@ -16,7 +16,7 @@ Stages, each with a wall-clock cap so the whole run ends in time:
    block sizes; τ, tokens/s, speed-up, token-identical outputs, and energy per token when NVML
    reads the GPU's energy counter.
 
-The ids travel with the repository: ``bench/data/gpu_corpus_ids.json.gz`` (0.4 MB), made here
+The ids travel with the repository: ``bench/data/gpu_corpus_ids.json.gz`` (80 kB), made here
 from the corpus that ``noc llm train-drafter --prompts 1024`` cached (see
 noc_assistant/serving/weights/README.md) by::
 
