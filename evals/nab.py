@@ -40,8 +40,10 @@ __all__ = [
     "NabSeries",
     "Profile",
     "SeriesScore",
+    "days_scored",
     "detect",
     "evaluate",
+    "governed_alarms",
     "load_corpus",
     "normalised_score",
     "probation_length",
@@ -290,6 +292,21 @@ NAB_TARGET_RATE = 0.1
 NAB_MIN_DURATION = 1
 NAB_REFRACTORY_S = 6 * 3600.0
 
+#: The alarm-rate governor (:func:`governed_alarms`): once a series has raised more than
+#: ``GOVERNOR_SLACK + GOVERNOR_EXCESS × budget × days`` alarms, its bar is multiplied by
+#: ``NAB_GOVERNOR`` at each further alarm (1.0 switches it off). Slack and excess are fixed a
+#: priori (three free alarms, then five times the budget); the factor is a policy knob chosen
+#: like the two above, by leave-one-category-out cross-validation over {1, 1.25, 1.5, 2}.
+GOVERNOR_SLACK = 3
+GOVERNOR_EXCESS = 5.0
+NAB_GOVERNOR = 1.5
+
+#: Whether an upward crossing of the bar opens an alarm even while the bank's alerter still
+#: holds the last one open (its hysteresis keeps one alarm per episode, as a NOC wants; NAB
+#: scores each window's first detection, so a new episode must be able to page once the
+#: refractory period is over). A policy knob cross-validated like the ones above.
+NAB_CROSS = True
+
 
 def sampling_interval(timestamps: F64) -> float:
     """Smallest positive step between rows (NAB files are sampled at different rates).
@@ -318,14 +335,74 @@ def refractory_alarms(opened: Bool, n_refractory: int) -> Bool:
     return out
 
 
+def days_scored(s: NabSeries) -> F64:
+    """Per row, the days since the end of the probation period (0 inside it)."""
+    k = len(s.timestamps)
+    start = min(probation_length(k), k - 1)
+    out: F64 = np.maximum(s.timestamps - s.timestamps[start], 0.0) / 86400.0
+    return out
+
+
+def governed_alarms(
+    ratio: F64,
+    opened: Bool,
+    days: F64,
+    n_refractory: int,
+    factor: float,
+    cross: bool = False,
+    budget: float = NAB_TARGET_RATE,
+    slack: int = GOVERNOR_SLACK,
+    excess: float = GOVERNOR_EXCESS,
+) -> Bool:
+    """Alarm openings under a refractory period and an alarm-rate governor.
+
+    ``ratio`` is the ensemble score over its bar, ``opened`` the bank's alarm openings and
+    ``days`` the time since scoring began (per row). An opening is kept when more than
+    ``n_refractory`` rows passed since the last kept alarm and the ratio is at least the
+    series' multiplier ``m`` (1 at first). A series that pages far beyond its budget (more than
+    ``slack + excess × budget × days`` kept alarms) has a tail the bar's model underestimates
+    (bursty counts, a drifting level): each further alarm then multiplies ``m`` by ``factor``,
+    and once ``m > 1`` an upward crossing of ``m`` also opens an alarm (with ``cross``, any
+    upward crossing does). Label-free: it sees the scores and the budget only. ``factor = 1``
+    without ``cross`` is :func:`refractory_alarms`.
+
+    >>> r = np.array([0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 3.5, 0], float)
+    >>> d = np.zeros(13)
+    >>> governed_alarms(r, r >= 1, d, 0, 1.0).astype(int).tolist()
+    [0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0]
+    >>> governed_alarms(r, r >= 1, d, 0, 1.5, slack=2).astype(int).tolist()  # m: 1.5, 2.25
+    [0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1, 0]
+    """
+    out = np.zeros(len(ratio), np.bool_)
+    m, kept, last = 1.0, 0, -(n_refractory + 1)
+    for j in np.flatnonzero(ratio >= 1.0).tolist():
+        if j - last <= n_refractory or ratio[j] < m:
+            continue
+        crossing = (cross or m > 1.0) and (j == 0 or ratio[j - 1] < m)
+        if not (opened[j] or crossing):
+            continue
+        out[j] = True
+        last = j
+        kept += 1
+        if factor > 1.0 and kept > slack + excess * budget * float(days[j]):
+            m *= factor
+    return out
+
+
 def detect(
-    corpus: Sequence[NabSeries], refractory_s: float = NAB_REFRACTORY_S, **params: Any
+    corpus: Sequence[NabSeries],
+    refractory_s: float = NAB_REFRACTORY_S,
+    governor: float = NAB_GOVERNOR,
+    cross: bool = NAB_CROSS,
+    **params: Any,
 ) -> list[tuple[F64, Bool]]:
     """Run the label-free ensemble bank over all series at once.
 
     Returns per series ``(score in [0, 1], alarm)``: ``score = r / (1 + r)`` of the ensemble
     ratio ``r`` (0.5 at the rate-derived bar) and ``alarm`` 1 at each alarm opening that
-    comes more than ``refractory_s`` after the previous alarm (:func:`refractory_alarms`).
+    comes more than ``refractory_s`` after the previous alarm, under the alarm-rate governor
+    ``governor`` (:func:`governed_alarms`; 1 switches it off); with ``cross`` every upward
+    crossing of the bar may open an alarm.
     The warm-up of each series' bars is NAB's probation period (known before scoring, not a
     label); the bars follow from a budget of ``target_rate`` (default
     :data:`NAB_TARGET_RATE`) false alarms per series-day and each file's own sampling
@@ -345,6 +422,7 @@ def detect(
     params.setdefault("target_rate", NAB_TARGET_RATE)
     params.setdefault("min_duration", NAB_MIN_DURATION)
     params.setdefault("shift_gate", 0.0)
+    rate = float(params["target_rate"])
     warmup = [max(probation_length(len(s.values)) - params.get("grace", 30), 50) for s in corpus]
     bank = EnsembleBank(n, warmup=params.pop("warmup", warmup), **params)
     res = bank.run(x, t)
@@ -353,7 +431,8 @@ def detect(
         k = len(s.values)
         r = res.score[i, :k].astype(np.float64)
         n_ref = math.ceil(refractory_s / sampling_interval(s.timestamps))
-        out.append((r / (1.0 + r), refractory_alarms(res.opened[i, :k], n_ref)))
+        alarms = governed_alarms(r, res.opened[i, :k], days_scored(s), n_ref, governor, cross, rate)
+        out.append((r / (1.0 + r), alarms))
     return out
 
 

@@ -127,9 +127,59 @@ def test_detect_keeps_alarms_a_refractory_apart(tmp_path: Path) -> None:
     corpus = nab.load_corpus(_corpus(tmp_path, n=3000, windows=((800, 900), (1200, 1300))))
     step = nab.sampling_interval(corpus[0].timestamps)
     assert step == 300.0
-    free = nab.detect(corpus, refractory_s=0.0, target_rate=50.0)[0][1]
-    gated = nab.detect(corpus, refractory_s=6 * 3600.0, target_rate=50.0)[0][1]
+    policy = {"target_rate": 50.0, "governor": 1.0, "cross": False}
+    free = nab.detect(corpus, refractory_s=0.0, **policy)[0][1]
+    gated = nab.detect(corpus, refractory_s=6 * 3600.0, **policy)[0][1]
     idx = np.flatnonzero(gated)
     assert len(idx) >= 1 and len(np.flatnonzero(free)) > len(idx)
     assert (np.diff(idx) > 6 * 3600.0 / step).all()
     assert np.isin(idx, np.flatnonzero(free)).all()  # it only drops alarms, never adds one
+
+
+def test_governor_raises_the_bar_of_a_series_paging_beyond_budget() -> None:
+    """Spikes at 2× the bar twice a day (20× the 0.1/day budget) page a few times, then the
+    series' bar has risen past them; a 10× spike late in the run still pages. Without the
+    governor (factor 1, no crossings) the policy is the plain refractory one."""
+    rows = 1000  # 10 rows a day, 100 days
+    days = np.arange(rows) / 10.0
+    ratio = np.zeros(rows)
+    ratio[::5] = 2.0
+    ratio[903] = 10.0
+    opened = ratio >= 1.0
+    plain = nab.governed_alarms(ratio, opened, days, 0, 1.0)
+    assert (plain == nab.refractory_alarms(opened, 0)).all() and plain.sum() == 201
+    governed = nab.governed_alarms(ratio, opened, days, 0, 1.5)
+    assert 3 < governed.sum() <= 10 and governed[903]
+    assert not governed[500:900].any()
+    # within budget nothing changes: the same spikes once every 20 days
+    sparse = np.zeros(rows)
+    sparse[::200] = 2.0
+    assert (nab.governed_alarms(sparse, sparse >= 1, days, 0, 1.5) == (sparse >= 1)).all()
+
+
+def test_crossings_re_alarm_while_the_bank_holds_an_alarm_open() -> None:
+    """The bank's hysteresis reports one opening per episode; with ``cross`` a new upward
+    crossing of the bar after the refractory period pages again."""
+    ratio = np.array([0, 3, 3, 0.8, 3, 3, 0.8, 3], float)
+    opened = np.array([0, 1, 0, 0, 0, 0, 0, 0], bool)  # one long episode for the bank
+    days = np.zeros(8)
+    assert nab.governed_alarms(ratio, opened, days, 1, 1.0).astype(int).tolist() == [
+        0,
+        1,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ]
+    assert nab.governed_alarms(ratio, opened, days, 1, 1.0, cross=True).astype(int).tolist() == [
+        0,
+        1,
+        0,
+        0,
+        1,
+        0,
+        0,
+        1,
+    ]
