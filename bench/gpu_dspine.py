@@ -41,6 +41,12 @@ BENCHMARKS.md with the date and the device.
 CPU smoke run of the whole pipeline at toy sizes (what the tests and this machine can check)::
 
     .venv/bin/python bench/gpu_dspine.py run --out /tmp/g --smoke --device cpu
+
+and of the full-size shapes (the 250M target, a couple of steps each; about 1 min here)::
+
+    .venv/bin/python bench/gpu_dspine.py run --out /tmp/g --device cpu --samples 8 \
+        --target-steps 2 --target-batch 2 --max-new-tokens 8 --drafter-steps 2 \
+        --prompts 1 --max-tokens 8 --block 8
 """
 
 from __future__ import annotations
@@ -355,7 +361,7 @@ def run(args: argparse.Namespace) -> None:
         log_f.flush()
 
     smoke = args.smoke
-    samples = blob["train"][: 64 if smoke else None]
+    samples = blob["train"][: 64 if smoke else args.samples]
     held = blob["held_out"][: 3 if smoke else args.prompts]
     eos = blob["eos"]
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu"
@@ -491,6 +497,7 @@ def main() -> None:
     r.add_argument("--drafter-steps", type=int, default=2000)
     r.add_argument("--drafter-seconds", type=float, default=90.0)
     r.add_argument("--prompts", type=int, default=16)
+    r.add_argument("--samples", type=int, default=None, help="use the first N training samples")
     r.add_argument("--max-tokens", type=int, default=128)
     r.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
