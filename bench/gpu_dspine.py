@@ -185,32 +185,14 @@ class Energy:
 def build_target(vocab: int, eos: Sequence[int], smoke: bool, size: str) -> Any:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    shapes: dict[str, dict[str, Any]] = {
-        "toy": dict(
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=16,
-            intermediate_size=128,
-        ),
-        "250m": dict(
-            hidden_size=1024,
-            num_hidden_layers=16,
-            num_attention_heads=16,
-            num_key_value_heads=8,
-            head_dim=64,
-            intermediate_size=2816,
-        ),
-        "600m": dict(
-            hidden_size=1536,
-            num_hidden_layers=20,
-            num_attention_heads=16,
-            num_key_value_heads=8,
-            head_dim=96,
-            intermediate_size=4096,
-        ),
+    keys: tuple[str, ...] = ("hidden_size", "num_hidden_layers", "num_attention_heads")
+    keys += ("num_key_value_heads", "head_dim", "intermediate_size")
+    shapes = {  # in the order of ``keys``
+        "toy": (64, 2, 4, 2, 16, 128),
+        "250m": (1024, 16, 16, 8, 64, 2816),
+        "600m": (1536, 20, 16, 8, 96, 4096),
     }
+    shape: dict[str, Any] = dict(zip(keys, shapes["toy" if smoke else size], strict=True))
     cfg = Qwen3Config(
         vocab_size=vocab,
         max_position_embeddings=2048,
@@ -218,7 +200,7 @@ def build_target(vocab: int, eos: Sequence[int], smoke: bool, size: str) -> Any:
         bos_token_id=None,
         eos_token_id=list(eos),
         pad_token_id=min(eos),
-        **shapes["toy" if smoke else size],
+        **shape,
     )
     model = Qwen3ForCausalLM(cfg)
     model.config._attn_implementation = "sdpa"
