@@ -144,12 +144,18 @@ def main() -> None:
         help="also run this checkpoint at every block size (e.g. a longer-trained drafter)",
     )
     ap.add_argument("--stem", default="dspine_results", help="name of the result files")
+    ap.add_argument(
+        "--prompt-seed",
+        type=int,
+        default=12345,
+        help="seed of the held-out prompts (12345 reports; pick variants on another seed)",
+    )
     args = ap.parse_args()
     extra = {k: Path(v) for k, v in (d.split("=", 1) for d in args.drafter)}
     torch.set_num_threads(args.threads)
     blocks = [int(x) for x in args.blocks.split(",")]
     target = load_default()
-    texts = noc_prompts(args.prompts, seed=12345)
+    texts = noc_prompts(args.prompts, seed=args.prompt_seed)
     prompts = [target.tokenizer.chat_prompt([{"role": "user", "content": t}]) for t in texts]
     abl = {int(x) for x in args.ablation_blocks.split(",") if x}
     variants = _variants(target, blocks, abl, extra)
@@ -259,8 +265,8 @@ def _write(args: argparse.Namespace, meta: dict[str, Any], results: dict[str, An
         f"- drafters: trained at B=8 with the same fixed budget of {steps} optimiser steps each "
         "(see noc_assistant/serving/weights/README.md); B<8 runs the same checkpoints on "
         "truncated blocks (exact for the causal block)",
-        f"- prompts: {args.prompts} held-out NOC prompts (seed 12345), {args.max_tokens} max "
-        "tokens, greedy; variants interleaved prompt by prompt",
+        f"- prompts: {args.prompts} held-out NOC prompts (seed {args.prompt_seed}),"
+        f" {args.max_tokens} max tokens, greedy; variants interleaved prompt by prompt",
         "",
         "| drafter | τ (mean accepted length incl. bonus) | decode tok/s | speed-up vs "
         "target-only | draft ms/round | verify ms/round | identical to target-only |",

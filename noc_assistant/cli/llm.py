@@ -47,6 +47,9 @@ def train_drafter_cmd(
         typer.Option(help="optional wall-clock cap (makes the step count machine-dependent)"),
     ] = None,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    alignment_weight: Annotated[
+        float, typer.Option(help="β of the layer-wise alignment loss (dspine.md §2.6: 0.5)")
+    ] = 0.5,
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     tiny: Annotated[bool, typer.Option(help="use the tiny test model (smoke runs)")] = False,
     device: Annotated[
@@ -92,7 +95,9 @@ def train_drafter_cmd(
         refine=variant != "dflash",
         draft_vocab=vocab,
     )
-    tcfg = TrainConfig(steps=steps, seed=seed, max_seconds=seconds)
+    tcfg = TrainConfig(
+        steps=steps, seed=seed, max_seconds=seconds, alignment_weight=alignment_weight
+    )
 
     trained_steps = 0
 
@@ -116,6 +121,7 @@ def train_drafter_cmd(
         "prompts": prompts,
         "block_size": block_size,
         "threads": threads,
+        "alignment_weight": alignment_weight,
         "device": str(target.device),
     }
     (out / "train.json").write_text(json.dumps(info, indent=1))
