@@ -128,10 +128,10 @@ def _train_info(extra: dict[str, Path] | None = None) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--prompts", type=int, default=10)
-    ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--blocks", default="8,4,2", help="comma-separated block sizes")
+    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--blocks", default="8,4,3,2", help="comma-separated block sizes")
     ap.add_argument(
         "--ablation-blocks", default="8,4", help="block sizes that also run both ablations"
     )
