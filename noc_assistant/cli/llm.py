@@ -66,6 +66,8 @@ def train_drafter_cmd(
 
     if variant not in VARIANTS:
         raise typer.BadParameter(f"variant must be one of {', '.join(VARIANTS)}")
+    if alignment_weight < 0.0:
+        raise typer.BadParameter("--alignment-weight must be >= 0")
     t0 = time.perf_counter()
     target = tiny_qwen3(device=device) if tiny else load_default(device=device)
     err_console.print(f"target {target.name} loaded in {time.perf_counter() - t0:.1f}s")

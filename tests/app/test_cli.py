@@ -175,3 +175,9 @@ def test_llm_ask_rejects_a_block_size_the_drafter_cannot_run(tmp_path: Path) -> 
     args = ["llm", "ask", "hi", "--tiny", "--max-tokens", "4", "--drafter", str(tmp_path / "d")]
     assert run([*args, "--block-size", "2"]) == 0
     assert run([*args, "--block-size", "9"]) == 2  # longer than trained: a clear error
+
+
+def test_llm_train_drafter_rejects_a_negative_alignment_weight(tmp_path: Path) -> None:
+    args = ["llm", "train-drafter", "--tiny", "--out", str(tmp_path / "d")]
+    assert run([*args, "--alignment-weight", "-1"]) == 2
+    assert not (tmp_path / "d").exists()
