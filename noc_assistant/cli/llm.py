@@ -168,7 +168,7 @@ def _load_engine(
 
 #: Block size the committed drafter runs at by default on a CPU: a verify round over 3 new tokens
 #: costs about 1.15 plain steps there and over 8 tokens about 1.7, so B=3 was the fastest DSpine
-#: setting measured (1.51x target-only with 1 thread, 1.49x with 2; B=4 1.48x/1.43x; BENCHMARKS.md,
+#: setting measured (1.57x target-only with 1 thread, B=4 1.52x; BENCHMARKS.md,
 #: DSpine benchmark). On a GPU the trained block size is used; ``--block-size`` overrides both.
 DEFAULT_CPU_BLOCK = 3
 
