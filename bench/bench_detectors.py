@@ -77,10 +77,7 @@ def cross_validated(corpus: list[nab.NabSeries]) -> tuple[dict[str, float], list
     rate governor × re-alarm on crossings): each category is scored with the knobs that
     maximise the standard score of the other six categories, so no file's score comes from
     knobs chosen on its own labels."""
-    raw = {
-        md: nab.detect(corpus, refractory_s=0.0, governor=1.0, cross=False, min_duration=md)
-        for md in CV_MIN_DURATION
-    }
+    raw = {md: nab.run_bank(corpus, min_duration=md) for md in CV_MIN_DURATION}
     days = [nab.days_scored(s) for s in corpus]
     grid: list[Knobs] = [
         (md, h, g, c)
@@ -92,9 +89,8 @@ def cross_validated(corpus: list[nab.NabSeries]) -> tuple[dict[str, float], list
     per: dict[Knobs, dict[str, list[nab.SeriesScore]]] = {}
     for md, h, g, c in grid:
         alarms = []
-        for s, d, (score, opened) in zip(corpus, days, raw[md], strict=True):
-            n_ref = int(np.ceil(h * 3600 / nab.sampling_interval(s.timestamps)))
-            ratio = score / np.maximum(1.0 - score, 1e-12)
+        for s, d, (ratio, opened) in zip(corpus, days, raw[md], strict=True):
+            n_ref = nab.refractory_rows(s, h * 3600)
             alarms.append(nab.governed_alarms(ratio, opened, d, n_ref, g, c))
         per[(md, h, g, c)] = {
             p: [

@@ -47,7 +47,8 @@ __all__ = [
     "load_corpus",
     "normalised_score",
     "probation_length",
-    "refractory_alarms",
+    "refractory_rows",
+    "run_bank",
     "sampling_interval",
     "score_series",
     "write_scores",
@@ -319,20 +320,9 @@ def sampling_interval(timestamps: F64) -> float:
     return float(steps.min()) if len(steps) else 1.0
 
 
-def refractory_alarms(opened: Bool, n_refractory: int) -> Bool:
-    """Keep an alarm opening only when more than ``n_refractory`` rows passed since the last
-    kept one.
-
-    >>> refractory_alarms(np.array([1, 0, 1, 0, 0, 1, 1], bool), 3).astype(int).tolist()
-    [1, 0, 0, 0, 0, 1, 0]
-    """
-    out = np.zeros(len(opened), np.bool_)
-    last = -(n_refractory + 1)
-    for j in np.flatnonzero(opened).tolist():
-        if j - last > n_refractory:
-            out[j] = True
-            last = j
-    return out
+def refractory_rows(s: NabSeries, seconds: float) -> int:
+    """A refractory period of ``seconds`` in rows of the file's own sampling interval."""
+    return math.ceil(seconds / sampling_interval(s.timestamps))
 
 
 def days_scored(s: NabSeries) -> F64:
@@ -364,8 +354,11 @@ def governed_alarms(
     (bursty counts, a drifting level): each further alarm then multiplies ``m`` by ``factor``,
     and once ``m > 1`` an upward crossing of ``m`` also opens an alarm (with ``cross``, any
     upward crossing does). Label-free: it sees the scores and the budget only. ``factor = 1``
-    without ``cross`` is :func:`refractory_alarms`.
+    without ``cross`` is a plain refractory period over the bank's openings:
 
+    >>> o = np.array([1, 0, 1, 0, 0, 1, 1], bool)
+    >>> governed_alarms(o.astype(float), o, np.zeros(7), 3, 1.0).astype(int).tolist()
+    [1, 0, 0, 0, 0, 1, 0]
     >>> r = np.array([0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 3.5, 0], float)
     >>> d = np.zeros(13)
     >>> governed_alarms(r, r >= 1, d, 0, 1.0).astype(int).tolist()
@@ -389,22 +382,12 @@ def governed_alarms(
     return out
 
 
-def detect(
-    corpus: Sequence[NabSeries],
-    refractory_s: float = NAB_REFRACTORY_S,
-    governor: float = NAB_GOVERNOR,
-    cross: bool = NAB_CROSS,
-    **params: Any,
-) -> list[tuple[F64, Bool]]:
+def run_bank(corpus: Sequence[NabSeries], **params: Any) -> list[tuple[F64, Bool]]:
     """Run the label-free ensemble bank over all series at once.
 
-    Returns per series ``(score in [0, 1], alarm)``: ``score = r / (1 + r)`` of the ensemble
-    ratio ``r`` (0.5 at the rate-derived bar) and ``alarm`` 1 at each alarm opening that
-    comes more than ``refractory_s`` after the previous alarm, under the alarm-rate governor
-    ``governor`` (:func:`governed_alarms`; 1 switches it off); with ``cross`` every upward
-    crossing of the bar may open an alarm.
-    The warm-up of each series' bars is NAB's probation period (known before scoring, not a
-    label); the bars follow from a budget of ``target_rate`` (default
+    Returns per series the ensemble ratio ``r`` (1 at the rate-derived bar) and the bank's own
+    alarm openings. The warm-up of each series' bars is NAB's probation period (known before
+    scoring, not a label); the bars follow from a budget of ``target_rate`` (default
     :data:`NAB_TARGET_RATE`) false alarms per series-day and each file's own sampling
     interval. The shift member pages on its own here (``shift_gate`` 0, as before the gate
     existed: in NAB a level shift is itself an anomaly).
@@ -422,16 +405,35 @@ def detect(
     params.setdefault("target_rate", NAB_TARGET_RATE)
     params.setdefault("min_duration", NAB_MIN_DURATION)
     params.setdefault("shift_gate", 0.0)
-    rate = float(params["target_rate"])
     warmup = [max(probation_length(len(s.values)) - params.get("grace", 30), 50) for s in corpus]
     bank = EnsembleBank(n, warmup=params.pop("warmup", warmup), **params)
     res = bank.run(x, t)
+    return [
+        (res.score[i, : len(s.values)].astype(np.float64), res.opened[i, : len(s.values)])
+        for i, s in enumerate(corpus)
+    ]
+
+
+def detect(
+    corpus: Sequence[NabSeries],
+    refractory_s: float = NAB_REFRACTORY_S,
+    governor: float = NAB_GOVERNOR,
+    cross: bool = NAB_CROSS,
+    **params: Any,
+) -> list[tuple[F64, Bool]]:
+    """:func:`run_bank` under the NAB alarm policy.
+
+    Returns per series ``(score in [0, 1], alarm)``: ``score = r / (1 + r)`` of the ensemble
+    ratio ``r`` (0.5 at the rate-derived bar) and ``alarm`` 1 at each alarm opening that
+    comes more than ``refractory_s`` after the previous alarm, under the alarm-rate governor
+    ``governor`` (:func:`governed_alarms`; 1 switches it off); with ``cross`` every upward
+    crossing of the bar may open an alarm. ``params`` go to :func:`run_bank`.
+    """
+    rate = float(params.get("target_rate", NAB_TARGET_RATE))
     out = []
-    for i, s in enumerate(corpus):
-        k = len(s.values)
-        r = res.score[i, :k].astype(np.float64)
-        n_ref = math.ceil(refractory_s / sampling_interval(s.timestamps))
-        alarms = governed_alarms(r, res.opened[i, :k], days_scored(s), n_ref, governor, cross, rate)
+    for s, (r, opened) in zip(corpus, run_bank(corpus, **params), strict=True):
+        n_ref = refractory_rows(s, refractory_s)
+        alarms = governed_alarms(r, opened, days_scored(s), n_ref, governor, cross, rate)
         out.append((r / (1.0 + r), alarms))
     return out
 
