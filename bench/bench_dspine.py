@@ -72,28 +72,40 @@ class LoadSampler:
         self._thread.join()
 
 
+def checkpoints(trained_block: int) -> dict[str, Path]:
+    """Folders of the DSpine drafter and the two baselines trained at block size
+    ``trained_block``: the committed DSpine checkpoint for 8, the local cache otherwise."""
+    dspine = WEIGHTS if trained_block == 8 else CACHE / f"smollm2-dspine-b{trained_block}"
+    return {
+        "dspine": dspine,
+        "dspine-noinject": CACHE / f"smollm2-dspine-noinject-b{trained_block}",
+        "dflash": CACHE / f"smollm2-dflash-b{trained_block}",
+    }
+
+
 def _variants(
     target: TargetModel,
     blocks: list[int],
     ablation_blocks: set[int],
+    ckpt: dict[str, Path],
     extra: dict[str, Path] | None = None,
 ) -> dict[str, BlockDrafterModel | None]:
     """target-only, then per block size DSpine and DFlash-style, plus both ablations at the
     block sizes in ``ablation_blocks`` and any ``extra`` checkpoints (name → folder)."""
     out: dict[str, BlockDrafterModel | None] = {"target-only": None}
     for b in blocks:
-        out[f"DSpine B={b}"] = load_drafter(WEIGHTS, target, block_size=b)
+        out[f"DSpine B={b}"] = load_drafter(ckpt["dspine"], target, block_size=b)
         for name, folder in (extra or {}).items():
             out[f"{name} B={b}"] = load_drafter(folder, target, block_size=b)
-        named = [("DFlash-style (no injection, no correction)", "smollm2-dflash-b8")]
+        named = [("DFlash-style (no injection, no correction)", ckpt["dflash"])]
         if b in ablation_blocks:
-            nocorr = load_drafter(WEIGHTS, target, block_size=b)
+            nocorr = load_drafter(ckpt["dspine"], target, block_size=b)
             nocorr.cfg = replace(nocorr.cfg, refine=False)
             out[f"DSpine, no final correction B={b}"] = nocorr
-            named.insert(0, ("DSpine, no in-layer injection", "smollm2-dspine-noinject-b8"))
+            named.insert(0, ("DSpine, no in-layer injection", ckpt["dspine-noinject"]))
         for name, folder in named:
-            if (CACHE / folder / "model.safetensors").is_file():
-                out[f"{name} B={b}"] = load_drafter(CACHE / folder, target, block_size=b)
+            if (folder / "model.safetensors").is_file():
+                out[f"{name} B={b}"] = load_drafter(folder, target, block_size=b)
     return out
 
 
@@ -112,14 +124,9 @@ def verify_cost(target: TargetModel, prompt: list[int], reps: int = 5) -> dict[i
     return out
 
 
-def _train_info(extra: dict[str, Path] | None = None) -> dict[str, Any]:
+def _train_info(ckpt: dict[str, Path], extra: dict[str, Path] | None = None) -> dict[str, Any]:
     info: dict[str, Any] = {}
-    for name, folder in (
-        ("dspine", WEIGHTS),
-        ("dspine-noinject", CACHE / "smollm2-dspine-noinject-b8"),
-        ("dflash", CACHE / "smollm2-dflash-b8"),
-        *(extra or {}).items(),
-    ):
+    for name, folder in (*ckpt.items(), *(extra or {}).items()):
         f = folder / "train.json"
         if f.is_file():
             info[name] = json.loads(f.read_text())
@@ -143,6 +150,13 @@ def main() -> None:
         metavar="NAME=FOLDER",
         help="also run this checkpoint at every block size (e.g. a longer-trained drafter)",
     )
+    ap.add_argument(
+        "--trained-block",
+        type=int,
+        default=8,
+        help="block size the drafters were trained at (8: the committed DSpine checkpoint; "
+        "others: ~/.cache/noc-assistant/drafters/smollm2-<variant>-b<N>)",
+    )
     ap.add_argument("--stem", default="dspine_results", help="name of the result files")
     ap.add_argument(
         "--prompt-seed",
@@ -158,7 +172,10 @@ def main() -> None:
     texts = noc_prompts(args.prompts, seed=args.prompt_seed)
     prompts = [target.tokenizer.chat_prompt([{"role": "user", "content": t}]) for t in texts]
     abl = {int(x) for x in args.ablation_blocks.split(",") if x}
-    variants = _variants(target, blocks, abl, extra)
+    ckpt = checkpoints(args.trained_block)
+    if not (ckpt["dspine"] / "model.safetensors").is_file():
+        raise SystemExit(f"no DSpine checkpoint in {ckpt['dspine']} (train it first)")
+    variants = _variants(target, blocks, abl, ckpt, extra)
     for d in variants.values():  # warm-up
         generate(target, NeuralDrafter(d) if d is not None else None, prompts[0], 8)
     cost = verify_cost(target, prompts[0])
@@ -231,6 +248,7 @@ def main() -> None:
         f"--threads {args.threads} --prompts {args.prompts} --max-tokens {args.max_tokens} "
         f"--blocks {args.blocks} --ablation-blocks {args.ablation_blocks}"
         + "".join(f" --drafter '{d}'" for d in args.drafter)
+        + (f" --trained-block {args.trained_block}" if args.trained_block != 8 else "")
         + (f" --stem {args.stem}" if args.stem != "dspine_results" else ""),
         "wall_s": wall,
         "load_avg_1min": {
@@ -240,7 +258,8 @@ def main() -> None:
             "max": max(loads),
             "samples": len(loads),
         },
-        "training": _train_info(extra),
+        "training": _train_info(ckpt, extra),
+        "trained_block": args.trained_block,
         "verify_ms_by_tokens": cost,
     }
     _write(args, meta, results)
@@ -262,9 +281,9 @@ def _write(args: argparse.Namespace, meta: dict[str, Any], results: dict[str, An
         f"- command: `{meta['command']}`",
         f"- 1-min load average during the run: mean {la['mean']:.1f}, min {la['min']:.1f}, "
         f"max {la['max']:.1f} ({la['samples']} samples, 5 s apart; 2 cores, shared machine)",
-        f"- drafters: trained at B=8 with the same fixed budget of {steps} optimiser steps each "
-        "(see noc_assistant/serving/weights/README.md); B<8 runs the same checkpoints on "
-        "truncated blocks (exact for the causal block)",
+        f"- drafters: trained at B={meta['trained_block']} with the same fixed budget of {steps} "
+        "optimiser steps each (see noc_assistant/serving/weights/README.md); smaller B runs the "
+        "same checkpoints on truncated blocks (exact for the causal block)",
         f"- prompts: {args.prompts} held-out NOC prompts (seed {args.prompt_seed}),"
         f" {args.max_tokens} max tokens, greedy; variants interleaved prompt by prompt",
         "",
