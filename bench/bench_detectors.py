@@ -179,13 +179,15 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
     rng = np.random.default_rng(0)
     x = 50 + rng.normal(0, 1, (steps + warm, n_series))
     res: dict[str, float] = {}
-    for label, use_t, dtype in (
-        ("ensemble bank, daily profile on, float64", True, np.float64),
-        ("ensemble bank, no timestamps, float64", False, np.float64),
-        ("ensemble bank, daily profile on, float32", True, np.float32),
-        ("ensemble bank, no timestamps, float32", False, np.float32),
+    for label, use_t, dtype, week_bins in (
+        ("ensemble bank, daily + weekly profiles, float64", True, np.float64, 168),
+        ("ensemble bank, daily profile only (week_bins 0), float64", True, np.float64, 0),
+        ("ensemble bank, no timestamps, float64", False, np.float64, 168),
+        ("ensemble bank, daily + weekly profiles, float32", True, np.float32, 168),
+        ("ensemble bank, daily profile only (week_bins 0), float32", True, np.float32, 0),
+        ("ensemble bank, no timestamps, float32", False, np.float32, 168),
     ):
-        bank = EnsembleBank(n_series, warmup=10, dtype=dtype)
+        bank = EnsembleBank(n_series, warmup=10, dtype=dtype, week_bins=week_bins)
         xd = x.astype(dtype)
         for j in range(warm):
             bank.step(xd[j], 60.0 * j if use_t else None)
@@ -196,10 +198,11 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
                 bank.step(xd[j], 60.0 * (j + rep * steps) if use_t else None)
             best = min(best, time.perf_counter() - t0)
         res[label] = n_series * steps / best
-        if use_t:
+        if use_t and week_bins:
             state = [v for v in vars(bank).values() if isinstance(v, np.ndarray)]
             state += [v for v in vars(bank.level_).values() if isinstance(v, np.ndarray)]
-            state += list(bank.s_.values())  # the daily profile's (bins × series) rows
+            for season in bank.seasons_:  # daily and weekly (bins × series) rows
+                state += season.arrays()
             res[f"bytes_per_series {np.dtype(dtype).name}"] = (
                 sum(a.nbytes for a in state) / n_series
             )
@@ -361,7 +364,8 @@ def main() -> None:
     lines += [
         "",
         f"Bank state: {thr['bytes_per_series float64']:.0f} bytes per series in float64,"
-        f" {thr['bytes_per_series float32']:.0f} in float32 (48-bin daily profile included)."
+        f" {thr['bytes_per_series float32']:.0f} in float32"
+        " (48-bin daily and 168-bin weekly profiles included)."
         " Target ≥ 5,000,000 samples/s for the full ensemble.",
         "",
     ]

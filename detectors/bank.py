@@ -21,7 +21,6 @@ Bool = NDArray[np.bool_]
 
 _CLIP = 3.0
 _REL_FLOOR = 1e-6
-_MIN_DAYS = 2
 _MIN_RESIDUALS = 30
 _SEASON_KEYS = ("level", "mad", "days", "resn", "sum", "cnt", "cday")
 
@@ -75,6 +74,130 @@ class _Level:
         self.m, self.d, self.ds, self.n = m, d, ds, n1
 
 
+class _Season:
+    """Vectorised :class:`detectors.seasonal.SeasonalProfile` state: one (bins × series) row
+    per key, allocated with the first timestamp."""
+
+    def __init__(
+        self, n: int, period: float, n_bins: int, alpha: float, min_days: int, dtype: Any
+    ) -> None:
+        self.n, self.period, self.n_bins, self.alpha, self.dtype = n, period, n_bins, alpha, dtype
+        self.min_days = float(min_days)
+        self.s: dict[str, Arr] = {}
+        self.gmad = np.zeros(n, dtype)
+        self.rtotal = np.zeros(n, dtype)
+
+    def arrays(self) -> list[Arr]:
+        """Every state array (for memory accounting)."""
+        return [self.gmad, self.rtotal, *self.s.values()]
+
+    def rows(self, key: str, b: int | NDArray[np.int64]) -> Arr:
+        arr = self.s[key]
+        return arr[b] if isinstance(b, int) else arr[b, np.arange(self.n)]
+
+    def put(self, key: str, b: int | NDArray[np.int64], val: Arr) -> None:
+        if isinstance(b, int):
+            self.s[key][b] = val
+        else:
+            self.s[key][b, np.arange(self.n)] = val
+
+    def folded(self, b: int | NDArray[np.int64], day: Arr | float) -> tuple[Arr, Arr]:
+        """Vectorised :meth:`SeasonalProfile._folded`: level and day count of bin ``b``."""
+        lvl, days = self.rows("level", b), self.rows("days", b)
+        cnt, cday = self.rows("cnt", b), self.rows("cday", b)
+        pending = (cnt > 0) & (cday < day)
+        if not pending.any():
+            return lvl, days
+        mean = self.rows("sum", b) / np.where(cnt > 0, cnt, 1.0)
+        a = np.maximum(self.alpha, 1.0 / (days + 1.0))
+        bscale = MAD_TO_SIGMA * np.maximum(self.rows("mad", b), self.gmad)
+        lim = np.where(
+            (days + 1.0 >= self.min_days) & (self.rows("resn", b) > 0), _CLIP * bscale, np.inf
+        )
+        r = np.clip(mean - lvl, -lim, lim)
+        new = np.where(days == 0, mean, lvl + a * r)
+        return np.where(pending, new, lvl), np.where(pending, days + 1.0, days)
+
+    def predict(self, t: F64) -> tuple[Arr, Arr, Bool]:
+        """Expected value, scale and maturity of the profile at ``t``."""
+        n, nb, dt = self.n, self.n_bins, self.dtype
+        if not self.s:
+            self.s = {k: np.zeros((nb, n), dt) for k in _SEASON_KEYS}
+            self.s["cday"][:] = -1.0
+        period = self.period
+        if t.ndim == 0:
+            pos = (float(t) % period) / period * nb - 0.5
+            lo = math.floor(pos)
+            b0: int | NDArray[np.int64] = lo % nb
+            b1: int | NDArray[np.int64] = (lo + 1) % nb
+            w: Arr | float = pos - lo
+            day: Arr | float = float(math.floor(float(t) / period))
+        else:
+            posa = np.mod(t, period) / period * nb - 0.5
+            loa = np.floor(posa)
+            b0 = loa.astype(np.int64) % nb
+            b1 = (loa.astype(np.int64) + 1) % nb
+            w = posa - loa
+            day = np.floor(t / period)
+        l0, d0 = self.folded(b0, day)
+        l1, d1 = self.folded(b1, day)
+        ok = np.minimum(d0, d1) + 1.0 >= self.min_days
+        mid = (1.0 - w) * l0 + w * l1
+        mad = np.maximum((1.0 - w) * self.rows("mad", b0) + w * self.rows("mad", b1), self.gmad)
+        scale = np.maximum(MAD_TO_SIGMA * mad, _REL_FLOOR * np.abs(mid))
+        return mid.astype(dt, copy=False), np.maximum(scale, 1e-12).astype(dt, copy=False), ok
+
+    def learn(
+        self, x: Arr, t: F64, v: Bool | None, mid: Arr, scale: Arr, ok: Bool, floor: Arr
+    ) -> None:
+        """Vectorised :meth:`SeasonalProfile.learn_one` (``mid``, ``scale``, ``ok``: its
+        prediction at ``t``, computed before)."""
+        nb, period = self.n_bins, self.period
+        if t.ndim == 0:
+            b: int | NDArray[np.int64] = int((float(t) % period) / period * nb) % nb
+            day: Arr | float = float(math.floor(float(t) / period))
+        else:
+            b = (np.mod(t, period) / period * nb).astype(np.int64) % nb
+            day = np.floor(t / period)
+        lvl, days = self.folded(b, day)
+        cday = self.rows("cday", b)
+        new_day = cday != day
+        ssum = np.where(new_day, 0.0, self.rows("sum", b))
+        cnt = np.where(new_day, 0.0, self.rows("cnt", b))
+        resn, mad = self.rows("resn", b), self.rows("mad", b)
+        limit = np.where(resn > 0, _CLIP * np.maximum(scale, floor), np.inf)
+        r = x - mid
+        dev = np.minimum(np.abs(r), limit)
+        ssum = ssum + np.where(ok, mid + np.clip(r, -limit, limit), x)
+        cnt = cnt + 1.0
+        resn1 = resn + ok
+        mad = np.where(resn == 0, self.gmad, mad)
+        mad = np.where(ok, mad + 0.02 * (dev - mad), self.rows("mad", b))
+        rt = self.rtotal + ok
+        gmad = self.gmad + np.where(
+            ok, np.maximum(0.01, 1.0 / np.maximum(rt, 1.0)) * (dev - self.gmad), 0.0
+        )
+        new = {
+            "level": lvl,
+            "days": days,
+            "cday": np.where(new_day, day, cday),
+            "sum": ssum,
+            "cnt": cnt,
+            "resn": resn1,
+            "mad": mad,
+        }
+        for key, val in new.items():
+            if v is not None:
+                val = np.where(v, val, self.rows(key, b))
+            self.put(key, b, val)
+        if v is not None:
+            rt, gmad = np.where(v, rt, self.rtotal), np.where(v, gmad, self.gmad)
+        self.rtotal, self.gmad = (
+            rt.astype(self.dtype, copy=False),
+            gmad.astype(self.dtype, copy=False),
+        )
+
+
 @dataclass(eq=False)
 class EnsembleBank(EnsembleParams):
     """:class:`detectors.ensemble.Ensemble` for ``n_series`` series, one numpy step per time.
@@ -83,7 +206,7 @@ class EnsembleBank(EnsembleParams):
     :class:`~detectors.ensemble.Ensemble` per series (tested in float64). ``warmup`` may be
     one value per series. A NaN value leaves that series untouched for the step (a gap).
     Timestamps may be one per step (all series aligned: the fast path) or one per series;
-    without them the daily profile is off and ``interval`` is the scrape interval.
+    without them the daily and weekly profiles are off and ``interval`` is the scrape interval.
     ``dtype=np.float32`` halves memory and speeds the step up; timestamps stay float64.
 
     Examples
@@ -116,10 +239,12 @@ class EnsembleBank(EnsembleParams):
         self.cov_ = np.zeros(n, dt)
         self.var_ = np.zeros(n, dt)
         self.rho_n_ = np.zeros(n, dt)
-        # daily profile, (n_bins, n): one contiguous row per bin; allocated with the first t
-        self.s_: dict[str, Arr] = {}
-        self.s_gmad_ = np.zeros(n, dt)
-        self.s_rtotal_ = np.zeros(n, dt)
+        # daily and weekly profiles, (n_bins, n): one contiguous row per bin
+        self.seasons_ = [_Season(n, self.period, self.n_bins, self.seasonal_alpha, 2, dt)]
+        if self.week_bins > 0:
+            self.seasons_.append(
+                _Season(n, self.week_period, self.week_bins, self.seasonal_alpha, self.week_min, dt)
+            )
         self.counted_ = np.zeros(n, dt)
         self.whole_ = np.zeros(n, dt)
         self.last_t_ = np.full(n, np.nan)
@@ -183,114 +308,6 @@ class EnsembleBank(EnsembleParams):
             return np.maximum(-z, 0.0)
         return np.abs(z)
 
-    def _rows(self, key: str, b: int | NDArray[np.int64]) -> Arr:
-        arr = self.s_[key]
-        return arr[b] if isinstance(b, int) else arr[b, np.arange(self.n_series)]
-
-    def _put(self, key: str, b: int | NDArray[np.int64], val: Arr) -> None:
-        if isinstance(b, int):
-            self.s_[key][b] = val
-        else:
-            self.s_[key][b, np.arange(self.n_series)] = val
-
-    def _folded(self, b: int | NDArray[np.int64], day: Arr | float) -> tuple[Arr, Arr]:
-        """Vectorised :meth:`SeasonalProfile._folded`: level and day count of bin ``b``."""
-        lvl, days = self._rows("level", b), self._rows("days", b)
-        cnt, cday = self._rows("cnt", b), self._rows("cday", b)
-        pending = (cnt > 0) & (cday < day)
-        if not pending.any():
-            return lvl, days
-        mean = self._rows("sum", b) / np.where(cnt > 0, cnt, 1.0)
-        a = np.maximum(self.seasonal_alpha, 1.0 / (days + 1.0))
-        bscale = MAD_TO_SIGMA * np.maximum(self._rows("mad", b), self.s_gmad_)
-        lim = np.where(
-            (days + 1.0 >= _MIN_DAYS) & (self._rows("resn", b) > 0), _CLIP * bscale, np.inf
-        )
-        r = np.clip(mean - lvl, -lim, lim)
-        new = np.where(days == 0, mean, lvl + a * r)
-        return np.where(pending, new, lvl), np.where(pending, days + 1.0, days)
-
-    def _predict(self, t: F64) -> tuple[Arr, Arr, Bool]:
-        """Expected value, scale and maturity of the daily profile at ``t``."""
-        n, nb, dt = self.n_series, self.n_bins, self.dtype_
-        if not self.s_:
-            self.s_ = {k: np.zeros((nb, n), dt) for k in _SEASON_KEYS}
-            self.s_["cday"][:] = -1.0
-        period = self.period
-        if t.ndim == 0:
-            pos = (float(t) % period) / period * nb - 0.5
-            lo = math.floor(pos)
-            b0: int | NDArray[np.int64] = lo % nb
-            b1: int | NDArray[np.int64] = (lo + 1) % nb
-            w: Arr | float = pos - lo
-            day: Arr | float = float(math.floor(float(t) / period))
-        else:
-            posa = np.mod(t, period) / period * nb - 0.5
-            loa = np.floor(posa)
-            b0 = loa.astype(np.int64) % nb
-            b1 = (loa.astype(np.int64) + 1) % nb
-            w = posa - loa
-            day = np.floor(t / period)
-        l0, d0 = self._folded(b0, day)
-        l1, d1 = self._folded(b1, day)
-        ok = np.minimum(d0, d1) + 1.0 >= _MIN_DAYS
-        mid = (1.0 - w) * l0 + w * l1
-        mad = np.maximum(
-            (1.0 - w) * self._rows("mad", b0) + w * self._rows("mad", b1), self.s_gmad_
-        )
-        scale = np.maximum(MAD_TO_SIGMA * mad, _REL_FLOOR * np.abs(mid))
-        return mid.astype(dt, copy=False), np.maximum(scale, 1e-12).astype(dt, copy=False), ok
-
-    def _learn_seasonal(
-        self, x: Arr, t: F64, v: Bool | None, mid: Arr, scale: Arr, ok: Bool, floor: Arr
-    ) -> None:
-        """Vectorised :meth:`SeasonalProfile.learn_one` (``mid``, ``scale``, ``ok``: its
-        prediction at ``t``, computed before)."""
-        nb, period = self.n_bins, self.period
-        if t.ndim == 0:
-            b: int | NDArray[np.int64] = int((float(t) % period) / period * nb) % nb
-            day: Arr | float = float(math.floor(float(t) / period))
-        else:
-            b = (np.mod(t, period) / period * nb).astype(np.int64) % nb
-            day = np.floor(t / period)
-        lvl, days = self._folded(b, day)
-        cday = self._rows("cday", b)
-        new_day = cday != day
-        ssum = np.where(new_day, 0.0, self._rows("sum", b))
-        cnt = np.where(new_day, 0.0, self._rows("cnt", b))
-        resn, mad = self._rows("resn", b), self._rows("mad", b)
-        limit = np.where(resn > 0, _CLIP * np.maximum(scale, floor), np.inf)
-        r = x - mid
-        dev = np.minimum(np.abs(r), limit)
-        ssum = ssum + np.where(ok, mid + np.clip(r, -limit, limit), x)
-        cnt = cnt + 1.0
-        resn1 = resn + ok
-        mad = np.where(resn == 0, self.s_gmad_, mad)
-        mad = np.where(ok, mad + 0.02 * (dev - mad), self._rows("mad", b))
-        rt = self.s_rtotal_ + ok
-        gmad = self.s_gmad_ + np.where(
-            ok, np.maximum(0.01, 1.0 / np.maximum(rt, 1.0)) * (dev - self.s_gmad_), 0.0
-        )
-        new = {
-            "level": lvl,
-            "days": days,
-            "cday": np.where(new_day, day, cday),
-            "sum": ssum,
-            "cnt": cnt,
-            "resn": resn1,
-            "mad": mad,
-        }
-        for key, val in new.items():
-            if v is not None:
-                val = np.where(v, val, self._rows(key, b))
-            self._put(key, b, val)
-        if v is not None:
-            rt, gmad = np.where(v, rt, self.s_rtotal_), np.where(v, gmad, self.s_gmad_)
-        self.s_rtotal_, self.s_gmad_ = (
-            rt.astype(self.dtype_, copy=False),
-            gmad.astype(self.dtype_, copy=False),
-        )
-
     def _noise_floor(self, ref: Arr, support: Arr | None) -> Arr:
         """Vectorised :meth:`Ensemble._noise_floor`."""
         if support is None:
@@ -343,15 +360,19 @@ class EnsembleBank(EnsembleParams):
                 if v is not None
                 else (np.broadcast_to(tt, (self.n_series,)).astype(np.float64))
             )
-        # point member: level (or the daily profile where it is mature and fits better)
+        # point member: level (or the profile that is mature, ready and fits best)
         l_scale = lvl.scale()
         scored = lvl.n >= self.grace
-        ref, scale = lvl.m, l_scale
+        ref, scale, best = lvl.m, l_scale, lvl.d
+        preds = []
         if tt is not None:
-            mid, s_scale, ok = self._predict(tt)
-            use = ok & (self.s_rtotal_ >= _MIN_RESIDUALS) & (self.s_gmad_ < lvl.d)
-            ref = np.where(use, mid, ref)
-            scale = np.where(use, s_scale, scale)
+            for season in self.seasons_:
+                mid, s_scale, ok = season.predict(tt)
+                preds.append((mid, s_scale, ok))
+                use = ok & (season.rtotal >= _MIN_RESIDUALS) & (season.gmad < best)
+                ref = np.where(use, mid, ref)
+                scale = np.where(use, s_scale, scale)
+                best = np.where(use, season.gmad, best)
         scale = np.maximum(scale, self._noise_floor(ref, sup))
         z = np.where(scored, (x - ref) / scale, 0.0).astype(dt, copy=False)
         eff = np.maximum(self.min_effect * np.abs(ref), self.min_abs_effect)
@@ -402,7 +423,9 @@ class EnsembleBank(EnsembleParams):
         )
         # learn
         if tt is not None:
-            self._learn_seasonal(x, tt, v, mid, s_scale, ok, self._noise_floor(ref, sup))
+            floor = self._noise_floor(ref, sup)
+            for season, (mid, s_scale, ok) in zip(self.seasons_, preds, strict=True):
+                season.learn(x, tt, v, mid, s_scale, ok, floor)
         lvl.learn(x, v, np.maximum(l_scale, self._noise_floor(lvl.m, sup)))
         up = np.where(closed, 0.0, up)
         down = np.where(closed, 0.0, down)

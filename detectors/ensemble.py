@@ -23,10 +23,12 @@ class Ensemble(EnsembleParams):
 
     Members (both z-like):
 
-    - ``point``: deviation from the daily profile (:class:`SeasonalProfile`: per-day bin
-      levels, interpolated, used once both neighbouring bins were seen on two separate days)
-      when it explains the series better than the EW robust level (:class:`RobustZScore`)
-      does, else from the level — chosen per step from the data, no labels;
+    - ``point``: deviation from the daily or the weekly profile (:class:`SeasonalProfile`:
+      per-period bin levels, interpolated, used once both neighbouring bins were seen in two
+      separate periods) when it explains the series better than the EW robust level
+      (:class:`RobustZScore`) does, else from the level: the reference with the smallest
+      series-wide deviation among those ready at ``t``, chosen per step from the data, no
+      labels (weekday and weekend traffic differ; ``week_bins = 0`` drops the weekly one);
     - ``shift``: two-sided CUSUM (allowance ``shift_k``) of the same clipped z, divided by the
       long-run factor ``√((1 + ρ) / (1 − ρ))`` of its lag-1 autocorrelation ``ρ`` (learnt in
       normal time), so overlapping KPI windows do not pass for a shift.
@@ -94,6 +96,16 @@ class Ensemble(EnsembleParams):
         self.level_ = RobustZScore(alpha=self.alpha, grace=self.grace)
         self.seasonal_ = SeasonalProfile(
             period=self.period, n_bins=self.n_bins, alpha=self.seasonal_alpha
+        )
+        self.weekly_ = (
+            SeasonalProfile(
+                period=self.week_period,
+                n_bins=self.week_bins,
+                alpha=self.seasonal_alpha,
+                min_days=self.week_min,
+            )
+            if self.week_bins > 0
+            else None
         )
         self.tails_ = (
             PeaksOverThreshold(start=self.tail_start, xi_max=self.xi_max),
@@ -171,12 +183,14 @@ class Ensemble(EnsembleParams):
         self, x: float, t: float | None, support: float | None = None
     ) -> tuple[float, float, float]:
         """Signed z of ``x``, the value it is measured against and the scale used."""
-        lvl, sea = self.level_, self.seasonal_
-        ref, scale = lvl.mean_, lvl.scale_
-        if t is not None and sea.ready() and sea.global_mad_ < lvl.mad_:
-            pred = sea.predict(t)
-            if pred is not None:
-                ref, scale = pred
+        lvl = self.level_
+        ref, scale, best = lvl.mean_, lvl.scale_, lvl.mad_
+        if t is not None:
+            for prof in (self.seasonal_, self.weekly_):
+                if prof is not None and prof.ready() and prof.global_mad_ < best:
+                    pred = prof.predict(t)
+                    if pred is not None:
+                        (ref, scale), best = pred, prof.global_mad_
         if lvl.n_ < self.grace:
             return 0.0, ref, scale
         scale = max(scale, self._noise_floor(ref, support))
@@ -232,7 +246,10 @@ class Ensemble(EnsembleParams):
         if transition == "close":  # the episode is over: restart the CUSUM (no re-paging)
             self.up_ = self.down_ = 0.0
         self.level_.learn_one(x, self._noise_floor(self.level_.mean_, support))
-        self.seasonal_.learn_one(x, t, self._noise_floor(ref, support))
+        floor = self._noise_floor(ref, support)
+        self.seasonal_.learn_one(x, t, floor)
+        if self.weekly_ is not None:
+            self.weekly_.learn_one(x, t, floor)
         if scored:
             if not self.alerter_.firing_:
                 self.rho_n_ += 1

@@ -41,10 +41,15 @@ class EnsembleParams:
     #: EW rate and cap of the lag-1 autocorrelation that deflates the CUSUM
     rho_alpha: float = 0.005
     rho_max: float = 0.9
-    #: daily profile: period (s), bins, EW rate per bin
+    #: daily profile: period (s), bins, EW rate per bin (also the weekly profile's)
     period: float = 86400.0
     n_bins: int = 48
     seasonal_alpha: float = 0.2
+    #: weekly profile: period (s), bins (0 switches it off) and the periods a bin must have
+    #: been seen in (today counted) before it is used; same EW rate per bin
+    week_period: float = 7 * 86400.0
+    week_bins: int = 168
+    week_min: int = 3
     #: warm-up in seconds when ``warmup`` is None, and its floor in values
     warmup_s: float = 3600.0
     min_warmup: int = 30

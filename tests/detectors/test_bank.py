@@ -39,6 +39,9 @@ def _series(seed: int, n_series: int = 6, steps: int = 1500) -> tuple[np.ndarray
         ({"shift_gate": 0.0, "shift_share": 0.2, "target_rate": 0.5}, True),
         ({"shift_gate": 0.8, "shift_share": 0.7, "target_rate": 1.0, "min_duration": 1}, True),
         ({"warmup_outlier": 10.0, "min_duration": 1}, True),
+        # a 2-day "week" so the second profile matures inside the 10-day series
+        ({"week_period": 2 * 86400.0, "week_bins": 24, "min_duration": 1}, True),
+        ({"week_bins": 0}, True),
     ],
 )
 def test_bank_matches_per_series(params: dict[str, object], with_t: bool) -> None:
@@ -138,3 +141,23 @@ def test_bank_matches_per_series_with_support() -> None:
         keep = ~np.isnan(x[i])
         np.testing.assert_allclose(res.score[i, keep], scores, rtol=1e-9, atol=1e-12)
         assert res.opened[i, keep].tolist() == opened
+
+
+def test_weekly_profile_learns_the_weekend() -> None:
+    """Daytime traffic that is lower at weekends. A Wednesday that looks like a Sunday (its
+    daytime at the weekend level) is normal for the daily profile, which blends the days of
+    the week; the weekly profile (used from the third week) pages on it. Neither pages on
+    the weekends themselves."""
+    rng = np.random.default_rng(7)
+    t = np.arange(0.0, 6 * 7 * 86400.0, 600.0)
+    weekend = (t // 86400.0) % 7 >= 5
+    busy = np.clip(np.sin(np.pi * ((t % 86400.0) / 3600.0 - 6) / 16), 0, None)
+    x = 30 + np.where(weekend, 20.0, 70.0) * busy + rng.normal(0, 2, len(t))
+    wednesday = (5 * 7 + 2) * 86400.0
+    dip = (t >= wednesday + 10 * 3600.0) & (t < wednesday + 16 * 3600.0)
+    x[dip] -= 50.0 * busy[dip]
+    kw: dict[str, Any] = {"warmup": 2000, "min_duration": 2, "target_rate": 0.1}
+    weekly = EnsembleBank(1, **kw).run(x[None], t)
+    daily = EnsembleBank(1, week_bins=0, **kw).run(x[None], t)
+    assert weekly.opened[0, dip].any() and weekly.opened[0].sum() == 1
+    assert not daily.opened[0].any()
