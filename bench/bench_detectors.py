@@ -110,8 +110,9 @@ def cross_validated(
         for md, h, g, c in policies:
             alarms = []
             for s, d, (ratio, opened) in zip(corpus, days, raw[md], strict=True):
-                n_ref = nab.refractory_rows(s, h * 3600)
-                alarms.append(nab.governed_alarms(ratio, opened, d, n_ref, g, c, rate))
+                alarms.append(
+                    nab.governed_alarms(ratio, opened, d, h * 3600, g, c, rate, t=s.timestamps)
+                )
             per[(bi, (md, h, g, c))] = {
                 p: [
                     nab.score_series(s.timestamps, a, s.windows, prof)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-from detectors.params import EnsembleParams
+from detectors.params import STEP_MOVE, STEP_RATE, EnsembleParams
 from detectors.robust_zscore import MAD_TO_SIGMA
 from detectors.spot import cusum_bar, gaussian_bar
 
@@ -249,6 +249,7 @@ class EnsembleBank(EnsembleParams):
         self.whole_ = np.zeros(n, dt)
         self.last_t_ = np.full(n, np.nan)
         self.interval_ = np.full(n, np.inf)
+        self.step_est_ = np.full(n, np.inf)
         if warmup is None:
             self.warmup_ = np.full(n, -1.0)
         else:
@@ -349,12 +350,20 @@ class EnsembleBank(EnsembleParams):
             if tt.ndim == 0 and v is not None:
                 tt = np.full(self.n_series, float(tt))
             gap = tt - self.last_t_
-            shorter = (gap > 0) & (gap < self.interval_)
+            has = gap > 0
             if v is not None:
-                shorter &= valid
-            if shorter.any():
-                self.interval_ = np.where(shorter, gap, self.interval_)
-                self._refresh(shorter)
+                has &= valid
+            est = self.step_est_
+            fin = np.isfinite(est)
+            moved_est = np.where(fin, est * (1.0 + STEP_RATE * np.sign(gap - est)), gap)
+            est = np.where(has, moved_est, est)
+            self.step_est_ = est
+            cur = self.interval_
+            with np.errstate(invalid="ignore"):  # inf - inf where nothing is known yet
+                moved = has & (~np.isfinite(cur) | (np.abs(est - cur) > STEP_MOVE * cur))
+            if moved.any():
+                self.interval_ = np.where(moved, est, cur)
+                self._refresh(moved)
             self.last_t_ = (
                 np.where(valid, tt, self.last_t_)
                 if v is not None

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from detectors.alerting import Alerter, Transition
-from detectors.params import EnsembleParams
+from detectors.params import STEP_MOVE, STEP_RATE, EnsembleParams
 from detectors.robust_zscore import RobustZScore, directional
 from detectors.seasonal import SeasonalProfile
 from detectors.spot import PeaksOverThreshold, cusum_bar, gaussian_bar, risk_per_sample
@@ -34,9 +34,10 @@ class Ensemble(EnsembleParams):
       normal time), so overlapping KPI windows do not pass for a shift.
 
     **Bars from a rate.** ``target_rate`` is the false-alarm budget per series-day. With the
-    scrape interval (the smallest positive timestamp step seen; ``interval`` without
-    timestamps) it becomes a per-sample risk ``q``, split over the two members (the shift
-    member gets ``shift_share`` of it). Each member's
+    scrape interval (a streaming median of the timestamp steps, see
+    :data:`~detectors.params.STEP_RATE`; ``interval`` without timestamps) it becomes a
+    per-sample risk ``q``, split over the two members (the shift member gets ``shift_share``
+    of it). Each member's
     bar is a :class:`~detectors.spot.PeaksOverThreshold` (SPOT) bar for ``q`` over its
     normal-time score clusters, floored by the iid Gaussian bar (point) or the Siegmund CUSUM
     bar (shift) for the same ``q``. Nothing alarms during the first ``grace`` values (the
@@ -122,6 +123,7 @@ class Ensemble(EnsembleParams):
         self.rho_n_ = 0
         self.last_t_: float | None = None
         self.interval_ = math.inf
+        self.step_est_ = math.inf
         self.expected_ = 0.0
         self.scale_ = 0.0
         self.counted_ = 0
@@ -226,7 +228,18 @@ class Ensemble(EnsembleParams):
                 self.whole_ += 1
         if t is not None:
             if self.last_t_ is not None and t > self.last_t_:
-                self.interval_ = min(self.interval_, t - self.last_t_)
+                gap = t - self.last_t_
+                est = self.step_est_
+                if math.isfinite(est):
+                    sign = (gap > est) - (gap < est)
+                    est = est * (1.0 + STEP_RATE * sign)
+                else:
+                    est = gap
+                self.step_est_ = est
+                if not math.isfinite(self.interval_) or abs(est - self.interval_) > (
+                    STEP_MOVE * self.interval_
+                ):
+                    self.interval_ = est
             self.last_t_ = t
         z, ref, scale = self._point(x, t, support)
         self.expected_ = ref

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 from detectors.robust_zscore import Direction
 
-__all__ = ["EnsembleParams"]
+__all__ = ["STEP_MOVE", "STEP_RATE", "EnsembleParams"]
+
+#: The scrape interval is a streaming median of the timestamp steps: each positive step moves
+#: the estimate by the factor ``1 ± STEP_RATE`` towards it (a single short or long step, a
+#: gap or a duplicate barely moves it; NAB's irregular files have one 60 s step among 5-min
+#: ones). The interval the bars use follows the estimate once it is ``STEP_MOVE`` away.
+STEP_RATE = 0.02
+STEP_MOVE = 0.05
 
 
 @dataclass(kw_only=True, eq=False)
@@ -29,7 +36,7 @@ class EnsembleParams:
     bad_direction: Direction = "both"
     #: false-alarm budget per series-day, turned into a per-sample risk with the interval
     target_rate: float = 0.005
-    #: scrape interval (s) assumed until timestamps show the real one
+    #: scrape interval (s) assumed until timestamps show the real one (see ``STEP_RATE``)
     interval: float = 60.0
     #: EW rate of the robust level and scale, and values before the level is trusted
     alpha: float = 0.02

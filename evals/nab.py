@@ -47,7 +47,6 @@ __all__ = [
     "load_corpus",
     "normalised_score",
     "probation_length",
-    "refractory_rows",
     "run_bank",
     "sampling_interval",
     "score_series",
@@ -321,11 +320,6 @@ def sampling_interval(timestamps: F64) -> float:
     return float(steps.min()) if len(steps) else 1.0
 
 
-def refractory_rows(s: NabSeries, seconds: float) -> int:
-    """A refractory period of ``seconds`` in rows of the file's own sampling interval."""
-    return math.ceil(seconds / sampling_interval(s.timestamps))
-
-
 def days_scored(s: NabSeries) -> F64:
     """Per row, the days since the end of the probation period (0 inside it)."""
     k = len(s.timestamps)
@@ -338,18 +332,21 @@ def governed_alarms(
     ratio: F64,
     opened: Bool,
     days: F64,
-    n_refractory: int,
+    refractory: float,
     factor: float,
     cross: bool = False,
     budget: float = NAB_TARGET_RATE,
     slack: int = GOVERNOR_SLACK,
     excess: float = GOVERNOR_EXCESS,
+    t: F64 | None = None,
 ) -> Bool:
     """Alarm openings under a refractory period and an alarm-rate governor.
 
     ``ratio`` is the ensemble score over its bar, ``opened`` the bank's alarm openings and
     ``days`` the time since scoring began (per row). An opening is kept when more than
-    ``n_refractory`` rows passed since the last kept alarm and the ratio is at least the
+    ``refractory`` passed since the last kept alarm (in the units of the timestamps ``t``, in
+    rows without them: NAB files are irregular, so the period is measured on the clock, not
+    in rows of the smallest step) and the ratio is at least the
     series' multiplier ``m`` (1 at first). A series that pages far beyond its budget (more than
     ``slack + excess × budget × days`` kept alarms) has a tail the bar's model underestimates
     (bursty counts, a drifting level): each further alarm then multiplies ``m`` by ``factor``,
@@ -368,15 +365,16 @@ def governed_alarms(
     [0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1, 0]
     """
     out = np.zeros(len(ratio), np.bool_)
-    m, kept, last = 1.0, 0, -(n_refractory + 1)
+    clock = np.arange(len(ratio), dtype=np.float64) if t is None else t
+    m, kept, last = 1.0, 0, -math.inf
     for j in np.flatnonzero(ratio >= 1.0).tolist():
-        if j - last <= n_refractory or ratio[j] < m:
+        if clock[j] - last <= refractory or ratio[j] < m:
             continue
         crossing = (cross or m > 1.0) and (j == 0 or ratio[j - 1] < m)
         if not (opened[j] or crossing):
             continue
         out[j] = True
-        last = j
+        last = float(clock[j])
         kept += 1
         if factor > 1.0 and kept > slack + excess * budget * float(days[j]):
             m *= factor
@@ -433,8 +431,9 @@ def detect(
     rate = float(params.get("target_rate", NAB_TARGET_RATE))
     out = []
     for s, (r, opened) in zip(corpus, run_bank(corpus, **params), strict=True):
-        n_ref = refractory_rows(s, refractory_s)
-        alarms = governed_alarms(r, opened, days_scored(s), n_ref, governor, cross, rate)
+        alarms = governed_alarms(
+            r, opened, days_scored(s), refractory_s, governor, cross, rate, t=s.timestamps
+        )
         out.append((r / (1.0 + r), alarms))
     return out
 

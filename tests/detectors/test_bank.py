@@ -161,3 +161,21 @@ def test_weekly_profile_learns_the_weekend() -> None:
     daily = EnsembleBank(1, week_bins=0, **kw).run(x[None], t)
     assert weekly.opened[0, dip].any() and weekly.opened[0].sum() == 1
     assert not daily.opened[0].any()
+
+
+def test_interval_is_the_median_step_not_the_smallest() -> None:
+    """One 60 s step among 5-min ones (NAB's realTraffic files), scrape jitter and a gap: the
+    interval behind the per-sample risk stays near 300 s in the bank and in the ensemble."""
+    rng = np.random.default_rng(3)
+    steps = 300.0 + rng.normal(0, 3, 600)
+    steps[5] = 60.0
+    steps[300] = 6 * 3600.0  # an outage
+    t = np.cumsum(steps)
+    x = 50 + rng.normal(0, 1, (1, len(t)))
+    bank = EnsembleBank(1, warmup=100)
+    bank.run(x, t)
+    ens = Ensemble(warmup=100)
+    for v, ts in zip(x[0], t, strict=True):
+        ens.update(float(v), float(ts))
+    assert abs(bank.interval_[0] - 300.0) < 0.06 * 300.0
+    assert ens.interval_ == bank.interval_[0]

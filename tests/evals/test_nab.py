@@ -122,8 +122,8 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
 
 
 def test_detect_keeps_alarms_a_refractory_apart(tmp_path: Path) -> None:
-    """The NAB alarm policy: after an alarm, no other alarm for ``refractory_s`` (rows of the
-    file's own sampling interval); without the refractory the same run alarms more often."""
+    """The NAB alarm policy: after an alarm, no other alarm for ``refractory_s`` (on the
+    clock); without the refractory the same run alarms more often."""
     corpus = nab.load_corpus(_corpus(tmp_path, n=3000, windows=((800, 900), (1200, 1300))))
     step = nab.sampling_interval(corpus[0].timestamps)
     assert step == 300.0
@@ -183,3 +183,14 @@ def test_crossings_re_alarm_while_the_bank_holds_an_alarm_open() -> None:
         0,
         1,
     ]
+
+
+def test_refractory_is_measured_on_the_clock() -> None:
+    """An irregular file (one 60 s step among 5-min ones, as in NAB's realTraffic): 6 h of
+    refractory is 6 h, not 6 h of rows of the smallest step (30 h here)."""
+    t = np.concatenate([[0.0, 60.0], 60.0 + 300.0 * np.arange(1, 200)])
+    ratio = np.zeros(len(t))
+    ratio[[10, 10 + 73, 10 + 80]] = 2.0  # 6 h 5 min and 6 h 40 min after the first
+    days = np.zeros(len(t))
+    kept = nab.governed_alarms(ratio, ratio >= 1, days, 6 * 3600.0, 1.0, t=t)
+    assert np.flatnonzero(kept).tolist() == [10, 83]
