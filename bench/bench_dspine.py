@@ -274,7 +274,10 @@ def _write(args: argparse.Namespace, meta: dict[str, Any], results: dict[str, An
         )
     )
     lines = [
-        "# DSpine benchmark (SmolLM2-135M-Instruct, CPU)",
+        "# DSpine benchmark (SmolLM2-135M-Instruct, CPU)"
+        + (
+            f", drafters trained at B={meta['trained_block']}" if meta["trained_block"] != 8 else ""
+        ),
         "",
         f"- date: {meta['date']}",
         f"- machine: {meta['machine']}",
