@@ -48,7 +48,6 @@ __all__ = [
     "normalised_score",
     "probation_length",
     "run_bank",
-    "sampling_interval",
     "score_series",
     "write_scores",
 ]
@@ -307,17 +306,6 @@ NAB_GOVERNOR = 2.0
 #: scores each window's first detection, so a new episode must be able to page once the
 #: refractory period is over). A policy knob cross-validated like the ones above.
 NAB_CROSS = True
-
-
-def sampling_interval(timestamps: F64) -> float:
-    """Smallest positive step between rows (NAB files are sampled at different rates).
-
-    >>> sampling_interval(np.array([0.0, 300.0, 600.0, 600.0, 1200.0]))
-    300.0
-    """
-    steps = np.diff(timestamps)
-    steps = steps[steps > 0]
-    return float(steps.min()) if len(steps) else 1.0
 
 
 def days_scored(s: NabSeries) -> F64:
