@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 from _machine import cpu_name  # bench/ helper, found beside this script
 
@@ -199,27 +200,24 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
                 bank.step(xd[j], 60.0 * (j + rep * steps) if use_t else None)
             best = min(best, time.perf_counter() - t0)
         res[label] = n_series * steps / best
-        if use_t and week_bins:
-            state = [v for v in vars(bank).values() if isinstance(v, np.ndarray)]
-            state += [v for v in vars(bank.level_).values() if isinstance(v, np.ndarray)]
-            for season in bank.seasons_:  # daily and weekly (bins × series) rows
-                state += season.arrays()
-            res[f"bytes_per_series {np.dtype(dtype).name}"] = (
-                sum(a.nbytes for a in state) / n_series
-            )
+        if use_t and week_bins:  # daily and weekly profiles included
+            res[f"bytes_per_series {np.dtype(dtype).name}"] = bank.nbytes / n_series
     # bare numpy EWMA z-score: mean and variance EW updates + z, nothing else
     m = np.zeros(n_series)
     v = np.ones(n_series)
     a = 0.02
-    t0 = time.perf_counter()
-    for j in range(warm, warm + steps):
-        xj = x[j]
-        z = (xj - m) / np.sqrt(v)
-        d = xj - m
-        m += a * d
-        v = (1 - a) * (v + a * d * d)
-        _ = np.abs(z) > 4.0
-    res["bare numpy EWMA z-score"] = n_series * steps / (time.perf_counter() - t0)
+    best = float("inf")
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        for j in range(warm, warm + steps):
+            xj = x[j]
+            z = (xj - m) / np.sqrt(v)
+            d = xj - m
+            m += a * d
+            v = (1 - a) * (v + a * d * d)
+            _ = np.abs(z) > 4.0
+        best = min(best, time.perf_counter() - t0)
+    res["bare numpy EWMA z-score"] = n_series * steps / best
     return res
 
 
@@ -251,7 +249,8 @@ def main() -> None:
         f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
         f"- machine: {cpu_name()}, {os.cpu_count()} logical CPUs, "
         f"Python {platform.python_version()},"
-        f" numpy {np.__version__}; one core (numpy element-wise, BLAS threads = 1)",
+        f" numpy {np.__version__}, numba {numba.__version__}; one core (the bank's step is one"
+        " compiled single-threaded pass; BLAS threads = 1)",
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         "- thresholds: label-free, from a false-alarm budget: per member a SPOT bar (runs-",
         "  declustered peaks over z = 2, GPD tail by moments, ξ ∈ [0, 0.5]) for the per-sample",
@@ -356,12 +355,13 @@ def main() -> None:
         "",
         f"## Throughput, 100,000 series, one core (best of {REPEATS} passes of 60 steps)",
         "",
-        "| what | samples / s |",
-        "|---|---|",
+        "| what | samples / s | ÷ bare numpy EWMA z-score (same run) |",
+        "|---|---|---|",
     ]
+    ceiling = thr["bare numpy EWMA z-score"]
     for k, val in thr.items():
         if not k.startswith("bytes_per_series"):
-            lines.append(f"| {k} | {val:,.0f} |")
+            lines.append(f"| {k} | {val:,.0f} | {val / ceiling:.3f} |")
     lines += [
         "",
         f"Bank state: {thr['bytes_per_series float64']:.0f} bytes per series in float64,"

@@ -106,11 +106,19 @@ def test_incident_in_warmup_does_not_blind_a_constant_gauge(interval: float) -> 
 def test_gap_leaves_state_untouched() -> None:
     bank = EnsembleBank(2, warmup=50)
     x = np.random.default_rng(0).normal(size=(2, 200))
-    bank.run(x)
-    level_before = bank.level_.m.copy()
-    bank.step(np.array([np.nan, 0.0]))
-    assert bank.level_.m[0] == level_before[0]
-    assert bank.level_.m[1] != level_before[1]
+    t = np.arange(200) * 60.0
+    bank.run(x, t)
+    season, season_wide = bank.profiles_[0]
+    before = [a.copy() for a in (bank.level_, bank.state_, bank.tails_, season_wide)]
+    before_season = season.copy()
+    score = bank.score_.copy()
+    res, opened, _ = bank.step(np.array([np.nan, 0.0]), 200 * 60.0)
+    after = (bank.level_, bank.state_, bank.tails_, season_wide)
+    for old, new in zip(before, after, strict=True):  # series first
+        np.testing.assert_array_equal(old[0], new[0])
+    np.testing.assert_array_equal(before_season[:, 0], season[:, 0])  # (bins, series, keys)
+    assert res[0] == score[0] and not opened[0]
+    assert bank.level_[1, 1] != before[0][1, 1]  # the other series learnt
 
 
 def test_bank_matches_per_series_with_support() -> None:

@@ -1,0 +1,427 @@
+"""Compiled per-step kernels of :class:`detectors.bank.EnsembleBank` (numba, one core).
+
+The bank keeps its state as numpy arrays over series; these kernels update that state in
+place, one series after another, in one pass per step. The arithmetic is written to follow
+:class:`detectors.ensemble.Ensemble` term by term (the bank is tested equal to one ensemble
+per series), but fused: no temporary array per operation, so a step costs a few nanoseconds
+per series instead of ~150 numpy passes over it. Kept in one module so the rest of the
+package never imports numba directly.
+
+State is laid out series-major so that one series' state is one contiguous row: a pass over
+the series then streams through memory (the series-minor layout of a numpy bank, one row per
+quantity, made the fused loop wait on ~80 concurrent streams and ran slower than numpy).
+Season state is one ``(bins, series, 7)`` array per profile, keys in :data:`SEASON_KEYS`
+order, and ``(series, 2)`` for its series-wide ``(gmad, rtotal)``; tail state is
+``(series, 14, 2)``: :data:`TAIL_KEYS` × member (point, shift).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar, cast
+
+import numba
+import numpy as np
+from numpy.typing import NDArray
+
+from detectors.params import STEP_MOVE, STEP_RATE
+from detectors.robust_zscore import MAD_TO_SIGMA
+
+__all__ = ["SEASON_KEYS", "TAIL_KEYS", "KernelParams", "ensemble_step", "interval_step"]
+
+CLIP = 3.0
+REL_FLOOR = 1e-6
+MIN_RESIDUALS = 30
+
+SEASON_KEYS = ("level", "mad", "days", "resn", "sum", "cnt", "cday")
+_LEVEL, _MAD, _DAYS, _RESN, _SUM, _CNT, _CDAY = range(7)
+#: per member: POT counts and sums, the open cluster's peak, the quarantined peaks
+#: (count, Σ excess, Σ excess², age), the risk and floor, and the cached tail fit
+TAIL_KEYS = (
+    "n", "clusters", "excess", "excess_sq", "peak", "pc", "pe", "pe2", "age",
+    "log_q", "floor", "lc", "sigma", "xi",
+)  # fmt: skip
+(_TN, _TCL, _TEX, _TEX2, _TPEAK, _TPC, _TPE, _TPE2, _TAGE, _LOGQ, _FLOOR, _LC, _SIGMA, _XI) = range(
+    14
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _jit(f: F) -> F:
+    return cast(F, numba.njit(cache=True, nogil=True, error_model="numpy")(f))
+
+
+def _inline(f: F) -> F:
+    """A helper of the kernels, inlined into them by numba (a call would pass each array with
+    reference counting and the parameters by value: more than the helper's own work)."""
+    return cast(F, numba.njit(cache=True, inline="always", error_model="numpy")(f))
+
+
+class KernelParams(NamedTuple):
+    """The ensemble parameters the step needs, as floats (``direction``: 0 both, 1 up,
+    2 down; ``n_seasons``: profiles in use this step, 0 without timestamps)."""
+
+    alpha: float
+    grace: float
+    seasonal_alpha: float
+    min_effect: float
+    min_abs_effect: float
+    z_clip: float
+    rho_max: float
+    rho_alpha: float
+    shift_k: float
+    direction: float
+    shift_gate: float
+    votes: float
+    min_duration: float
+    burst: float
+    release: float
+    clear_after: float
+    refractory: float
+    tail_start: float
+    xi_max: float
+    warmup_outlier: float
+    n_seasons: float
+    period0: float
+    bins0: float
+    min_days0: float
+    period1: float
+    bins1: float
+    min_days1: float
+
+
+@_jit
+def interval_step(
+    t: NDArray[np.float64],
+    valid: NDArray[np.bool_],
+    last_t: NDArray[np.float64],
+    step_est: NDArray[np.float64],
+    interval: NDArray[np.float64],
+    moved: NDArray[np.bool_],
+) -> None:
+    """Streaming median of the timestamp steps; ``moved`` marks the series whose interval
+    moved by more than ``STEP_MOVE`` (their risk must be refreshed). ``t``: one timestamp,
+    or one per series."""
+    shared = t.shape[0] == 1
+    for i in range(valid.shape[0]):
+        moved[i] = False
+        if not valid[i]:
+            continue
+        ti = t[0] if shared else t[i]
+        gap = ti - last_t[i]
+        last_t[i] = ti
+        if not gap > 0:
+            continue
+        est = step_est[i]
+        if math.isfinite(est):
+            d = gap - est
+            est = est * (1.0 + STEP_RATE * (1.0 if d > 0 else (-1.0 if d < 0 else 0.0)))
+        else:
+            est = gap
+        step_est[i] = est
+        cur = interval[i]
+        if not math.isfinite(cur) or abs(est - cur) > STEP_MOVE * cur:
+            interval[i] = est
+            moved[i] = True
+
+
+@_inline
+def _noise_floor(ref: float, counted: float, whole: float, sup: float, has_sup: bool) -> float:
+    """Binomial noise of a ratio of ``sup`` counts whose values were always whole counts."""
+    if not has_sup or not (counted > 0 and whole >= 0.99 * counted and sup > 0):
+        return 0.0
+    p = min(max((ref * sup + 0.5) / (sup + 1.0), 0.0), 1.0)
+    return math.sqrt(p * (1.0 - p) / sup)
+
+
+@_inline
+def _folded(
+    s: NDArray[Any], g: NDArray[Any], i: int, b: int, day: float, alpha: float, min_days: float
+) -> tuple[float, float]:
+    """Level and day count of bin ``b`` once its pending day (if any) is folded in."""
+    lvl = float(s[b, i, _LEVEL])
+    days = float(s[b, i, _DAYS])
+    cnt = float(s[b, i, _CNT])
+    if not (cnt > 0 and s[b, i, _CDAY] < day):
+        return lvl, days
+    mean = s[b, i, _SUM] / cnt
+    a = max(alpha, 1.0 / (days + 1.0))
+    lim = math.inf
+    if days + 1.0 >= min_days and s[b, i, _RESN] > 0:
+        lim = CLIP * (MAD_TO_SIGMA * max(float(s[b, i, _MAD]), float(g[i, 0])))
+    r = min(max(mean - lvl, -lim), lim)
+    return (mean if days == 0 else lvl + a * r), days + 1.0
+
+
+@_inline
+def _place(t: float, period: float, nb: int) -> tuple[int, int, float, int, float]:
+    """Where ``t`` falls in a profile: the two bins around it and the weight of the second
+    (for prediction), its own bin (for learning), and its period number."""
+    pos = (t % period) / period * nb - 0.5
+    lo = math.floor(pos)
+    b = int((t % period) / period * nb) % nb
+    return int(lo) % nb, (int(lo) + 1) % nb, pos - lo, b, float(math.floor(t / period))
+
+
+@_inline
+def _predict(
+    s: NDArray[Any], g: NDArray[Any], i: int, b0: int, b1: int, w: float, day: float,
+    p: KernelParams, min_days: float,
+) -> tuple[float, float, bool]:  # fmt: skip
+    """Expected value, scale and maturity of one profile between bins ``b0`` and ``b1``."""
+    l0, d0 = _folded(s, g, i, b0, day, p.seasonal_alpha, min_days)
+    l1, d1 = _folded(s, g, i, b1, day, p.seasonal_alpha, min_days)
+    ok = min(d0, d1) + 1.0 >= min_days
+    mid = (1.0 - w) * l0 + w * l1
+    mad = max((1.0 - w) * s[b0, i, _MAD] + w * s[b1, i, _MAD], g[i, 0])
+    scale = max(MAD_TO_SIGMA * mad, REL_FLOOR * abs(mid))
+    return mid, max(scale, 1e-12), ok
+
+
+@_inline
+def _learn_season(
+    s: NDArray[Any], g: NDArray[Any], i: int, x: float, b: int, day: float, p: KernelParams,
+    min_days: float, mid: float, scale: float, ok: bool, floor: float,
+) -> None:  # fmt: skip
+    """One value into bin ``b`` of one profile (``mid``, ``scale``, ``ok``: its prediction)."""
+    lvl, days = _folded(s, g, i, b, day, p.seasonal_alpha, min_days)
+    cday = s[b, i, _CDAY]
+    new_day = cday != day
+    ssum = 0.0 if new_day else float(s[b, i, _SUM])
+    cnt = 0.0 if new_day else float(s[b, i, _CNT])
+    resn = float(s[b, i, _RESN])
+    mad_old = float(s[b, i, _MAD])
+    gmad = float(g[i, 0])
+    limit = CLIP * max(scale, floor) if resn > 0 else math.inf
+    r = x - mid
+    dev = min(abs(r), limit)
+    if ok:
+        ssum += mid + min(max(r, -limit), limit)
+        mad = gmad if resn == 0 else mad_old
+        s[b, i, _MAD] = mad + 0.02 * (dev - mad)
+        rt = g[i, 1] + 1.0
+        g[i, 1] = rt
+        g[i, 0] = gmad + max(0.01, 1.0 / max(rt, 1.0)) * (dev - gmad)
+        s[b, i, _RESN] = resn + 1.0
+    else:
+        ssum += x
+    s[b, i, _LEVEL] = lvl
+    s[b, i, _DAYS] = days
+    if new_day:
+        s[b, i, _CDAY] = day
+    s[b, i, _SUM] = ssum
+    s[b, i, _CNT] = cnt + 1.0
+
+
+@_inline
+def _tail_fit(tl: NDArray[Any], i: int, xi_max: float) -> None:
+    """Refresh the cached tail fit (``log(λ/q)`` up to ``−log n``, ``σ``, ``ξ``) of series ``i``."""
+    for j in range(2):
+        c = float(tl[i, _TCL, j])
+        has = c > 0
+        safe_c = c if has else 1.0
+        m = tl[i, _TEX, j] / safe_c
+        var = tl[i, _TEX2, j] / safe_c - m * m
+        xi = 0.5 * (1.0 - m * m / (var if var > 0 else 1.0))
+        xi = min(max(xi, 0.0), xi_max) if (c >= 2 and var > 0) else 0.0
+        tl[i, _LC, j] = math.log(safe_c) - tl[i, _LOGQ, j]
+        tl[i, _SIGMA, j] = m * (1.0 - xi) if has else 0.0
+        tl[i, _XI, j] = xi
+
+
+@_inline
+def _bar(tl: NDArray[Any], j: int, i: int, tail_start: float, log_n: float) -> float:
+    """SPOT bar of member ``j`` after ``exp(log_n)`` learnt values (floored)."""
+    lr = max(float(tl[i, _LC, j]) - log_n, 0.0)
+    xi = float(tl[i, _XI, j])
+    if xi > 1e-9:
+        lr = math.expm1(xi * lr) / xi
+    return max(lr * float(tl[i, _SIGMA, j]) + tail_start, float(tl[i, _FLOOR, j]))
+
+
+@_jit
+def ensemble_step(
+    x: NDArray[Any], valid: NDArray[np.bool_], t: NDArray[np.float64],
+    sup: NDArray[np.float64], p: KernelParams,
+    lv: NDArray[Any], st: NDArray[Any], tl: NDArray[Any], dirty: NDArray[np.bool_],
+    firing: NDArray[np.bool_], s0: NDArray[Any], g0: NDArray[Any], s1: NDArray[Any],
+    g1: NDArray[Any], score: NDArray[Any], opened: NDArray[np.bool_], closed: NDArray[np.bool_],
+) -> None:  # fmt: skip
+    """One step of the ensemble for every series (state updated in place).
+
+    ``lv``: per series (n, mean, mad, slow mad); ``st``: per series up, down, z_prev, cov,
+    var, rho_n, counted, whole, run, cool, warm_n, tail_lag_n; ``tl``: :data:`TAIL_KEYS`;
+    ``s0/g0`` and ``s1/g1``: daily and weekly profiles; ``t``: empty (no timestamps), one,
+    or one per series; ``sup``: empty or the support of each value (NaN where unknown).
+    ``score`` holds the previous scores on entry (kept for gaps).
+    """
+    has_sup = sup.shape[0] > 0
+    shared = t.shape[0] == 1
+    n_seasons = int(p.n_seasons) if t.shape[0] > 0 else 0
+    nb0, nb1 = int(p.bins0), int(p.bins1)
+    direction = int(p.direction)
+    k = p.shift_k
+    # with one timestamp for all series, the bins are the same for all (computed once)
+    t0 = t[0] if t.shape[0] > 0 else 0.0
+    a0, c0, w0, e0, day0 = _place(t0, p.period0, nb0)
+    a1, c1, w1, e1, day1 = _place(t0, p.period1, nb1)
+    for i in range(x.shape[0]):
+        opened[i] = False
+        closed[i] = False
+        if not valid[i]:
+            continue
+        xi_ = float(x[i])
+        # support of a ratio of counts
+        s_i = 0.0
+        if has_sup:
+            s_raw = sup[i]
+            if s_raw > 0:
+                s_i = s_raw
+                xs = xi_ * s_i
+                whole = 0.0 <= xi_ <= 1.0 and abs(xs - np.rint(xs)) <= 1e-6 * max(s_i, 1.0)
+                st[i, 6] += 1.0
+                if whole:
+                    st[i, 7] += 1.0
+        counted, wholes = float(st[i, 6]), float(st[i, 7])
+        # point member: level, or the mature profile that fits best
+        n_l, m_l, d_l, ds_l = float(lv[i, 0]), float(lv[i, 1]), float(lv[i, 2]), float(lv[i, 3])
+        l_scale = max(MAD_TO_SIGMA * d_l, (0.5 * MAD_TO_SIGMA) * ds_l)
+        l_scale = max(max(l_scale, REL_FLOOR * abs(m_l)), 1e-12)
+        scored = n_l >= p.grace
+        ref, scale, best = m_l, l_scale, d_l
+        mid0 = sc0 = mid1 = sc1 = 0.0
+        ok0 = ok1 = False
+        if n_seasons > 0:
+            if not shared:
+                a0, c0, w0, e0, day0 = _place(t[i], p.period0, nb0)
+                a1, c1, w1, e1, day1 = _place(t[i], p.period1, nb1)
+            mid0, sc0, ok0 = _predict(s0, g0, i, a0, c0, w0, day0, p, p.min_days0)
+            if ok0 and g0[i, 1] >= MIN_RESIDUALS and g0[i, 0] < best:
+                ref, scale, best = mid0, sc0, float(g0[i, 0])
+            if n_seasons > 1:
+                mid1, sc1, ok1 = _predict(s1, g1, i, a1, c1, w1, day1, p, p.min_days1)
+                if ok1 and g1[i, 1] >= MIN_RESIDUALS and g1[i, 0] < best:
+                    ref, scale, best = mid1, sc1, float(g1[i, 0])
+        floor = _noise_floor(ref, counted, wholes, s_i, has_sup)
+        scale = max(scale, floor)
+        z = (xi_ - ref) / scale if scored else 0.0
+        eff = max(p.min_effect * abs(ref), p.min_abs_effect)
+        big = abs(xi_ - ref) >= eff
+        if direction == 1:
+            point = max(z, 0.0)
+        elif direction == 2:
+            point = max(-z, 0.0)
+        else:
+            point = abs(z)
+        if not big:
+            point = 0.0
+        # shift member: CUSUM of the clipped z over its long-run (lag-1) factor
+        zc = min(max(z, -p.z_clip), p.z_clip)
+        rho = min(max(st[i, 3] / max(st[i, 4], 1e-30), 0.0), p.rho_max)
+        u = zc * math.sqrt((1.0 - rho) / (1.0 + rho))
+        up = max(st[i, 0] + u - k, 0.0)
+        down = max(st[i, 1] - u - k, 0.0)
+        if direction == 1:
+            shift = up
+        elif direction == 2:
+            shift = down
+        else:
+            shift = max(up, down)
+        if not big:
+            shift = 0.0
+        # bars and ratios
+        if dirty[i]:
+            _tail_fit(tl, i, p.xi_max)
+            dirty[i] = False
+        warm_n = float(st[i, 10])
+        nn = float(tl[i, _TN, 0])  # (both members learn the same steps)
+        bar0 = bar1 = math.inf  # during the warm-up
+        if nn >= warm_n:
+            log_n = math.log(max(nn, 1.0))
+            bar0 = _bar(tl, 0, i, p.tail_start, log_n)
+            bar1 = _bar(tl, 1, i, p.tail_start, log_n)
+        r0 = point / bar0
+        r1 = shift / bar1 if r0 >= p.shift_gate else 0.0
+        sc = max(r0, r1) if p.votes <= 1 else min(r0, r1)
+        # alert: minimum duration, hysteresis, refractory
+        f = firing[i]
+        run0, cool0 = float(st[i, 8]), float(st[i, 9])
+        cooling = not f and cool0 > 0
+        run_nf = run0 + 1.0 if sc >= 1.0 else 0.0
+        op = not f and not cooling and (run_nf >= p.min_duration or sc >= p.burst)
+        run_f = run0 + 1.0 if sc < p.release else 0.0
+        cl = f and run_f >= p.clear_after
+        run = run_f if f else (0.0 if cooling else run_nf)
+        if op or cl:
+            run = 0.0
+        st[i, 8] = run
+        st[i, 9] = p.refractory if cl else cool0 - (1.0 if cooling else 0.0)
+        fire = (f and not cl) or op
+        firing[i] = fire
+        opened[i] = op
+        closed[i] = cl
+        score[i] = sc
+        # learn: profiles, level, CUSUM, lag-1 correlation, tails
+        if n_seasons > 0:
+            _learn_season(s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, floor)
+            if n_seasons > 1:
+                _learn_season(s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, floor)
+        lscale = max(l_scale, _noise_floor(m_l, counted, wholes, s_i, has_sup))
+        n1 = n_l + 1.0
+        inv = 1.0 / n1
+        if n1 == 1.0:
+            lv[i, 1] = xi_
+        else:
+            a = max(inv, p.alpha)
+            limit = CLIP * lscale if n1 > p.grace else math.inf
+            r = xi_ - m_l
+            dev = min(abs(r), limit)
+            lv[i, 1] = m_l + a * min(max(r, -limit), limit)
+            lv[i, 2] = d_l + a * (dev - d_l)
+            lv[i, 3] = ds_l + max(inv, 0.1 * p.alpha) * (dev - ds_l)
+        lv[i, 0] = n1
+        st[i, 0] = 0.0 if cl else up
+        st[i, 1] = 0.0 if cl else down
+        w = scored and not fire
+        if w:
+            m = st[i, 5] + 1.0
+            a = max(1.0 / m, p.rho_alpha)
+            st[i, 3] += a * (zc * st[i, 2] - st[i, 3])
+            st[i, 4] += a * (zc * zc - st[i, 4])
+            st[i, 5] = m
+        drop = scored and fire
+        lag = st[i, 11]
+        for j in range(2):
+            s_j = point if j == 0 else shift
+            bar = bar0 if j == 0 else bar1
+            peak = float(tl[i, _TPEAK, j])
+            if w and tl[i, _TPC, j] > 0:
+                tl[i, _TAGE, j] += 1.0
+            above = s_j > p.tail_start
+            admit = bar
+            if math.isfinite(p.warmup_outlier) and not math.isfinite(bar):
+                admit = p.warmup_outlier * tl[i, _FLOOR, j]
+            if w and not above and peak > p.tail_start and peak < admit:
+                e = peak - p.tail_start
+                tl[i, _TPC, j] += 1.0
+                tl[i, _TPE, j] += e
+                tl[i, _TPE2, j] += e * e
+            commit = w and tl[i, _TPC, j] > 0 and tl[i, _TAGE, j] >= lag
+            if commit:
+                tl[i, _TCL, j] += tl[i, _TPC, j]
+                tl[i, _TEX, j] += tl[i, _TPE, j]
+                tl[i, _TEX2, j] += tl[i, _TPE2, j]
+                dirty[i] = True
+            if commit or drop:
+                tl[i, _TPC, j] = 0.0
+                tl[i, _TPE, j] = 0.0
+                tl[i, _TPE2, j] = 0.0
+                tl[i, _TAGE, j] = 0.0
+            if w:
+                tl[i, _TPEAK, j] = max(peak, s_j) if above else 0.0
+                tl[i, _TN, j] += 1.0
+            elif drop:
+                tl[i, _TPEAK, j] = 0.0
+        st[i, 2] = zc
