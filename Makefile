@@ -46,7 +46,7 @@ typecheck: $(VENV)/.full
 bench: bench-detectors bench-pipeline bench-scenarios bench-dspine
 
 bench-detectors: $(VENV)/.full
-	$(BIN)/python bench/bench_detectors.py
+	$(BIN)/python bench/bench_detectors.py --cv-detector --sweep
 
 bench-pipeline: $(VENV)/.full
 	$(BIN)/python bench/bench_pipeline.py

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from detectors import Ensemble, EnsembleBank
+from detectors.bank import BankResult
 
 
 def _series(seed: int, n_series: int = 6, steps: int = 1500) -> tuple[np.ndarray, np.ndarray]:
@@ -26,6 +27,33 @@ def _series(seed: int, n_series: int = 6, steps: int = 1500) -> tuple[np.ndarray
     x[5, 100:115] = 3.0  # a step of the constant gauge inside the warm-up
     x[5, 1300:1315] = 3.0  # and the same step later
     return x, t
+
+
+def _assert_matches_ensembles(
+    res: BankResult,
+    x: np.ndarray,
+    t: np.ndarray | None,
+    params: dict[str, Any],
+    warm: list[int | None] | None = None,
+    sup: np.ndarray | None = None,
+) -> None:
+    """Each series of ``res`` equals one :class:`Ensemble` fed that series (``t``: per step,
+    per value, or None; ``sup``: support per value, NaN where unknown)."""
+    for i in range(x.shape[0]):
+        kw = dict(params) if warm is None else {**params, "warmup": warm[i]}
+        ens = Ensemble(**kw)
+        scores, opened = [], []
+        for j in range(x.shape[1]):
+            v = float(x[i, j])
+            ts = None if t is None else float(t[j] if t.ndim == 1 else t[i, j])
+            s = None if sup is None or math.isnan(sup[i, j]) else float(sup[i, j])
+            tr = ens.update(v, ts, s)
+            if not math.isnan(v):
+                scores.append(ens.score_)
+                opened.append(tr == "open")
+        keep = ~np.isnan(x[i])
+        np.testing.assert_allclose(res.score[i, keep], scores, rtol=1e-9, atol=1e-12)
+        assert res.opened[i, keep].tolist() == opened
 
 
 @pytest.mark.parametrize(
@@ -55,19 +83,7 @@ def test_bank_matches_per_series(params: dict[str, object], with_t: bool) -> Non
         if warmup is None
         else [int(w) for w in np.broadcast_to(np.asarray(warmup), (x.shape[0],))]
     )
-    for i in range(x.shape[0]):
-        w = warm[i]
-        ens = Ensemble(warmup=w, **params)  # type: ignore[arg-type]
-        scores, opened = [], []
-        for j in range(x.shape[1]):
-            v = float(x[i, j])
-            tr = ens.update(v, float(t[j]) if with_t else None)
-            if not math.isnan(v):
-                scores.append(ens.score_)
-                opened.append(tr == "open")
-        keep = ~np.isnan(x[i])
-        np.testing.assert_allclose(res.score[i, keep], scores, rtol=1e-9, atol=1e-12)
-        assert res.opened[i, keep].tolist() == opened
+    _assert_matches_ensembles(res, x, t if with_t else None, params, warm)
 
 
 def test_bank_catches_shift_and_spike_not_constant() -> None:
@@ -137,18 +153,7 @@ def test_bank_matches_per_series_with_support() -> None:
     bank = EnsembleBank(4, bad_direction="down", warmup=200)
     res = bank.run(x, t, sup)
     assert res.opened[1, 900:].any()
-    for i in range(4):
-        ens = Ensemble(bad_direction="down", warmup=200)
-        scores, opened = [], []
-        for j in range(steps):
-            v, s = float(x[i, j]), float(sup[i, j])
-            tr = ens.update(v, float(t[j]), None if math.isnan(s) else s)
-            if not math.isnan(v):
-                scores.append(ens.score_)
-                opened.append(tr == "open")
-        keep = ~np.isnan(x[i])
-        np.testing.assert_allclose(res.score[i, keep], scores, rtol=1e-9, atol=1e-12)
-        assert res.opened[i, keep].tolist() == opened
+    _assert_matches_ensembles(res, x, t, {"bad_direction": "down", "warmup": 200}, sup=sup)
 
 
 def test_weekly_profile_learns_the_weekend() -> None:
@@ -205,18 +210,7 @@ def test_bank_matches_per_series_with_own_timestamps() -> None:
     kw: dict[str, Any] = {"warmup": 300, "min_duration": 1, "target_rate": 0.5}
     res = EnsembleBank(3, **kw).run(x, t)
     assert res.opened[0, 1200:].any() and res.opened[1, 1000:1003].any()
-    for i in range(3):
-        ens = Ensemble(**kw)
-        scores, opened = [], []
-        for j in range(steps):
-            v = float(x[i, j])
-            tr = ens.update(v, float(t[i, j]))
-            if not math.isnan(v):
-                scores.append(ens.score_)
-                opened.append(tr == "open")
-        keep = ~np.isnan(x[i])
-        np.testing.assert_allclose(res.score[i, keep], scores, rtol=1e-9, atol=1e-12)
-        assert res.opened[i, keep].tolist() == opened
+    _assert_matches_ensembles(res, x, t, kw)
 
 
 def test_float32_bank_stays_close_to_float64() -> None:
