@@ -15,7 +15,7 @@ from detectors.ensemble import Ensemble
 from detectors.forecast import ForecastResidual
 from detectors.kv_cache import KvCacheSaturation
 from detectors.latency_load import LatencyLoadRegression
-from detectors.monitor import MonitorEvent, SeriesMonitor
+from detectors.monitor import MonitorBank, MonitorEvent, Observation, SeriesMonitor
 from detectors.ratio import BinomialRatio
 from detectors.robust_zscore import RobustZScore
 from detectors.seasonal import SeasonalProfile
@@ -34,7 +34,9 @@ __all__ = [
     "ForecastResidual",
     "KvCacheSaturation",
     "LatencyLoadRegression",
+    "MonitorBank",
     "MonitorEvent",
+    "Observation",
     "RobustZScore",
     "SeasonalProfile",
     "SeriesMonitor",

@@ -248,6 +248,7 @@ def ensemble_step(
     lv: NDArray[Any], st: NDArray[Any], tl: NDArray[Any], dirty: NDArray[np.bool_],
     firing: NDArray[np.bool_], s0: NDArray[Any], g0: NDArray[Any], s1: NDArray[Any],
     g1: NDArray[Any], score: NDArray[Any], opened: NDArray[np.bool_], closed: NDArray[np.bool_],
+    detail: NDArray[Any],
 ) -> None:  # fmt: skip
     """One step of the ensemble for every series (state updated in place).
 
@@ -255,7 +256,9 @@ def ensemble_step(
     var, rho_n, counted, whole, run, cool, warm_n, tail_lag_n; ``tl``: :data:`TAIL_KEYS`;
     ``s0/g0`` and ``s1/g1``: daily and weekly profiles; ``t``: empty (no timestamps), one,
     or one per series; ``sup``: empty or the support of each value (NaN where unknown).
-    ``score`` holds the previous scores on entry (kept for gaps).
+    ``score`` holds the previous scores on entry (kept for gaps); ``detail`` gets, per scored
+    series, the expected value, the scale, the point member's bar and the two member ratios
+    (what an alarm event reports).
     """
     has_sup = sup.shape[0] > 0
     shared = t.shape[0] == 1
@@ -363,6 +366,11 @@ def ensemble_step(
         opened[i] = op
         closed[i] = cl
         score[i] = sc
+        detail[i, 0] = ref
+        detail[i, 1] = scale
+        detail[i, 2] = bar0
+        detail[i, 3] = r0
+        detail[i, 4] = r1
         # learn: profiles, level, CUSUM, lag-1 correlation, tails
         if n_seasons > 0:
             _learn_season(s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, floor)

@@ -3,7 +3,7 @@ one compiled pass per step: :mod:`detectors._bank_kernel`)."""
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -13,19 +13,26 @@ from detectors import _bank_kernel as kernel
 from detectors.params import EnsembleParams
 from detectors.spot import cusum_bar, gaussian_bar
 
-__all__ = ["BankResult", "EnsembleBank"]
+__all__ = ["DETAIL", "BankResult", "EnsembleBank"]
 
 Arr = NDArray[Any]
 F64 = NDArray[np.float64]
 Bool = NDArray[np.bool_]
 
 _DIRECTIONS = {"both": 0.0, "up": 1.0, "down": 2.0}
+#: columns of ``EnsembleBank.detail_``
+DETAIL = ("expected", "scale", "point_bar", "point_ratio", "shift_ratio")
 #: rows of ``EnsembleBank.state_`` (see :func:`detectors._bank_kernel.ensemble_step`)
 _ST_ROWS = ("up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "run", "cool",
             "warm_n", "tail_lag_n")  # fmt: skip
 _WARM_N, _TAIL_LAG_N = 10, 11
 _TAIL = {key: j for j, key in enumerate(kernel.TAIL_KEYS)}
 _EMPTY = np.zeros(0, np.float64)
+#: the per-series state arrays (series first), grown together by ``EnsembleBank.extend``
+_PER_SERIES = (
+    "level_", "state_", "tails_", "last_t_", "interval_", "step_est_", "warmup_", "t_dirty_",
+    "firing_", "score_", "detail_", "_moved",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,8 @@ class EnsembleBank(EnsembleParams):
         self._refresh(np.ones(n, np.bool_))
         self.firing_ = np.zeros(n, np.bool_)
         self.score_ = np.zeros(n, dt)
+        #: per series, at its last scored value: expected value, scale, point bar, member ratios
+        self.detail_ = np.zeros((n, len(DETAIL)), dt)
         self._moved = np.zeros(n, np.bool_)
         self._params = self._kernel_params(len(self.seasons_))
 
@@ -137,8 +146,31 @@ class EnsembleBank(EnsembleParams):
         """Bytes of state (profiles included once allocated)."""
         arrays = [self.level_, self.state_, self.tails_, self.last_t_, self.interval_]
         arrays += [self.step_est_, self.warmup_, self.t_dirty_, self.firing_, self.score_]
+        arrays += [self.detail_, self._moved]
         arrays += [a for pair in self.profiles_ for a in pair]
         return sum(a.nbytes for a in arrays)
+
+    def extend(self, k: int, warmup: int | ArrayLike | None = None) -> None:
+        """Add ``k`` new series at the end (fresh state, as if the bank had been made with
+        them; ``warmup`` as in the constructor, for the new series)."""
+        if k <= 0:
+            return
+        new = EnsembleBank(k, **{**self._param_values(), "warmup": warmup, "dtype": self.dtype})
+        if self.profiles_ and not new.profiles_:
+            for bins_s, _ in self.profiles_:
+                s = np.zeros((bins_s.shape[0], k, bins_s.shape[2]), self.dtype_)
+                s[..., kernel.SEASON_KEYS.index("cday")] = -1.0
+                new.profiles_.append((s, np.zeros((k, 2), self.dtype_)))
+        for name in _PER_SERIES:
+            setattr(self, name, np.concatenate([getattr(self, name), getattr(new, name)]))
+        self.profiles_ = [
+            (np.concatenate([s, ns], axis=1), np.concatenate([g, ng]))
+            for (s, g), (ns, ng) in zip(self.profiles_, new.profiles_, strict=True)
+        ]
+        self.n_series += k
+
+    def _param_values(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(EnsembleParams)}
 
     def _refresh(self, which: Bool) -> None:
         """Recompute risk, floors and warm-up length of the series in ``which``."""
@@ -199,7 +231,7 @@ class EnsembleBank(EnsembleParams):
         closed = np.empty(n, np.bool_)
         kernel.ensemble_step(
             xs, valid, tt, sup, self._params, self.level_, self.state_, self.tails_,
-            self.t_dirty_, self.firing_, s0, g0, s1, g1, score, opened, closed,
+            self.t_dirty_, self.firing_, s0, g0, s1, g1, score, opened, closed, self.detail_,
         )  # fmt: skip
         self.score_ = score
         return score, opened, closed

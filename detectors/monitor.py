@@ -1,19 +1,25 @@
-"""One KPI series watched end to end: ensemble score → calibrated alarm transitions.
+"""KPI series watched end to end: ensemble score → calibrated alarm transitions.
 
-The pipeline owns one :class:`SeriesMonitor` per (KPI, entity) and feeds it every derived
-value. Values backed by too few events (``support < min_support``) and gaps are neither learnt
-nor scored: a ratio of tiny counts is noise, and a missing sample is not a zero.
+:class:`SeriesMonitor` watches one series; :class:`MonitorBank` watches all of a network's
+series at once on the compiled bank (the pipeline's path) with the same events. Values backed
+by too few events (``support < min_support``) and gaps are neither learnt nor scored: a ratio
+of tiny counts is noise, and a missing sample is not a zero.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
+
+from detectors.bank import EnsembleBank
 from detectors.ensemble import MEMBERS, Ensemble
+from detectors.robust_zscore import Direction
 
-__all__ = ["MonitorEvent", "SeriesMonitor"]
+__all__ = ["MonitorBank", "MonitorEvent", "Observation", "SeriesMonitor"]
 
 
 @dataclass(frozen=True)
@@ -89,21 +95,24 @@ class SeriesMonitor:
         self.shift_gate = shift_gate
         self.shift_share = shift_share
         self.warmup_outlier = warmup_outlier
-        self.ensemble_ = Ensemble(
-            bad_direction=bad_direction,
-            target_rate=target_rate,
-            min_effect=min_effect,
-            min_abs_effect=min_abs_effect,
-            warmup=warmup,
-            warmup_s=warmup_s,
-            min_duration=min_duration,
-            clear_after=clear_after,
-            refractory=refractory,
-            period=period,
-            shift_gate=shift_gate,
-            shift_share=shift_share,
-            warmup_outlier=warmup_outlier,
-        )
+        self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
+
+    def ensemble_params(self) -> dict[str, Any]:
+        """The ensemble parameters this monitor sets (all but the bad direction)."""
+        return {
+            "target_rate": self.target_rate,
+            "min_effect": self.min_effect,
+            "min_abs_effect": self.min_abs_effect,
+            "warmup": self.warmup,
+            "warmup_s": self.warmup_s,
+            "min_duration": self.min_duration,
+            "clear_after": self.clear_after,
+            "refractory": self.refractory,
+            "period": self.period,
+            "shift_gate": self.shift_gate,
+            "shift_share": self.shift_share,
+            "warmup_outlier": self.warmup_outlier,
+        }
 
     @property
     def firing(self) -> bool:
@@ -121,18 +130,135 @@ class SeriesMonitor:
         transition = ens.update(value, ts, support)
         if transition is None:
             return None
-        k = ens.bars_[0] if math.isfinite(ens.bars_[0]) else 0.0
-        mid = ens.expected_
-        low, high = mid - k * ens.scale_, mid + k * ens.scale_
-        direction: Literal["up", "down", "both"] = "up" if value > mid else "down"
-        member = max(range(len(ens.ratios_)), key=lambda i: ens.ratios_[i])
-        return MonitorEvent(
-            kind=transition,
-            ts=ts,
-            score=ens.score_,
-            observed=value,
-            expected_low=low,
-            expected_high=high,
-            direction=direction,
-            detector=f"{self.detector_id}:{MEMBERS[member]}",
-        )
+        return _event(transition, ts, value, ens.score_, ens.expected_, ens.scale_, ens.bars_[0],
+                      ens.ratios_)  # fmt: skip
+
+
+def _event(
+    kind: Literal["open", "close"],
+    ts: float,
+    value: float,
+    score: float,
+    mid: float,
+    scale: float,
+    bar: float,
+    ratios: Sequence[float],
+) -> MonitorEvent:
+    """The event of an alarm transition: the expected band is the point member's bar."""
+    k = bar if math.isfinite(bar) else 0.0
+    member = max(range(len(ratios)), key=lambda i: ratios[i])
+    return MonitorEvent(
+        kind=kind,
+        ts=ts,
+        score=score,
+        observed=value,
+        expected_low=mid - k * scale,
+        expected_high=mid + k * scale,
+        direction="up" if value > mid else "down",
+        detector=f"{SeriesMonitor.detector_id}:{MEMBERS[member]}",
+    )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One derived value for :meth:`MonitorBank.observe`."""
+
+    key: Hashable
+    value: float | None
+    support: float | None = None
+    bad_direction: Direction = "both"
+    min_support: float = 0.0
+
+
+class MonitorBank:
+    """Many :class:`SeriesMonitor` at once, on compiled :class:`~detectors.bank.EnsembleBank`
+    steps: the same events as one monitor per key (tested), at bank speed.
+
+    Keys are added as they first appear (one bank per bad direction, grown by doubling).
+    ``monitor_kwargs`` are :class:`SeriesMonitor`'s keyword parameters; each observation
+    brings its own bad direction and minimum support. All values of one :meth:`observe` share
+    its timestamp (one evaluation tick).
+
+    >>> bank = MonitorBank(warmup=100)
+    >>> for t in range(300):
+    ...     out = bank.observe(60.0 * t, [Observation("ok", 0.99 + 0.001 * (t % 3), None, "down")])
+    >>> [e.kind for _, e in bank.observe(18000.0, [Observation("ok", 0.5, None, "down")])]
+    []
+    >>> [(k, e.kind, e.direction) for k, e in bank.observe(18060.0, [Observation("ok", 0.5)])]
+    [('ok', 'open', 'down')]
+    >>> bank.firing("ok")
+    True
+    """
+
+    def __init__(self, **monitor_kwargs: Any) -> None:
+        self._params = SeriesMonitor(**monitor_kwargs).ensemble_params()
+        self._banks: dict[Direction, EnsembleBank] = {}
+        self._slots: dict[Hashable, tuple[Direction, int]] = {}
+        self._used: dict[Direction, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slots
+
+    def firing(self, key: Hashable) -> bool:
+        """Whether ``key``'s alarm is open."""
+        direction, i = self._slots[key]
+        return bool(self._banks[direction].firing_[i])
+
+    def _slot(self, key: Hashable, direction: Direction) -> tuple[Direction, int]:
+        found = self._slots.get(key)
+        if found is not None:
+            return found
+        used = self._used.get(direction, 0)
+        bank = self._banks.get(direction)
+        if bank is None:
+            bank = self._banks[direction] = EnsembleBank(
+                8,
+                bad_direction=direction,
+                **self._params,
+            )
+        elif used == bank.n_series:
+            bank.extend(bank.n_series, self._params["warmup"])
+        self._used[direction] = used + 1
+        self._slots[key] = (direction, used)
+        return direction, used
+
+    def observe(
+        self, ts: float, observations: Sequence[Observation]
+    ) -> list[tuple[Hashable, MonitorEvent]]:
+        """Feed one tick of values; return the alarm transitions, in ``observations`` order.
+        A missing value, or one backed by fewer than ``min_support`` events, is neither learnt
+        nor scored. A key keeps the bad direction it first came with."""
+        rows: dict[Direction, list[tuple[int, int, float, float]]] = {}
+        for pos, ob in enumerate(observations):
+            v = ob.value
+            if v is None or math.isnan(v):
+                continue
+            if ob.support is not None and ob.support < ob.min_support:
+                continue
+            direction, i = self._slot(ob.key, ob.bad_direction)
+            sup = math.nan if ob.support is None else ob.support
+            rows.setdefault(direction, []).append((pos, i, v, sup))
+        events: list[tuple[int, Hashable, MonitorEvent]] = []
+        for direction, items in rows.items():
+            bank = self._banks[direction]
+            x = np.full(bank.n_series, np.nan)
+            sup_arr = np.full(bank.n_series, np.nan)
+            idx = np.array([i for _, i, _, _ in items])
+            x[idx] = [v for _, _, v, _ in items]
+            sup_arr[idx] = [s for _, _, _, s in items]
+            score, opened, closed = bank.step(x, ts, sup_arr)
+            changed = opened | closed
+            if not changed.any():
+                continue
+            d = bank.detail_
+            for pos, i, v, _ in items:
+                if changed[i]:
+                    kind: Literal["open", "close"] = "open" if opened[i] else "close"
+                    ev = _event(kind, ts, v, float(score[i]), float(d[i, 0]), float(d[i, 1]),
+                                float(d[i, 2]), (float(d[i, 3]), float(d[i, 4])))  # fmt: skip
+                    events.append((pos, observations[pos].key, ev))
+        events.sort(key=lambda e: e[0])
+        return [(key, ev) for _, key, ev in events]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from detectors import MonitorEvent, SeriesMonitor
+from detectors import MonitorBank, MonitorEvent, Observation
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
 from knowledge.topology import Topology
@@ -97,7 +97,8 @@ class Pipeline:
         self.store = SeriesStore()
         self.on_finding = on_finding
         self.on_incident = on_incident
-        self.monitors: dict[tuple[str, str], SeriesMonitor] = {}
+        self.monitors = MonitorBank()
+        """Every KPI series' monitor, keyed (series id, entity), on the compiled bank."""
         self.kpi_history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
         """(series id, entity) → recent (time, value) of every evaluated KPI series."""
         self.first_ts: float | None = None
@@ -226,6 +227,8 @@ class Pipeline:
 
     def _evaluate(self, at: float) -> None:
         step = self.interval_s or 15.0
+        observations: list[Observation] = []
+        where: list[tuple[KpiDef, str, tuple[tuple[str, str], ...]]] = []
         for entity in self.store.entities:
             if not entity:
                 continue
@@ -242,15 +245,16 @@ class Pipeline:
                     if hist is None:
                         hist = self.kpi_history[key] = deque(maxlen=self._history)
                     hist.append((at, value))
-                    mon = self.monitors.get(key)
-                    if mon is None:
-                        mon = self.monitors[key] = SeriesMonitor(
-                            bad_direction=kpi.bad_direction,
-                            min_support=kpi.min_support,
-                        )
-                    event = mon.observe(at, value, support)
-                    if event is not None:
-                        self._on_monitor(kpi, entity, group, event)
+                    observations.append(
+                        Observation(key, value, support, kpi.bad_direction, kpi.min_support)
+                    )
+                    where.append((kpi, entity, group))
+        events = self.monitors.observe(at, observations)
+        if events:
+            pos = {ob.key: i for i, ob in enumerate(observations)}
+            for series, event in events:
+                kpi, entity, group = where[pos[series]]
+                self._on_monitor(kpi, entity, group, event)
         for ev in self.correlator.tick(at):
             self._emit(ev)
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import random
 
-from detectors import Alerter, MonitorEvent, SeriesMonitor
+import numpy as np
+
+from detectors import Alerter, MonitorBank, MonitorEvent, Observation, SeriesMonitor
+from detectors.robust_zscore import Direction
 
 
 def test_low_support_and_gaps_are_ignored() -> None:
@@ -66,3 +70,49 @@ def test_a_fault_in_the_warm_up_does_not_blind_the_monitor() -> None:
     # what the guard prevents: learning the warm-up fault as a normal peak
     blind = _error_share_day(SeriesMonitor(bad_direction="up", warmup_outlier=float("inf")), 30.0)
     assert not any(75000 <= t < 75000 + 960 for t in blind)
+
+
+def test_monitor_bank_gives_each_monitors_events() -> None:
+    """30 series, three bad directions, series that appear late (the banks grow past their
+    first 8 slots), gaps, ratios of counts with too little support: the bank's events are
+    the per-series monitors' events, in feed order."""
+    rng = np.random.default_rng(5)
+    steps, n = 1500, 30
+    directions: list[Direction] = ["up", "down", "both"]
+    spec = [(f"s{i}", directions[i % 3], 30.0 if i % 4 == 0 else 0.0) for i in range(n)]
+    start = {key: (0 if i < 10 else 50 * (i - 9)) for i, (key, _, _) in enumerate(spec)}
+    t = np.arange(steps) * 60.0
+    day = np.sin(2 * np.pi * t / 86400.0)
+    bank = MonitorBank(warmup=200)
+    singles = {key: SeriesMonitor(bad_direction=d, min_support=m, warmup=200) for key, d, m in spec}
+    got: list[tuple[str, MonitorEvent]] = []
+    want: list[tuple[str, MonitorEvent]] = []
+    for j in range(steps):
+        obs = []
+        for i, (key, d, m) in enumerate(spec):
+            if j < start[key]:
+                continue
+            if i % 4 == 0:  # a success ratio of ~200 events, sometimes of 5
+                den = 5.0 if rng.random() < 0.05 else float(rng.integers(150, 250))
+                p = 0.995 if j < 1200 or i != 4 else 0.9
+                val: float | None = rng.binomial(int(den), p) / den
+                sup: float | None = den
+            else:
+                val = 50 + 5 * day[j] + rng.normal(0, 1) + (12 if i == 5 and j > 1100 else 0)
+                sup = None
+            if rng.random() < 0.02:
+                val = None
+            obs.append(Observation(key, val, sup, d, m))
+            ev = singles[key].observe(float(t[j]), val, sup)
+            if ev is not None:
+                want.append((key, ev))
+        got += [(str(k), e) for k, e in bank.observe(float(t[j]), obs)]
+    assert len(bank) == n and {k for k, _ in want} >= {"s4", "s5"}
+    assert len(want) >= 4 and bank._banks["up"].n_series == 16  # grown once
+    assert [(k, e.kind, e.ts, e.direction, e.detector) for k, e in got] == [
+        (k, e.kind, e.ts, e.direction, e.detector) for k, e in want
+    ]
+    for (_, a), (_, b) in zip(got, want, strict=True):
+        for field in ("score", "expected_low", "expected_high", "observed"):
+            assert math.isclose(getattr(a, field), getattr(b, field), rel_tol=1e-9, abs_tol=1e-9)
+    assert bank.firing("s5") == singles["s5"].firing
