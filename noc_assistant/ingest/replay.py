@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Iterator
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,19 +49,31 @@ def parse_ts(raw: object) -> float:
             raise _LineError("ts is not finite")
         return float(raw)
     if isinstance(raw, str):
-        text = raw.strip()
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        try:
-            dt = datetime.fromisoformat(text)
-        except ValueError:
-            raise _LineError(f"ts {raw!r} is not RFC 3339") from None
-        if dt.tzinfo is None:
-            raise _LineError(f"ts {raw!r} has no time zone (use Z or +00:00)")
-        return dt.timestamp()
+        return _text_ts(raw)
     raise _LineError("ts missing or not text/number")
+
+
+@lru_cache(maxsize=1024)
+def _text_ts(raw: str) -> float:
+    """:func:`parse_ts` of text (cached: the lines of one scrape share their timestamp; an
+    error is raised again, not cached)."""
+    text = raw.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise _LineError(f"ts {raw!r} is not RFC 3339") from None
+    if dt.tzinfo is None:
+        raise _LineError(f"ts {raw!r} has no time zone (use Z or +00:00)")
+    return dt.timestamp()
+
+
+@lru_cache(maxsize=65536)
+def _metric_ok(metric: str) -> bool:
+    return _METRIC_RE.match(metric) is not None
 
 
 def _value(raw: object) -> float | None:
@@ -83,7 +96,7 @@ def _value(raw: object) -> float | None:
 
 
 def _point(ts: object, metric: object, labels: object, value: object, type_: object) -> Point:
-    if not isinstance(metric, str) or not _METRIC_RE.match(metric):
+    if not isinstance(metric, str) or not _metric_ok(metric):
         raise _LineError(f"metric {metric!r} is not a Prometheus metric name")
     if not isinstance(labels, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
