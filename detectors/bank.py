@@ -158,8 +158,8 @@ class EnsembleBank(EnsembleParams):
         new = EnsembleBank(k, **{**self._param_values(), "warmup": warmup, "dtype": self.dtype})
         if self.profiles_ and not new.profiles_:
             for bins_s, _ in self.profiles_:
-                s = np.zeros((bins_s.shape[0], k, bins_s.shape[2]), self.dtype_)
-                s[..., kernel.SEASON_KEYS.index("cday")] = -1.0
+                s = np.zeros((bins_s.shape[0], k), kernel.season_dtype(self.dtype_))
+                s["cday"] = -1.0
                 new.profiles_.append((s, np.zeros((k, 2), self.dtype_)))
         for name in _PER_SERIES:
             setattr(self, name, np.concatenate([getattr(self, name), getattr(new, name)]))
@@ -218,13 +218,13 @@ class EnsembleBank(EnsembleParams):
                 self._refresh(self._moved)
             if not self.profiles_:
                 for _, bins, _ in self.seasons_:
-                    s = np.zeros((bins, n, len(kernel.SEASON_KEYS)), self.dtype_)
-                    s[..., kernel.SEASON_KEYS.index("cday")] = -1.0
+                    s = np.zeros((bins, n), kernel.season_dtype(self.dtype_))
+                    s["cday"] = -1.0
                     self.profiles_.append((s, np.zeros((n, 2), self.dtype_)))
         (s0, g0), (s1, g1) = (
             (self.profiles_[0], self.profiles_[-1])
             if self.profiles_
-            else ((_EMPTY.reshape(1, 0, 1), _EMPTY.reshape(0, 2)),) * 2
+            else ((np.zeros((1, 0), kernel.season_dtype(self.dtype_)), _EMPTY.reshape(0, 2)),) * 2
         )
         score = self.score_.copy()
         opened = np.empty(n, np.bool_)
