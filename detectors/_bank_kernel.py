@@ -3,9 +3,9 @@
 The bank keeps its state as numpy arrays over series; these kernels update that state in
 place, one series after another, in one pass per step. The arithmetic is written to follow
 :class:`detectors.ensemble.Ensemble` term by term (the bank is tested equal to one ensemble
-per series), but fused: no temporary array per operation, so a step costs a few nanoseconds
-per series instead of ~150 numpy passes over it. Kept in one module so the rest of the
-package never imports numba directly.
+per series), but fused: no temporary array per operation, one pass over the series instead
+of ~150 numpy passes (~150 ns per series and step with both profiles, BENCHMARKS.md). Kept in
+one module so the rest of the package never imports numba directly.
 
 State is laid out series-major so that one series' state is one contiguous row: a pass over
 the series then streams through memory (the series-minor layout of a numpy bank, one row per
