@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 
 from detectors.params import STEP_MOVE, STEP_RATE
 from detectors.robust_zscore import MAD_TO_SIGMA
+from detectors.spot import tail_shape
 
 __all__ = [
     "SEASON_KEYS",
@@ -74,6 +75,9 @@ def _inline(f: F) -> F:
     """A helper of the kernels, inlined into them by numba (a call would pass each array with
     reference counting and the parameters by value: more than the helper's own work)."""
     return cast(F, numba.njit(cache=True, inline="always", error_model="numpy")(f))
+
+
+_tail_shape = _inline(tail_shape)  # the per-series POT's moment fit of ξ, compiled
 
 
 class KernelParams(NamedTuple):
@@ -176,10 +180,10 @@ def _folded(
 def _place(t: float, period: float, nb: int) -> tuple[int, int, float, int, float]:
     """Where ``t`` falls in a profile: the two bins around it and the weight of the second
     (for prediction), its own bin (for learning), and its period number."""
-    pos = (t % period) / period * nb - 0.5
+    frac = (t % period) / period * nb
+    pos = frac - 0.5
     lo = math.floor(pos)
-    b = int((t % period) / period * nb) % nb
-    return int(lo) % nb, (int(lo) + 1) % nb, pos - lo, b, float(math.floor(t / period))
+    return int(lo) % nb, (int(lo) + 1) % nb, pos - lo, int(frac) % nb, float(math.floor(t / period))
 
 
 @_inline
@@ -239,12 +243,9 @@ def _tail_fit(tl: NDArray[Any], i: int, xi_max: float) -> None:
         c = float(tl[i, _TCL, j])
         has = c > 0
         safe_c = c if has else 1.0
-        m = tl[i, _TEX, j] / safe_c
-        var = tl[i, _TEX2, j] / safe_c - m * m
-        xi = 0.5 * (1.0 - m * m / (var if var > 0 else 1.0))
-        xi = min(max(xi, 0.0), xi_max) if (c >= 2 and var > 0) else 0.0
+        xi = _tail_shape(c, float(tl[i, _TEX, j]), float(tl[i, _TEX2, j]), xi_max)
         tl[i, _LC, j] = math.log(safe_c) - tl[i, _LOGQ, j]
-        tl[i, _SIGMA, j] = m * (1.0 - xi) if has else 0.0
+        tl[i, _SIGMA, j] = tl[i, _TEX, j] / safe_c * (1.0 - xi) if has else 0.0
         tl[i, _XI, j] = xi
 
 

@@ -25,7 +25,7 @@ DETAIL = ("expected", "scale", "point_bar", "point_ratio", "shift_ratio")
 #: rows of ``EnsembleBank.state_`` (see :func:`detectors._bank_kernel.ensemble_step`)
 _ST_ROWS = ("up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "run", "cool",
             "warm_n", "tail_lag_n")  # fmt: skip
-_WARM_N, _TAIL_LAG_N = 10, 11
+_WARM_N, _TAIL_LAG_N = _ST_ROWS.index("warm_n"), _ST_ROWS.index("tail_lag_n")
 _TAIL = {key: j for j, key in enumerate(kernel.TAIL_KEYS)}
 _EMPTY = np.zeros(0, np.float64)
 #: the per-series state arrays (series first), grown together by ``EnsembleBank.extend``
@@ -106,9 +106,10 @@ class EnsembleBank(EnsembleParams):
         #: per series, at its last scored value: expected value, scale, point bar, member ratios
         self.detail_ = np.zeros((n, len(DETAIL)), dt)
         self._moved = np.zeros(n, np.bool_)
-        self._params = self._kernel_params(len(self.seasons_))
+        self._params = self._kernel_params()
+        self._no_profile = self._new_profile(1, 0)  # what the kernel gets without timestamps
 
-    def _kernel_params(self, n_seasons: int) -> kernel.KernelParams:
+    def _kernel_params(self) -> kernel.KernelParams:
         s0 = self.seasons_[0]
         s1 = self.seasons_[-1]
         return kernel.KernelParams(
@@ -132,7 +133,7 @@ class EnsembleBank(EnsembleParams):
             tail_start=self.tail_start,
             xi_max=self.xi_max,
             warmup_outlier=self.warmup_outlier,
-            n_seasons=float(n_seasons),
+            n_seasons=float(len(self.seasons_)),
             period0=s0[0],
             bins0=float(s0[1]),
             min_days0=s0[2],
@@ -144,9 +145,7 @@ class EnsembleBank(EnsembleParams):
     @property
     def nbytes(self) -> int:
         """Bytes of state (profiles included once allocated)."""
-        arrays = [self.level_, self.state_, self.tails_, self.last_t_, self.interval_]
-        arrays += [self.step_est_, self.warmup_, self.t_dirty_, self.firing_, self.score_]
-        arrays += [self.detail_, self._moved]
+        arrays: list[Arr] = [getattr(self, name) for name in _PER_SERIES]
         arrays += [a for pair in self.profiles_ for a in pair]
         return sum(a.nbytes for a in arrays)
 
@@ -157,10 +156,7 @@ class EnsembleBank(EnsembleParams):
             return
         new = EnsembleBank(k, **{**self._param_values(), "warmup": warmup, "dtype": self.dtype})
         if self.profiles_ and not new.profiles_:
-            for bins_s, _ in self.profiles_:
-                s = np.zeros((bins_s.shape[0], k), kernel.season_dtype(self.dtype_))
-                s["cday"] = -1.0
-                new.profiles_.append((s, np.zeros((k, 2), self.dtype_)))
+            new.profiles_ = [self._new_profile(s.shape[0], k) for s, _ in self.profiles_]
         for name in _PER_SERIES:
             setattr(self, name, np.concatenate([getattr(self, name), getattr(new, name)]))
         self.profiles_ = [
@@ -168,6 +164,13 @@ class EnsembleBank(EnsembleParams):
             for (s, g), (ns, ng) in zip(self.profiles_, new.profiles_, strict=True)
         ]
         self.n_series += k
+
+    def _new_profile(self, bins: int, n: int) -> tuple[Arr, Arr]:
+        """Fresh state of one profile: ``(bins, n)`` records (no day seen yet) and the
+        series-wide ``(n, 2)`` pair."""
+        s = np.zeros((bins, n), kernel.season_dtype(self.dtype_))
+        s["cday"] = -1.0
+        return s, np.zeros((n, 2), self.dtype_)
 
     def _param_values(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(EnsembleParams)}
@@ -217,14 +220,9 @@ class EnsembleBank(EnsembleParams):
             if self._moved.any():
                 self._refresh(self._moved)
             if not self.profiles_:
-                for _, bins, _ in self.seasons_:
-                    s = np.zeros((bins, n), kernel.season_dtype(self.dtype_))
-                    s["cday"] = -1.0
-                    self.profiles_.append((s, np.zeros((n, 2), self.dtype_)))
+                self.profiles_ = [self._new_profile(bins, n) for _, bins, _ in self.seasons_]
         (s0, g0), (s1, g1) = (
-            (self.profiles_[0], self.profiles_[-1])
-            if self.profiles_
-            else ((np.zeros((1, 0), kernel.season_dtype(self.dtype_)), _EMPTY.reshape(0, 2)),) * 2
+            (self.profiles_[0], self.profiles_[-1]) if self.profiles_ else (self._no_profile,) * 2
         )
         score = self.score_.copy()
         opened = np.empty(n, np.bool_)

@@ -122,16 +122,23 @@ class SeriesMonitor:
         self, ts: float, value: float | None, support: float | None = None
     ) -> MonitorEvent | None:
         """Feed one derived value; return an event when the alarm opens or closes."""
-        if value is None or math.isnan(value):
+        if not _usable(value, support, self.min_support):
             return None
-        if support is not None and support < self.min_support:
-            return None
+        assert value is not None
         ens = self.ensemble_
         transition = ens.update(value, ts, support)
         if transition is None:
             return None
         return _event(transition, ts, value, ens.score_, ens.expected_, ens.scale_, ens.bars_[0],
                       ens.ratios_)  # fmt: skip
+
+
+def _usable(value: float | None, support: float | None, min_support: float) -> bool:
+    """Whether a value is learnt and scored: not a gap, and backed by ``min_support`` events
+    when its support is known."""
+    if value is None or math.isnan(value):
+        return False
+    return support is None or support >= min_support
 
 
 def _event(
@@ -234,10 +241,9 @@ class MonitorBank:
         rows: dict[Direction, list[tuple[int, int, float, float]]] = {}
         for pos, ob in enumerate(observations):
             v = ob.value
-            if v is None or math.isnan(v):
+            if not _usable(v, ob.support, ob.min_support):
                 continue
-            if ob.support is not None and ob.support < ob.min_support:
-                continue
+            assert v is not None
             direction, i = self._slot(ob.key, ob.bad_direction)
             sup = math.nan if ob.support is None else ob.support
             rows.setdefault(direction, []).append((pos, i, v, sup))

@@ -13,7 +13,7 @@ import hashlib
 import statistics
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,7 +228,7 @@ class Pipeline:
     def _evaluate(self, at: float) -> None:
         step = self.interval_s or 15.0
         observations: list[Observation] = []
-        where: list[tuple[KpiDef, str, tuple[tuple[str, str], ...]]] = []
+        where: dict[Hashable, tuple[KpiDef, str, tuple[tuple[str, str], ...]]] = {}
         for entity in self.store.entities:
             if not entity:
                 continue
@@ -248,13 +248,10 @@ class Pipeline:
                     observations.append(
                         Observation(key, value, support, kpi.bad_direction, kpi.min_support)
                     )
-                    where.append((kpi, entity, group))
-        events = self.monitors.observe(at, observations)
-        if events:
-            pos = {ob.key: i for i, ob in enumerate(observations)}
-            for series, event in events:
-                kpi, entity, group = where[pos[series]]
-                self._on_monitor(kpi, entity, group, event)
+                    where[key] = (kpi, entity, group)
+        for series, event in self.monitors.observe(at, observations):
+            kpi, entity, group = where[series]
+            self._on_monitor(kpi, entity, group, event)
         for ev in self.correlator.tick(at):
             self._emit(ev)
 
