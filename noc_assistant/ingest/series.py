@@ -62,9 +62,9 @@ class SeriesState:
             if ts <= start:
                 break
             if ts <= end:
-                span = ts - prev
-                lo = max(prev, start)
-                total += inc if lo <= prev or span <= 0 else inc * (ts - lo) / span
+                if prev < start < ts:  # only the part of the step inside the window
+                    inc *= (ts - start) / (ts - prev)
+                total += inc
                 seen = True
         return total if seen else None
 
@@ -91,6 +91,9 @@ class SeriesStore:
         self._by_entity: dict[str, dict[tuple[str, str], list[SeriesState]]] = {}
         self._entity_nf: dict[str, str] = {}
         self._canon: dict[tuple[str, str], tuple[str, str]] = {}
+        #: selector → matching series, valid while no series is added (checked by count)
+        self._matching: dict[tuple[object, ...], list[SeriesState]] = {}
+        self._matching_at = 0
 
     @property
     def entities(self) -> list[str]:
@@ -153,6 +156,22 @@ class SeriesStore:
     def _states(self, entity: str, metric: str, part: str) -> list[SeriesState]:
         return self._by_entity.get(entity, {}).get((metric, part), [])
 
+    def matching(
+        self, entity: str, metric: str, part: str, matchers: Mapping[str, str]
+    ) -> list[SeriesState]:
+        """The entity's series of ``metric`` (and histogram ``part``) whose labels match
+        ``matchers``; remembered until a new series arrives (KPIs ask the same every tick)."""
+        if self._matching_at != len(self._series):
+            self._matching.clear()
+            self._matching_at = len(self._series)
+        key = (entity, metric, part, *matchers.items())
+        found = self._matching.get(key)
+        if found is None:
+            states = self._states(entity, metric, part)
+            found = [st for st in states if _matches(st.labels, matchers)] if matchers else states
+            self._matching[key] = found
+        return found
+
 
 class EntityView:
     """A :class:`knowledge.formula.SelectorSource` for one entity at one time."""
@@ -176,9 +195,7 @@ class EntityView:
     def _increase(self, metric: str, part: str, matchers: Mapping[str, str]) -> float | None:
         total: float | None = None
         start = self.at - self.window_s
-        for st in self.store._states(self.entity, metric, part):
-            if matchers and not _matches(st.labels, matchers):
-                continue
+        for st in self.store.matching(self.entity, metric, part, matchers):
             inc = st.increase(start, self.at)
             if inc is not None:
                 total = inc if total is None else total + inc
@@ -207,10 +224,8 @@ class EntityView:
         stale_before = self.at - 2 * self.window_s
         values = [
             st.last_value
-            for st in self.store._states(self.entity, name, "")
-            if st.last_value is not None
-            and st.last_ts > stale_before
-            and (not matchers or _matches(st.labels, matchers))
+            for st in self.store.matching(self.entity, name, "", matchers)
+            if st.last_value is not None and st.last_ts > stale_before
         ]
         if not values:
             return None

@@ -1,0 +1,60 @@
+"""The series store and KPI formulas together: windowed increases, resets, label matchers,
+and the per-selector cache of matching series (it must see series that arrive later)."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowledge.formula import parse_formula
+from noc_assistant.ingest.point import Point
+from noc_assistant.ingest.series import SeriesStore
+
+
+def _counter(store: SeriesStore, ts: float, value: float, **labels: str) -> None:
+    lab = tuple(sorted({"instance": "amf-1", **labels}.items()))
+    store.add(Point(ts, "req_total", lab, value, "counter"))
+
+
+def test_increase_counts_the_part_of_a_step_inside_the_window() -> None:
+    store = SeriesStore()
+    for ts, v in ((0, 0.0), (15, 10.0), (30, 20.0), (45, 40.0)):
+        _counter(store, ts, v)
+    f = parse_formula('increase("req")')
+    # window (20, 45]: two thirds of the 15 -> 30 step, all of 30 -> 45
+    assert f.evaluate(store.view("amf-1", 45.0, 25.0)) == pytest.approx(10 * 2 / 3 + 20)
+    assert f.evaluate(store.view("amf-1", 45.0, 15.0)) == pytest.approx(20.0)
+    assert f.evaluate(store.view("amf-2", 45.0, 15.0)) is None  # no such entity: a gap
+
+
+def test_counter_reset_counts_the_new_value_not_a_negative_step() -> None:
+    store = SeriesStore()
+    for ts, v in ((0, 100.0), (15, 110.0), (30, 4.0)):
+        _counter(store, ts, v)
+    assert parse_formula('increase("req")').evaluate(store.view("amf-1", 30.0, 30.0)) == 14.0
+
+
+def test_matcher_cache_sees_series_that_arrive_later() -> None:
+    store = SeriesStore()
+    f = parse_formula('increase("req", cause="a|b") / increase("req")')
+    for ts in (0.0, 15.0):
+        _counter(store, ts, ts, cause="a")
+        _counter(store, ts, 2 * ts, cause="c")
+    assert f.evaluate(store.view("amf-1", 15.0, 15.0)) == pytest.approx(15 / 45)
+    for ts in (15.0, 30.0):  # a new matching series appears after the first evaluation
+        _counter(store, ts, 3 * ts, cause="b")
+    _counter(store, 30.0, 30.0, cause="a")
+    _counter(store, 30.0, 60.0, cause="c")
+    assert f.evaluate(store.view("amf-1", 30.0, 15.0)) == pytest.approx((15 + 45) / (15 + 45 + 30))
+    # the group of a grouped KPI narrows every selector
+    view = store.view("amf-1", 30.0, 15.0, extra={"cause": "b"})
+    assert f.evaluate(view) == pytest.approx(1.0)
+
+
+def test_formula_gaps_and_aggregates() -> None:
+    store = SeriesStore()
+    for ts, v in ((0, 5.0), (15, 5.0)):
+        _counter(store, ts, v)
+    view = store.view("amf-1", 15.0, 15.0)
+    assert parse_formula('1 / increase("req")').evaluate(view) is None  # division by zero
+    assert parse_formula('max(increase("nope"), -increase("req") + 2)').evaluate(view) == 2.0
+    assert parse_formula('min(increase("nope"), gauge("nope"))').evaluate(view) is None
