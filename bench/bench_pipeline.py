@@ -20,6 +20,8 @@ from pathlib import Path
 from _machine import cpu_name  # bench/ helper, found beside this script
 
 from noc_assistant.ingest import Point
+from noc_assistant.ingest.quarantine import Quarantine
+from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import topology_from_dict
 from noc_assistant.pipeline import Pipeline
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
@@ -48,6 +50,12 @@ def main() -> None:
         pipe.finish()
         mem_s = time.perf_counter() - t
         samples = pipe.samples
+
+        # the parser alone (the ceiling for the file path)
+        t = time.perf_counter()
+        parsed = sum(1 for _ in read_replay(paths["telemetry"], Quarantine()))
+        parse_s = time.perf_counter() - t
+        assert parsed == samples, (parsed, samples)
 
         # file path, parsing included: the `noc eval run` command itself
         report = out / "report.json"
@@ -101,6 +109,8 @@ def main() -> None:
         f"| simulate + write JSONL | {sim_s:.1f} | {samples / sim_s:,.0f} |",
         f"| pipeline in memory (noc demo path, RCA included) | {mem_s:.1f} | "
         f"{samples / mem_s:,.0f} |",
+        f"| parse the JSONL replay only (`read_replay`) | {parse_s:.1f} | "
+        f"{samples / parse_s:,.0f} |",
         f"| `noc eval run` (parse + pipeline + scoring, process start included) | {eval_s:.1f} | "
         f"{samples / eval_s:,.0f} |",
         "",

@@ -98,15 +98,26 @@ def _value(raw: object) -> float | None:
 def _point(ts: object, metric: object, labels: object, value: object, type_: object) -> Point:
     if not isinstance(metric, str) or not _metric_ok(metric):
         raise _LineError(f"metric {metric!r} is not a Prometheus metric name")
-    if not isinstance(labels, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
-    ):
+    if not isinstance(labels, dict):
         raise _LineError("labels must be an object of string → string")
+    try:
+        label_key = _label_key(tuple(labels.items()))
+    except TypeError:  # an unhashable label value (a list, an object)
+        raise _LineError("labels must be an object of string → string") from None
     if type_ is None:
         type_ = "gauge"
     if type_ not in METRIC_TYPES:
         raise _LineError(f"type {type_!r} is not one of {sorted(METRIC_TYPES)}")
-    return Point(parse_ts(ts), metric, tuple(sorted(labels.items())), _value(value), str(type_))
+    return Point(parse_ts(ts), metric, label_key, _value(value), str(type_))
+
+
+@lru_cache(maxsize=65536)
+def _label_key(items: tuple[tuple[object, object], ...]) -> tuple[tuple[str, str], ...]:
+    """Checked, sorted label pairs (cached: every scrape repeats a series' label set, and the
+    one tuple it returns is shared by all that series' points)."""
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in items):
+        raise _LineError("labels must be an object of string → string")
+    return tuple(sorted(items))  # type: ignore[arg-type]
 
 
 def _loads(raw: bytes) -> Any:

@@ -129,3 +129,23 @@ def test_conflicting_repeat_is_quarantined() -> None:
     released += list(buf.drain())
     assert [p.value for p in released] == [1]
     assert q.count == 1 and "conflicting" in q.records[0].reason
+
+
+def test_bad_labels_are_quarantined_every_time(tmp_path: Path) -> None:
+    good = {"instance": "amf-1", "nf": "amf"}
+    rows = [
+        {"ts": 0, "metric": "gnb", "labels": good, "value": 1.0},
+        {"ts": 15, "metric": "gnb", "labels": {"instance": 7}, "value": 1.0},
+        {"ts": 30, "metric": "gnb", "labels": {"instance": ["a"]}, "value": 1.0},
+        {"ts": 45, "metric": "gnb", "labels": ["instance", "amf-1"], "value": 1.0},
+        {"ts": 60, "metric": "gnb", "labels": {"instance": 7}, "value": 1.0},  # again
+        {"ts": 75, "metric": "gnb", "labels": {"nf": "amf", "instance": "amf-1"}, "value": 2.0},
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    q = Quarantine()
+    points = list(read_replay(path, q))
+    assert [p.value for p in points] == [1.0, 2.0]
+    assert points[0].labels == points[1].labels == (("instance", "amf-1"), ("nf", "amf"))
+    assert [r.line for r in q.records] == [2, 3, 4, 5]
+    assert all("labels must be an object" in r.reason for r in q.records)
