@@ -25,7 +25,13 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.params import STEP_MOVE, STEP_RATE
+from detectors.params import (
+    RESOLUTION_MIN_COUNT,
+    RESOLUTION_TO_SIGMA,
+    STEP_MOVE,
+    STEP_RATE,
+    resolution,
+)
 from detectors.robust_zscore import MAD_TO_SIGMA
 from detectors.spot import tail_shape
 
@@ -78,6 +84,7 @@ def _inline(f: F) -> F:
 
 
 _tail_shape = _inline(tail_shape)  # the per-series POT's moment fit of ξ, compiled
+_resolution = _inline(resolution)  # the smallest step and its count (detectors.params)
 
 
 class KernelParams(NamedTuple):
@@ -271,7 +278,9 @@ def ensemble_step(
     """One step of the ensemble for every series (state updated in place).
 
     ``lv``: per series (n, mean, mad, slow mad); ``st``: per series up, down, z_prev, cov,
-    var, rho_n, counted, whole, run, cool, warm_n, tail_lag_n; ``tl``: :data:`TAIL_KEYS`;
+    var, rho_n, counted, whole, run, cool, warm_n, tail_lag_n, x_prev (NaN before the first
+    value), resolution (0 while unknown) and how often it was seen
+    (:func:`detectors.params.resolution`); ``tl``: :data:`TAIL_KEYS`;
     ``s0/g0`` and ``s1/g1``: daily and weekly profiles; ``t``: empty (no timestamps), one,
     or one per series; ``sup``: empty or the support of each value (NaN where unknown).
     ``score`` holds the previous scores on entry (kept for gaps); ``detail`` gets, per scored
@@ -325,7 +334,10 @@ def ensemble_step(
                 mid1, sc1, ok1 = _predict(s1, g1, i, a1, c1, w1, day1, p, p.min_days1)
                 if ok1 and g1[i, 1] >= MIN_RESIDUALS and g1[i, 0] < best:
                     ref, scale, best = mid1, sc1, float(g1[i, 0])
-        floor = _noise_floor(ref, counted, wholes, s_i, has_sup)
+        res_floor = (
+            RESOLUTION_TO_SIGMA * float(st[i, 13]) if st[i, 14] >= RESOLUTION_MIN_COUNT else 0.0
+        )
+        floor = max(_noise_floor(ref, counted, wholes, s_i, has_sup), res_floor)
         scale = max(scale, floor)
         z = (xi_ - ref) / scale if scored else 0.0
         eff = max(p.min_effect * abs(ref), p.min_abs_effect)
@@ -394,7 +406,7 @@ def ensemble_step(
             _learn_season(s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, floor)
             if n_seasons > 1:
                 _learn_season(s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, floor)
-        lscale = max(l_scale, _noise_floor(m_l, counted, wholes, s_i, has_sup))
+        lscale = max(l_scale, _noise_floor(m_l, counted, wholes, s_i, has_sup), res_floor)
         n1 = n_l + 1.0
         inv = 1.0 / n1
         if n1 == 1.0:
@@ -451,3 +463,8 @@ def ensemble_step(
             elif drop:
                 tl[i, _TPEAK, j] = 0.0
         st[i, 2] = zc
+        if nn < warm_n:  # learnt in the warm-up only (see detectors.params)
+            st[i, 13], st[i, 14] = _resolution(
+                abs(xi_ - float(st[i, 12])), float(st[i, 13]), float(st[i, 14])
+            )
+        st[i, 12] = xi_

@@ -24,7 +24,7 @@ _DIRECTIONS = {"both": 0.0, "up": 1.0, "down": 2.0}
 DETAIL = ("expected", "scale", "point_bar", "point_ratio", "shift_ratio")
 #: rows of ``EnsembleBank.state_`` (see :func:`detectors._bank_kernel.ensemble_step`)
 _ST_ROWS = ("up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "run", "cool",
-            "warm_n", "tail_lag_n")  # fmt: skip
+            "warm_n", "tail_lag_n", "x_prev", "resolution", "resolution_n")  # fmt: skip
 _WARM_N, _TAIL_LAG_N = _ST_ROWS.index("warm_n"), _ST_ROWS.index("tail_lag_n")
 _TAIL = {key: j for j, key in enumerate(kernel.TAIL_KEYS)}
 _EMPTY = np.zeros(0, np.float64)
@@ -83,6 +83,7 @@ class EnsembleBank(EnsembleParams):
         self.level_ = np.zeros((n, 4), dt)
         #: per series: the columns named in ``_ST_ROWS``
         self.state_ = np.zeros((n, len(_ST_ROWS)), dt)
+        self.state_[:, _ST_ROWS.index("x_prev")] = np.nan
         #: per series: :data:`detectors._bank_kernel.TAIL_KEYS` × member (point, shift)
         self.tails_ = np.zeros((n, len(kernel.TAIL_KEYS), 2), dt)
         # daily and weekly profiles, (bins, series, keys) and series-wide (series, 2), allocated

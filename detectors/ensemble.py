@@ -6,7 +6,14 @@ import math
 from dataclasses import dataclass
 
 from detectors.alerting import Alerter, Transition
-from detectors.params import STEP_MOVE, STEP_RATE, EnsembleParams
+from detectors.params import (
+    RESOLUTION_MIN_COUNT,
+    RESOLUTION_TO_SIGMA,
+    STEP_MOVE,
+    STEP_RATE,
+    EnsembleParams,
+    resolution,
+)
 from detectors.robust_zscore import RobustZScore, directional
 from detectors.seasonal import SeasonalProfile
 from detectors.spot import PeaksOverThreshold, cusum_bar, gaussian_bar, risk_per_sample
@@ -118,6 +125,11 @@ class Ensemble(EnsembleParams):
         self.up_ = 0.0
         self.down_ = 0.0
         self.z_prev_ = 0.0
+        self.x_prev_ = math.nan
+        #: smallest non-zero step between consecutive values seen in the warm-up, and how
+        #: often (the scale's floor once seen ``RESOLUTION_MIN_COUNT`` times)
+        self.resolution_ = 0.0
+        self.resolution_n_ = 0.0
         self.cov_ = 0.0
         self.var_ = 0.0
         self.rho_n_ = 0
@@ -175,11 +187,16 @@ class Ensemble(EnsembleParams):
         return self.tails_[0].bar(qp, fp, warm), self.tails_[1].bar(qs, fs, warm)
 
     def _noise_floor(self, ref: float, support: float | None) -> float:
-        """Sampling-noise floor of the scale of a ratio of counts backed by ``support``."""
+        """Floor of the scale: the resolution's rounding noise (see
+        :data:`detectors._bank_kernel.RESOLUTION_TO_SIGMA`) and, for a ratio of counts backed
+        by ``support``, its sampling noise."""
+        res = 0.0
+        if self.resolution_n_ >= RESOLUTION_MIN_COUNT:
+            res = RESOLUTION_TO_SIGMA * self.resolution_
         if support is None or support <= 0 or not self.proportion_:
-            return 0.0
+            return res
         p = min(max((ref * support + 0.5) / (support + 1.0), 0.0), 1.0)
-        return math.sqrt(p * (1.0 - p) / support)
+        return max(math.sqrt(p * (1.0 - p) / support), res)
 
     def _point(
         self, x: float, t: float | None, support: float | None = None
@@ -283,4 +300,9 @@ class Ensemble(EnsembleParams):
                 for tail in self.tails_:
                     tail.drop_run()
         self.z_prev_ = zc
+        if math.isinf(bars[0]):  # learnt in the warm-up only (see detectors.params)
+            self.resolution_, self.resolution_n_ = resolution(
+                abs(x - self.x_prev_), self.resolution_, self.resolution_n_
+            )
+        self.x_prev_ = x
         return transition

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 from detectors.robust_zscore import Direction
 
-__all__ = ["STEP_MOVE", "STEP_RATE", "EnsembleParams"]
+__all__ = [
+    "RESOLUTION_MIN_COUNT",
+    "RESOLUTION_TO_SIGMA",
+    "STEP_MOVE",
+    "STEP_RATE",
+    "EnsembleParams",
+    "resolution",
+]
 
 #: The scrape interval is a streaming median of the timestamp steps: each positive step moves
 #: the estimate by the factor ``1 ± STEP_RATE`` towards it (a single short or long step, a
@@ -21,6 +28,38 @@ __all__ = ["STEP_MOVE", "STEP_RATE", "EnsembleParams"]
 #: ones). The interval the bars use follows the estimate once it is ``STEP_MOVE`` away.
 STEP_RATE = 0.02
 STEP_MOVE = 0.05
+
+#: the scale of a quantised series is at least its resolution (the smallest change between two
+#: consecutive values, seen at least RESOLUTION_MIN_COUNT times in the warm-up) over √12, the
+#: standard deviation of rounding noise (Sheppard): otherwise a series that is mostly one value
+#: (a counter of rare errors, 0 most of the time) has a robust scale of 0, every 1 is an
+#: infinite z, and the Huber clipping at CLIP scales keeps the scale at 0 for good. The count
+#: keeps one incident in the warm-up (a constant gauge that dropped once: two steps) from
+#: becoming the resolution; learning it in the warm-up only keeps recurring incidents (an Xid
+#: code that comes back every few days, its steps seen while the alarm had already closed) from
+#: teaching it later. A series constant through its warm-up has no resolution.
+RESOLUTION_TO_SIGMA = 1.0 / math.sqrt(12.0)
+RESOLUTION_MIN_COUNT = 8.0
+
+
+def resolution(step: float, res: float, count: float) -> tuple[float, float]:
+    """The smallest non-zero ``step`` seen so far (``res``, 0 while none) and how often it was
+    seen (``count``): a step within 1e-6 of it counts, a smaller one starts over, NaN (the
+    first value has no step) is ignored.
+
+    >>> res, n = 0.0, 0.0
+    >>> for step in (float("nan"), 0.0, 2.0, 1.0, 1.0, 3.0, 1.0000000001):
+    ...     res, n = resolution(step, res, n)
+    >>> res, n
+    (1.0, 3.0)
+    """
+    if not step > 0.0:
+        return res, count
+    if res > 0.0 and abs(step - res) <= 1e-6 * res:
+        return res, count + 1.0
+    if res == 0.0 or step < res:
+        return step, 1.0
+    return res, count
 
 
 @dataclass(kw_only=True, eq=False)
