@@ -58,7 +58,7 @@ def rolling_gaussian(
     return out
 
 
-SENSITIVITY = (0.02, 0.05, 0.08, 0.5, 2.0)
+SENSITIVITY = (0.02, 0.05, 0.06, 0.07, 0.08, 0.09, 0.5, 2.0)
 CV_MIN_DURATION = (1, 2)
 CV_REFRACTORY_H = (0.0, 6.0, 12.0, 24.0, 48.0)
 CV_GOVERNOR = (1.0, 1.25, 1.5, 2.0)
