@@ -14,11 +14,15 @@ from dataclasses import dataclass
 from detectors.robust_zscore import Direction
 
 __all__ = [
+    "KPI_WINDOW_CAP_S",
+    "PM_PERIOD_S",
     "RESOLUTION_MIN_COUNT",
     "RESOLUTION_TO_SIGMA",
     "STEP_MOVE",
     "STEP_RATE",
     "EnsembleParams",
+    "kpi_window_s",
+    "monitor_min_duration",
     "resolution",
 ]
 
@@ -40,6 +44,37 @@ STEP_MOVE = 0.05
 #: teaching it later. A series constant through its warm-up has no resolution.
 RESOLUTION_TO_SIGMA = 1.0 / math.sqrt(12.0)
 RESOLUTION_MIN_COUNT = 8.0
+
+
+#: A scrape interval at least this long is a PM reporting period (3GPP TS 32.401/28.550: 5 or
+#: 15 min), where one sample already aggregates the whole period: see :func:`kpi_window_s` and
+#: :func:`monitor_min_duration`.
+PM_PERIOD_S = 300.0
+#: The longest default KPI window for fast scrapes (4 intervals up to this).
+KPI_WINDOW_CAP_S = 300.0
+
+
+def kpi_window_s(step: float) -> float:
+    """Default window of a KPI's ``increase``/``rate`` at scrape interval ``step``: four
+    intervals (robust to a missed or late scrape at 15-60 s), at most
+    :data:`KPI_WINDOW_CAP_S`, never less than one interval. Four 15-min PM periods would
+    spread a 15-min fault over an hour and dilute it fourfold.
+
+    >>> [kpi_window_s(s) for s in (15.0, 60.0, 120.0, 300.0, 900.0)]
+    [60.0, 240.0, 300.0, 300.0, 900.0]
+    """
+    return max(step, min(4.0 * step, KPI_WINDOW_CAP_S))
+
+
+def monitor_min_duration(step: float, default: int = 2) -> int:
+    """Samples over the bar before a KPI monitor pages: ``default`` (2) for scrapes, 1 for PM
+    periods (:data:`PM_PERIOD_S` and longer: two 15-min periods are 30 min of confirmation,
+    longer than most incidents).
+
+    >>> monitor_min_duration(15.0), monitor_min_duration(900.0)
+    (2, 1)
+    """
+    return 1 if step >= PM_PERIOD_S else default
 
 
 def resolution(step: float, res: float, count: float) -> tuple[float, float]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from detectors import MonitorBank, MonitorEvent, Observation
+from detectors.params import kpi_window_s, monitor_min_duration
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
 from knowledge.topology import Topology
@@ -97,8 +98,10 @@ class Pipeline:
         self.store = SeriesStore()
         self.on_finding = on_finding
         self.on_incident = on_incident
-        self.monitors = MonitorBank()
-        """Every KPI series' monitor, keyed (series id, entity), on the compiled bank."""
+        self.monitors: MonitorBank | None = None
+        """Every KPI series' monitor, keyed (series id, entity), on the compiled bank; made at
+        the first evaluation, once the scrape interval is known (PM periods page on one
+        sample: :func:`detectors.params.monitor_min_duration`)."""
         self.kpi_history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
         """(series id, entity) → recent (time, value) of every evaluated KPI series."""
         self.first_ts: float | None = None
@@ -233,7 +236,7 @@ class Pipeline:
             if not entity:
                 continue
             for kpi in self._kpis_for(entity):
-                window = kpi.window_s or 4 * step
+                window = kpi.window_s or kpi_window_s(step)
                 for group in self._groups_for(entity, kpi):
                     view = self.store.view(entity, at, window, extra=dict(group))
                     value = kpi.parsed.evaluate(view)
@@ -249,6 +252,8 @@ class Pipeline:
                         Observation(key, value, support, kpi.bad_direction, kpi.min_support)
                     )
                     where[key] = (kpi, entity, group)
+        if self.monitors is None:
+            self.monitors = MonitorBank(min_duration=monitor_min_duration(step))
         for series, event in self.monitors.observe(at, observations):
             kpi, entity, group = where[series]
             self._on_monitor(kpi, entity, group, event)
