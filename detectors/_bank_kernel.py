@@ -111,6 +111,7 @@ class KernelParams(NamedTuple):
     tail_start: float
     xi_max: float
     warmup_outlier: float
+    res_always: float
     n_seasons: float
     period0: float
     bins0: float
@@ -463,7 +464,7 @@ def ensemble_step(
             elif drop:
                 tl[i, _TPEAK, j] = 0.0
         st[i, 2] = zc
-        if nn < warm_n:  # learnt in the warm-up only (see detectors.params)
+        if nn < warm_n or p.res_always > 0.0:  # see detectors.params
             st[i, 13], st[i, 14] = _resolution(
                 abs(xi_ - float(st[i, 12])), float(st[i, 13]), float(st[i, 14])
             )

@@ -134,6 +134,7 @@ class EnsembleBank(EnsembleParams):
             tail_start=self.tail_start,
             xi_max=self.xi_max,
             warmup_outlier=self.warmup_outlier,
+            res_always=float(self.resolution_always),
             n_seasons=float(len(self.seasons_)),
             period0=s0[0],
             bins0=float(s0[1]),

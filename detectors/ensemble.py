@@ -300,7 +300,7 @@ class Ensemble(EnsembleParams):
                 for tail in self.tails_:
                     tail.drop_run()
         self.z_prev_ = zc
-        if math.isinf(bars[0]):  # learnt in the warm-up only (see detectors.params)
+        if self.resolution_always or math.isinf(bars[0]):  # see detectors.params
             self.resolution_, self.resolution_n_ = resolution(
                 abs(x - self.x_prev_), self.resolution_, self.resolution_n_
             )

@@ -19,6 +19,9 @@ from detectors.bank import EnsembleBank
 from detectors.ensemble import MEMBERS, Ensemble
 from detectors.robust_zscore import Direction
 
+#: one bank per bad direction and resolution rule (``Observation.counts``)
+_BankKey = tuple[Direction, bool]
+
 __all__ = ["MonitorBank", "MonitorEvent", "Observation", "SeriesMonitor"]
 
 
@@ -80,6 +83,7 @@ class SeriesMonitor:
         shift_gate: float = 0.5,
         shift_share: float = 0.5,
         warmup_outlier: float = 4.0,
+        resolution_always: bool = False,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -95,6 +99,7 @@ class SeriesMonitor:
         self.shift_gate = shift_gate
         self.shift_share = shift_share
         self.warmup_outlier = warmup_outlier
+        self.resolution_always = resolution_always
         self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
 
     def ensemble_params(self) -> dict[str, Any]:
@@ -112,6 +117,7 @@ class SeriesMonitor:
             "shift_gate": self.shift_gate,
             "shift_share": self.shift_share,
             "warmup_outlier": self.warmup_outlier,
+            "resolution_always": self.resolution_always,
         }
 
     @property
@@ -175,6 +181,9 @@ class Observation:
     support: float | None = None
     bad_direction: Direction = "both"
     min_support: float = 0.0
+    #: the value counts events (a counter's increase or rate): see
+    #: :attr:`~detectors.params.EnsembleParams.resolution_always`
+    counts: bool = False
 
 
 class MonitorBank:
@@ -183,7 +192,8 @@ class MonitorBank:
 
     Keys are added as they first appear (one bank per bad direction, grown by doubling).
     ``monitor_kwargs`` are :class:`SeriesMonitor`'s keyword parameters; each observation
-    brings its own bad direction and minimum support. All values of one :meth:`observe` share
+    brings its own bad direction, minimum support and whether it counts events (one bank per
+    bad direction and resolution rule). All values of one :meth:`observe` share
     its timestamp (one evaluation tick).
 
     >>> bank = MonitorBank(warmup=100)
@@ -199,9 +209,9 @@ class MonitorBank:
 
     def __init__(self, **monitor_kwargs: Any) -> None:
         self._params = SeriesMonitor(**monitor_kwargs).ensemble_params()
-        self._banks: dict[Direction, EnsembleBank] = {}
-        self._slots: dict[Hashable, tuple[Direction, int]] = {}
-        self._used: dict[Direction, int] = {}
+        self._banks: dict[_BankKey, EnsembleBank] = {}
+        self._slots: dict[Hashable, tuple[_BankKey, int]] = {}
+        self._used: dict[_BankKey, int] = {}
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -211,26 +221,24 @@ class MonitorBank:
 
     def firing(self, key: Hashable) -> bool:
         """Whether ``key``'s alarm is open."""
-        direction, i = self._slots[key]
-        return bool(self._banks[direction].firing_[i])
+        which, i = self._slots[key]
+        return bool(self._banks[which].firing_[i])
 
-    def _slot(self, key: Hashable, direction: Direction) -> tuple[Direction, int]:
+    def _slot(self, key: Hashable, direction: Direction, counts: bool) -> tuple[_BankKey, int]:
         found = self._slots.get(key)
         if found is not None:
             return found
-        used = self._used.get(direction, 0)
-        bank = self._banks.get(direction)
+        which = (direction, counts)
+        used = self._used.get(which, 0)
+        bank = self._banks.get(which)
         if bank is None:
-            bank = self._banks[direction] = EnsembleBank(
-                8,
-                bad_direction=direction,
-                **self._params,
-            )
+            params = {**self._params, "resolution_always": counts}
+            bank = self._banks[which] = EnsembleBank(8, bad_direction=direction, **params)
         elif used == bank.n_series:
             bank.extend(bank.n_series, self._params["warmup"])
-        self._used[direction] = used + 1
-        self._slots[key] = (direction, used)
-        return direction, used
+        self._used[which] = used + 1
+        self._slots[key] = (which, used)
+        return which, used
 
     def observe(
         self, ts: float, observations: Sequence[Observation]
@@ -238,18 +246,18 @@ class MonitorBank:
         """Feed one tick of values; return the alarm transitions, in ``observations`` order.
         A missing value, or one backed by fewer than ``min_support`` events, is neither learnt
         nor scored. A key keeps the bad direction it first came with."""
-        rows: dict[Direction, list[tuple[int, int, float, float]]] = {}
+        rows: dict[_BankKey, list[tuple[int, int, float, float]]] = {}
         for pos, ob in enumerate(observations):
             v = ob.value
             if not _usable(v, ob.support, ob.min_support):
                 continue
             assert v is not None
-            direction, i = self._slot(ob.key, ob.bad_direction)
+            which, i = self._slot(ob.key, ob.bad_direction, ob.counts)
             sup = math.nan if ob.support is None else ob.support
-            rows.setdefault(direction, []).append((pos, i, v, sup))
+            rows.setdefault(which, []).append((pos, i, v, sup))
         events: list[tuple[int, Hashable, MonitorEvent]] = []
-        for direction, items in rows.items():
-            bank = self._banks[direction]
+        for which, items in rows.items():
+            bank = self._banks[which]
             x = np.full(bank.n_series, np.nan)
             sup_arr = np.full(bank.n_series, np.nan)
             idx = np.array([i for _, i, _, _ in items])

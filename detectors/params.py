@@ -34,8 +34,9 @@ STEP_RATE = 0.02
 STEP_MOVE = 0.05
 
 #: the scale of a quantised series is at least its resolution (the smallest change between two
-#: consecutive values, seen at least RESOLUTION_MIN_COUNT times in the warm-up) over √12, the
-#: standard deviation of rounding noise (Sheppard): otherwise a series that is mostly one value
+#: consecutive values, seen at least RESOLUTION_MIN_COUNT times in the warm-up, or at any time
+#: with ``EnsembleParams.resolution_always``) over √12, the standard deviation of rounding
+#: noise (Sheppard): otherwise a series that is mostly one value
 #: (a counter of rare errors, 0 most of the time) has a robust scale of 0, every 1 is an
 #: infinite z, and the Huber clipping at CLIP scales keeps the scale at 0 for good. The count
 #: keeps one incident in the warm-up (a constant gauge that dropped once: two steps) from
@@ -155,3 +156,9 @@ class EnsembleParams:
     shift_share: float = 0.5
     #: warm-up peaks beyond this multiple of the iid bar are not learnt as normal
     warmup_outlier: float = math.inf
+    #: learn the resolution (:data:`RESOLUTION_TO_SIGMA`) at every step, alarms included, not
+    #: only in the warm-up: for counts of events (a counter's increase or rate), where a
+    #: series quiet through its warm-up that later ticks now and then is routine, not a new
+    #: incident each time. Off for states and codes (peers up, an Xid number), whose every
+    #: change is news however often it recurs.
+    resolution_always: bool = False

@@ -65,6 +65,14 @@ class KpiDef(BaseModel):
     def parsed_support(self) -> Formula | None:
         return parse_formula(self.support) if self.support else None
 
+    @cached_property
+    def counts_events(self) -> bool:
+        """Whether the value is built from counter increases and rates only (events: a
+        preemption, a failed request), not from gauges (states, codes: peers up, an Xid).
+        Events that tick now and then are routine once seen often enough; a state that keeps
+        changing is news each time (see ``EnsembleParams.resolution_always``)."""
+        return all(s.fn in ("increase", "rate") for s in self.parsed.selectors)
+
 
 class KpiFile(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -249,7 +249,14 @@ class Pipeline:
                         hist = self.kpi_history[key] = deque(maxlen=self._history)
                     hist.append((at, value))
                     observations.append(
-                        Observation(key, value, support, kpi.bad_direction, kpi.min_support)
+                        Observation(
+                            key,
+                            value,
+                            support,
+                            kpi.bad_direction,
+                            kpi.min_support,
+                            kpi.counts_events,
+                        )
                     )
                     where[key] = (kpi, entity, group)
         if self.monitors is None:

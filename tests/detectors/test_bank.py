@@ -70,6 +70,7 @@ def _assert_matches_ensembles(
         # a 2-day "week" so the second profile matures inside the 10-day series
         ({"week_period": 2 * 86400.0, "week_bins": 24, "min_duration": 1}, True),
         ({"week_bins": 0}, True),
+        ({"resolution_always": True, "min_duration": 1}, True),
     ],
 )
 def test_bank_matches_per_series(params: dict[str, object], with_t: bool) -> None:
@@ -252,3 +253,19 @@ def test_sparse_counts_page_on_news_not_on_every_event() -> None:
     assert 3500 in opened and len(opened) <= 2
     assert res.opened[1:].sum() <= 2
     _assert_matches_ensembles(res, x, t, params, [300] * 3)
+
+
+def test_counts_quiet_in_the_warm_up_learn_their_resolution_later() -> None:
+    """A counter quiet through its warm-up that later ticks now and then (10 % of intervals):
+    as events (``resolution_always``) it pages on the first ticks, then learns that a tick is
+    routine; as a state (the default: peers up, an Xid code) every later tick is news."""
+    rng = np.random.default_rng(9)
+    steps = 4000
+    t = np.arange(steps) * 300.0
+    x = np.zeros((1, steps))
+    x[0, 1500:] = (rng.random(steps - 1500) < 0.1).astype(float)
+    params: dict[str, Any] = {"min_duration": 1, "warmup_outlier": 4.0}
+    as_state = EnsembleBank(1, warmup=300, **params).run(x, t).opened[0]
+    as_counts = EnsembleBank(1, warmup=300, resolution_always=True, **params).run(x, t).opened[0]
+    assert as_counts[1500:1600].any() and not as_counts[2000:].any()
+    assert as_state[2000:].sum() >= 20

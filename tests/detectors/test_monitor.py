@@ -74,8 +74,9 @@ def test_a_fault_in_the_warm_up_does_not_blind_the_monitor() -> None:
 
 def test_monitor_bank_gives_each_monitors_events() -> None:
     """30 series, three bad directions, series that appear late (the banks grow past their
-    first 8 slots), gaps, ratios of counts with too little support: the bank's events are
-    the per-series monitors' events, in feed order."""
+    first 8 slots), gaps, ratios of counts with too little support, counts of rare events
+    (some quiet until long after the warm-up): the bank's events are the per-series monitors'
+    events, in feed order."""
     rng = np.random.default_rng(5)
     steps, n = 1500, 30
     directions: list[Direction] = ["up", "down", "both"]
@@ -84,7 +85,13 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
     t = np.arange(steps) * 60.0
     day = np.sin(2 * np.pi * t / 86400.0)
     bank = MonitorBank(warmup=200)
-    singles = {key: SeriesMonitor(bad_direction=d, min_support=m, warmup=200) for key, d, m in spec}
+    counts = {key: i % 10 == 7 for i, (key, _, _) in enumerate(spec)}
+    singles = {
+        key: SeriesMonitor(
+            bad_direction=d, min_support=m, warmup=200, resolution_always=counts[key]
+        )
+        for key, d, m in spec
+    }
     got: list[tuple[str, MonitorEvent]] = []
     want: list[tuple[str, MonitorEvent]] = []
     for j in range(steps):
@@ -102,13 +109,15 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
                 sup = None
             if rng.random() < 0.02:
                 val = None
-            obs.append(Observation(key, val, sup, d, m))
+            if counts[key] and i % 4 != 0:  # rare events; series 7 quiet until step 800
+                val, sup = float(rng.poisson(0.3 if i != 7 or j > 800 else 0.0)), None
+            obs.append(Observation(key, val, sup, d, m, counts[key]))
             ev = singles[key].observe(float(t[j]), val, sup)
             if ev is not None:
                 want.append((key, ev))
         got += [(str(k), e) for k, e in bank.observe(float(t[j]), obs)]
     assert len(bank) == n and {k for k, _ in want} >= {"s4", "s5"}
-    assert len(want) >= 4 and bank._banks["up"].n_series == 16  # grown once
+    assert len(want) >= 4 and bank._banks["up", False].n_series == 16  # grown once
     assert [(k, e.kind, e.ts, e.direction, e.detector) for k, e in got] == [
         (k, e.kind, e.ts, e.direction, e.detector) for k, e in want
     ]
