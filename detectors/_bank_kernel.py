@@ -25,13 +25,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.params import (
-    RESOLUTION_MIN_COUNT,
-    RESOLUTION_TO_SIGMA,
-    STEP_MOVE,
-    STEP_RATE,
-    resolution,
-)
+from detectors.params import STEP_MOVE, STEP_RATE, resolution, resolution_floor
 from detectors.robust_zscore import MAD_TO_SIGMA
 from detectors.spot import tail_shape
 
@@ -85,6 +79,7 @@ def _inline(f: F) -> F:
 
 _tail_shape = _inline(tail_shape)  # the per-series POT's moment fit of ξ, compiled
 _resolution = _inline(resolution)  # the smallest step and its count (detectors.params)
+_resolution_floor = _inline(resolution_floor)
 
 
 class KernelParams(NamedTuple):
@@ -335,9 +330,7 @@ def ensemble_step(
                 mid1, sc1, ok1 = _predict(s1, g1, i, a1, c1, w1, day1, p, p.min_days1)
                 if ok1 and g1[i, 1] >= MIN_RESIDUALS and g1[i, 0] < best:
                     ref, scale, best = mid1, sc1, float(g1[i, 0])
-        res_floor = (
-            RESOLUTION_TO_SIGMA * float(st[i, 13]) if st[i, 14] >= RESOLUTION_MIN_COUNT else 0.0
-        )
+        res_floor = _resolution_floor(float(st[i, 13]), float(st[i, 14]))
         floor = max(_noise_floor(ref, counted, wholes, s_i, has_sup), res_floor)
         scale = max(scale, floor)
         z = (xi_ - ref) / scale if scored else 0.0

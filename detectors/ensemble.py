@@ -7,12 +7,11 @@ from dataclasses import dataclass
 
 from detectors.alerting import Alerter, Transition
 from detectors.params import (
-    RESOLUTION_MIN_COUNT,
-    RESOLUTION_TO_SIGMA,
     STEP_MOVE,
     STEP_RATE,
     EnsembleParams,
     resolution,
+    resolution_floor,
 )
 from detectors.robust_zscore import RobustZScore, directional
 from detectors.seasonal import SeasonalProfile
@@ -126,8 +125,8 @@ class Ensemble(EnsembleParams):
         self.down_ = 0.0
         self.z_prev_ = 0.0
         self.x_prev_ = math.nan
-        #: smallest non-zero step between consecutive values seen in the warm-up, and how
-        #: often (the scale's floor once seen ``RESOLUTION_MIN_COUNT`` times)
+        #: smallest non-zero step between consecutive values seen in the warm-up (or always:
+        #: ``resolution_always``) and how often: :func:`detectors.params.resolution_floor`
         self.resolution_ = 0.0
         self.resolution_n_ = 0.0
         self.cov_ = 0.0
@@ -187,12 +186,10 @@ class Ensemble(EnsembleParams):
         return self.tails_[0].bar(qp, fp, warm), self.tails_[1].bar(qs, fs, warm)
 
     def _noise_floor(self, ref: float, support: float | None) -> float:
-        """Floor of the scale: the resolution's rounding noise (see
-        :data:`detectors._bank_kernel.RESOLUTION_TO_SIGMA`) and, for a ratio of counts backed
-        by ``support``, its sampling noise."""
-        res = 0.0
-        if self.resolution_n_ >= RESOLUTION_MIN_COUNT:
-            res = RESOLUTION_TO_SIGMA * self.resolution_
+        """Floor of the scale: the resolution's rounding noise
+        (:func:`detectors.params.resolution_floor`) and, for a ratio of counts backed by
+        ``support``, its sampling noise."""
+        res = resolution_floor(self.resolution_, self.resolution_n_)
         if support is None or support <= 0 or not self.proportion_:
             return res
         p = min(max((ref * support + 0.5) / (support + 1.0), 0.0), 1.0)

@@ -232,7 +232,9 @@ class MonitorBank:
         used = self._used.get(which, 0)
         bank = self._banks.get(which)
         if bank is None:
-            params = {**self._params, "resolution_always": counts}
+            # a monitor-wide ``resolution_always`` holds for every bank
+            always = counts or bool(self._params["resolution_always"])
+            params = {**self._params, "resolution_always": always}
             bank = self._banks[which] = EnsembleBank(8, bad_direction=direction, **params)
         elif used == bank.n_series:
             bank.extend(bank.n_series, self._params["warmup"])

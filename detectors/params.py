@@ -24,6 +24,7 @@ __all__ = [
     "kpi_window_s",
     "monitor_min_duration",
     "resolution",
+    "resolution_floor",
 ]
 
 #: The scrape interval is a streaming median of the timestamp steps: each positive step moves
@@ -42,7 +43,8 @@ STEP_MOVE = 0.05
 #: keeps one incident in the warm-up (a constant gauge that dropped once: two steps) from
 #: becoming the resolution; learning it in the warm-up only keeps recurring incidents (an Xid
 #: code that comes back every few days, its steps seen while the alarm had already closed) from
-#: teaching it later. A series constant through its warm-up has no resolution.
+#: teaching it later. Without ``resolution_always``, a series constant through its warm-up has
+#: no resolution.
 RESOLUTION_TO_SIGMA = 1.0 / math.sqrt(12.0)
 RESOLUTION_MIN_COUNT = 8.0
 
@@ -96,6 +98,16 @@ def resolution(step: float, res: float, count: float) -> tuple[float, float]:
     if res == 0.0 or step < res:
         return step, 1.0
     return res, count
+
+
+def resolution_floor(res: float, count: float) -> float:
+    """Floor of the scale from the resolution ``res`` seen ``count`` times: its rounding noise
+    ``res / √12`` once seen :data:`RESOLUTION_MIN_COUNT` times, 0 before.
+
+    >>> resolution_floor(1.0, 7.0), round(resolution_floor(1.0, 8.0), 4)
+    (0.0, 0.2887)
+    """
+    return RESOLUTION_TO_SIGMA * res if count >= RESOLUTION_MIN_COUNT else 0.0
 
 
 @dataclass(kw_only=True, eq=False)
