@@ -25,7 +25,13 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from detectors.params import STEP_MOVE, STEP_RATE, resolution, resolution_floor
+from detectors.params import (
+    GRACE_CLIP_AFTER,
+    STEP_MOVE,
+    STEP_RATE,
+    resolution,
+    resolution_floor,
+)
 from detectors.robust_zscore import MAD_TO_SIGMA
 from detectors.spot import tail_shape
 
@@ -88,6 +94,7 @@ class KernelParams(NamedTuple):
 
     alpha: float
     grace: float
+    grace_clip: float
     seasonal_alpha: float
     min_effect: float
     min_abs_effect: float
@@ -265,7 +272,7 @@ def _bar(tl: NDArray[Any], j: int, i: int, tail_start: float, log_n: float) -> f
 @_jit
 def ensemble_step(
     x: NDArray[Any], valid: NDArray[np.bool_], t: NDArray[np.float64],
-    sup: NDArray[np.float64], p: KernelParams,
+    sup: NDArray[np.float64], hold: NDArray[np.bool_], p: KernelParams,
     lv: NDArray[Any], st: NDArray[Any], tl: NDArray[Any], dirty: NDArray[np.bool_],
     firing: NDArray[np.bool_], s0: NDArray[Any], g0: NDArray[Any], s1: NDArray[Any],
     g1: NDArray[Any], score: NDArray[Any], opened: NDArray[np.bool_], closed: NDArray[np.bool_],
@@ -278,12 +285,15 @@ def ensemble_step(
     value), resolution (0 while unknown) and how often it was seen
     (:func:`detectors.params.resolution`); ``tl``: :data:`TAIL_KEYS`;
     ``s0/g0`` and ``s1/g1``: daily and weekly profiles; ``t``: empty (no timestamps), one,
-    or one per series; ``sup``: empty or the support of each value (NaN where unknown).
+    or one per series; ``sup``: empty or the support of each value (NaN where unknown);
+    ``hold``: empty or, per series, whether its peaks are kept out of the tails this step as
+    if it were alarming (another series of its entity is).
     ``score`` holds the previous scores on entry (kept for gaps); ``detail`` gets, per scored
     series, the expected value, the scale, the point member's bar and the two member ratios
     (what an alarm event reports).
     """
     has_sup = sup.shape[0] > 0
+    has_hold = hold.shape[0] > 0
     shared = t.shape[0] == 1
     n_seasons = int(p.n_seasons) if t.shape[0] > 0 else 0
     nb0, nb1 = int(p.bins0), int(p.bins1)
@@ -407,7 +417,12 @@ def ensemble_step(
             lv[i, 1] = xi_
         else:
             a = max(inv, p.alpha)
-            limit = CLIP * lscale if n1 > p.grace else math.inf
+            if n1 > p.grace:
+                limit = CLIP * lscale
+            elif n1 > GRACE_CLIP_AFTER:
+                limit = p.grace_clip * lscale
+            else:
+                limit = math.inf
             r = xi_ - m_l
             dev = min(abs(r), limit)
             lv[i, 1] = m_l + a * min(max(r, -limit), limit)
@@ -416,14 +431,15 @@ def ensemble_step(
         lv[i, 0] = n1
         st[i, 0] = 0.0 if cl else up
         st[i, 1] = 0.0 if cl else down
-        w = scored and not fire
+        held = fire or (has_hold and hold[i])
+        w = scored and not held
         if w:
             m = st[i, 5] + 1.0
             a = max(1.0 / m, p.rho_alpha)
             st[i, 3] += a * (zc * st[i, 2] - st[i, 3])
             st[i, 4] += a * (zc * zc - st[i, 4])
             st[i, 5] = m
-        drop = scored and fire
+        drop = scored and held
         lag = st[i, 11]
         for j in range(2):
             s_j = point if j == 0 else shift

@@ -28,6 +28,7 @@ _ST_ROWS = ("up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "
 _WARM_N, _TAIL_LAG_N = _ST_ROWS.index("warm_n"), _ST_ROWS.index("tail_lag_n")
 _TAIL = {key: j for j, key in enumerate(kernel.TAIL_KEYS)}
 _EMPTY = np.zeros(0, np.float64)
+_NO_HOLD = np.zeros(0, np.bool_)
 #: the per-series state arrays (series first), grown together by ``EnsembleBank.extend``
 _PER_SERIES = (
     "level_", "state_", "tails_", "last_t_", "interval_", "step_est_", "warmup_", "t_dirty_",
@@ -116,6 +117,7 @@ class EnsembleBank(EnsembleParams):
         return kernel.KernelParams(
             alpha=self.alpha,
             grace=float(self.grace),
+            grace_clip=self.grace_clip,
             seasonal_alpha=self.seasonal_alpha,
             min_effect=self.min_effect,
             min_abs_effect=self.min_abs_effect,
@@ -201,16 +203,25 @@ class EnsembleBank(EnsembleParams):
         self.state_[which, _TAIL_LAG_N] = np.ceil(self.tail_lag_s / step)
 
     def step(
-        self, x: ArrayLike, t: ArrayLike | None = None, support: ArrayLike | None = None
+        self,
+        x: ArrayLike,
+        t: ArrayLike | None = None,
+        support: ArrayLike | None = None,
+        hold: ArrayLike | None = None,
     ) -> tuple[Arr, Bool, Bool]:
         """Feed one value per series (and, for ratios of counts, the events behind each, NaN
-        where unknown); return (score, opened, closed) for this step."""
+        where unknown; ``hold``: the series whose peaks stay out of the tails this step, see
+        :meth:`detectors.ensemble.Ensemble.update`); return (score, opened, closed) for this
+        step."""
         n = self.n_series
         xs = np.ascontiguousarray(np.broadcast_to(np.asarray(x, self.dtype_), (n,)))
         valid = ~np.isnan(xs)
         sup = _EMPTY
         if support is not None:
             sup = np.ascontiguousarray(np.broadcast_to(np.asarray(support, np.float64), (n,)))
+        held = _NO_HOLD
+        if hold is not None:
+            held = np.ascontiguousarray(np.broadcast_to(np.asarray(hold, np.bool_), (n,)))
         tt = _EMPTY
         if t is not None:
             tt = np.ascontiguousarray(np.asarray(t, np.float64).reshape(-1))
@@ -230,27 +241,33 @@ class EnsembleBank(EnsembleParams):
         opened = np.empty(n, np.bool_)
         closed = np.empty(n, np.bool_)
         kernel.ensemble_step(
-            xs, valid, tt, sup, self._params, self.level_, self.state_, self.tails_,
+            xs, valid, tt, sup, held, self._params, self.level_, self.state_, self.tails_,
             self.t_dirty_, self.firing_, s0, g0, s1, g1, score, opened, closed, self.detail_,
         )  # fmt: skip
         self.score_ = score
         return score, opened, closed
 
     def run(
-        self, x: ArrayLike, t: ArrayLike | None = None, support: ArrayLike | None = None
+        self,
+        x: ArrayLike,
+        t: ArrayLike | None = None,
+        support: ArrayLike | None = None,
+        hold: ArrayLike | None = None,
     ) -> BankResult:
         """Feed a (series × time) matrix; ``t`` is per step (time,) or per value (series × time);
-        ``support`` (series × time, NaN where unknown) backs ratios of counts."""
+        ``support`` (series × time, NaN where unknown) backs ratios of counts; ``hold``
+        (series × time) marks the values whose peaks stay out of the tails (:meth:`step`)."""
         xs = np.asarray(x, self.dtype_)
         n, steps = xs.shape
         ts = None if t is None else np.asarray(t, np.float64)
         sp = None if support is None else np.asarray(support, np.float64)
+        hd = None if hold is None else np.asarray(hold, np.bool_)
         score = np.empty((n, steps), self.dtype_)
         opened = np.empty((n, steps), np.bool_)
         closed = np.empty((n, steps), np.bool_)
         for j in range(steps):
             tj = None if ts is None else (ts[j] if ts.ndim == 1 else ts[:, j])
             score[:, j], opened[:, j], closed[:, j] = self.step(
-                xs[:, j], tj, None if sp is None else sp[:, j]
+                xs[:, j], tj, None if sp is None else sp[:, j], None if hd is None else hd[:, j]
             )
         return BankResult(score, opened, closed)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from detectors.alerting import Alerter, Transition
 from detectors.params import (
+    GRACE_CLIP_AFTER,
     STEP_MOVE,
     STEP_RATE,
     EnsembleParams,
@@ -100,7 +101,12 @@ class Ensemble(EnsembleParams):
     warmup: int | None = None
 
     def __post_init__(self) -> None:
-        self.level_ = RobustZScore(alpha=self.alpha, grace=self.grace)
+        self.level_ = RobustZScore(
+            alpha=self.alpha,
+            grace=self.grace,
+            grace_clip=self.grace_clip,
+            grace_after=GRACE_CLIP_AFTER,
+        )
         self.seasonal_ = SeasonalProfile(
             period=self.period, n_bins=self.n_bins, alpha=self.seasonal_alpha
         )
@@ -230,9 +236,19 @@ class Ensemble(EnsembleParams):
         shift = up if bd == "up" else down if bd == "down" else max(up, down)
         return directional(z, bd), shift
 
-    def update(self, x: float, t: float | None = None, support: float | None = None) -> Transition:
+    def update(
+        self,
+        x: float,
+        t: float | None = None,
+        support: float | None = None,
+        hold: bool = False,
+    ) -> Transition:
         """Score, vote, alarm, then learn ``x`` (backed by ``support`` events when it is a ratio
-        of counts); return the alarm transition if any."""
+        of counts); return the alarm transition if any. With ``hold`` (another series of the
+        same entity is alarming) its peak is kept out of the tails as if this series were
+        alarming: SPOT learns normal time only, and a fault that moves this KPI less than its
+        bar is still not normal (at a 15-min PM period, faults at a few a day had taught
+        the GPU KPIs bars of 20–100 z)."""
         if math.isnan(x):
             return None
         if support is not None and support > 0:
@@ -278,7 +294,7 @@ class Ensemble(EnsembleParams):
         if self.weekly_ is not None:
             self.weekly_.learn_one(x, t, floor)
         if scored:
-            if not self.alerter_.firing_:
+            if not (self.alerter_.firing_ or hold):
                 self.rho_n_ += 1
                 a = max(self.rho_alpha, 1.0 / self.rho_n_)
                 self.cov_ += a * (zc * self.z_prev_ - self.cov_)

@@ -51,7 +51,10 @@ class SeriesMonitor:
     ``0.02`` for a success ratio) set the smallest deviation worth a page. A peak beyond
     ``warmup_outlier`` × the iid bar during the warm-up is taken for an incident, not for a
     normal peak (a PFCP association lost or an NRF failing in the first hour must not blind the
-    series for good). ``score`` in events is the ensemble ratio (1 = at the bar).
+    series for good); for the same reason the level learns the grace's values clipped at
+    ``grace_clip`` scales (at a 15-min PM period the grace is seven hours, and a fault in it
+    learnt as it came inflated the scale for days). ``score`` in events is the ensemble ratio
+    (1 = at the bar).
 
     >>> mon = SeriesMonitor(bad_direction="down", warmup=100)
     >>> events = [mon.observe(60.0 * t, 0.99 + 0.001 * (t % 3)) for t in range(300)]
@@ -84,6 +87,7 @@ class SeriesMonitor:
         shift_share: float = 0.5,
         warmup_outlier: float = 4.0,
         resolution_always: bool = False,
+        grace_clip: float = 8.0,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -100,6 +104,7 @@ class SeriesMonitor:
         self.shift_share = shift_share
         self.warmup_outlier = warmup_outlier
         self.resolution_always = resolution_always
+        self.grace_clip = grace_clip
         self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
 
     def ensemble_params(self) -> dict[str, Any]:
@@ -118,6 +123,7 @@ class SeriesMonitor:
             "shift_share": self.shift_share,
             "warmup_outlier": self.warmup_outlier,
             "resolution_always": self.resolution_always,
+            "grace_clip": self.grace_clip,
         }
 
     @property
@@ -125,14 +131,15 @@ class SeriesMonitor:
         return self.ensemble_.firing
 
     def observe(
-        self, ts: float, value: float | None, support: float | None = None
+        self, ts: float, value: float | None, support: float | None = None, hold: bool = False
     ) -> MonitorEvent | None:
-        """Feed one derived value; return an event when the alarm opens or closes."""
+        """Feed one derived value; return an event when the alarm opens or closes. ``hold``:
+        see :meth:`~detectors.ensemble.Ensemble.update`."""
         if not _usable(value, support, self.min_support):
             return None
         assert value is not None
         ens = self.ensemble_
-        transition = ens.update(value, ts, support)
+        transition = ens.update(value, ts, support, hold)
         if transition is None:
             return None
         return _event(transition, ts, value, ens.score_, ens.expected_, ens.scale_, ens.bars_[0],
@@ -184,6 +191,9 @@ class Observation:
     #: the value counts events (a counter's increase or rate): see
     #: :attr:`~detectors.params.EnsembleParams.resolution_always`
     counts: bool = False
+    #: another series of the same entity is alarming: keep this value's peak out of the
+    #: tails (:meth:`~detectors.ensemble.Ensemble.update`)
+    hold: bool = False
 
 
 class MonitorBank:
@@ -212,6 +222,7 @@ class MonitorBank:
         self._banks: dict[_BankKey, EnsembleBank] = {}
         self._slots: dict[Hashable, tuple[_BankKey, int]] = {}
         self._used: dict[_BankKey, int] = {}
+        self._keys: dict[_BankKey, list[Hashable]] = {}
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -223,6 +234,14 @@ class MonitorBank:
         """Whether ``key``'s alarm is open."""
         which, i = self._slots[key]
         return bool(self._banks[which].firing_[i])
+
+    def firing_keys(self) -> list[Hashable]:
+        """The keys whose alarm is open."""
+        out: list[Hashable] = []
+        for which, keys in self._keys.items():
+            firing = self._banks[which].firing_
+            out.extend(keys[i] for i in np.flatnonzero(firing[: len(keys)]).tolist())
+        return out
 
     def _slot(self, key: Hashable, direction: Direction, counts: bool) -> tuple[_BankKey, int]:
         found = self._slots.get(key)
@@ -240,6 +259,7 @@ class MonitorBank:
             bank.extend(bank.n_series, self._params["warmup"])
         self._used[which] = used + 1
         self._slots[key] = (which, used)
+        self._keys.setdefault(which, []).append(key)
         return which, used
 
     def observe(
@@ -248,7 +268,7 @@ class MonitorBank:
         """Feed one tick of values; return the alarm transitions, in ``observations`` order.
         A missing value, or one backed by fewer than ``min_support`` events, is neither learnt
         nor scored. A key keeps the bad direction it first came with."""
-        rows: dict[_BankKey, list[tuple[int, int, float, float]]] = {}
+        rows: dict[_BankKey, list[tuple[int, int, float, float, bool]]] = {}
         for pos, ob in enumerate(observations):
             v = ob.value
             if not _usable(v, ob.support, ob.min_support):
@@ -256,21 +276,25 @@ class MonitorBank:
             assert v is not None
             which, i = self._slot(ob.key, ob.bad_direction, ob.counts)
             sup = math.nan if ob.support is None else ob.support
-            rows.setdefault(which, []).append((pos, i, v, sup))
+            rows.setdefault(which, []).append((pos, i, v, sup, ob.hold))
         events: list[tuple[int, Hashable, MonitorEvent]] = []
         for which, items in rows.items():
             bank = self._banks[which]
             x = np.full(bank.n_series, np.nan)
             sup_arr = np.full(bank.n_series, np.nan)
-            idx = np.array([i for _, i, _, _ in items])
-            x[idx] = [v for _, _, v, _ in items]
-            sup_arr[idx] = [s for _, _, _, s in items]
-            score, opened, closed = bank.step(x, ts, sup_arr)
+            idx = np.array([i for _, i, _, _, _ in items])
+            x[idx] = [v for _, _, v, _, _ in items]
+            sup_arr[idx] = [s for _, _, _, s, _ in items]
+            hold = None
+            if any(h for *_, h in items):
+                hold = np.zeros(bank.n_series, np.bool_)
+                hold[idx] = [h for *_, h in items]
+            score, opened, closed = bank.step(x, ts, sup_arr, hold)
             changed = opened | closed
             if not changed.any():
                 continue
             d = bank.detail_
-            for pos, i, v, _ in items:
+            for pos, i, v, _, _ in items:
                 if changed[i]:
                     kind: Literal["open", "close"] = "open" if opened[i] else "close"
                     ev = _event(kind, ts, v, float(score[i]), float(d[i, 0]), float(d[i, 1]),

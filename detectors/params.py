@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from detectors.robust_zscore import Direction
 
 __all__ = [
+    "GRACE_CLIP_AFTER",
     "KPI_WINDOW_CAP_S",
     "PM_PERIOD_S",
     "RESOLUTION_MIN_COUNT",
@@ -47,6 +48,11 @@ STEP_MOVE = 0.05
 #: no resolution.
 RESOLUTION_TO_SIGMA = 1.0 / math.sqrt(12.0)
 RESOLUTION_MIN_COUNT = 8.0
+
+#: Values learnt unclipped at the start of a series; from then on, up to the end of the grace,
+#: the level's updates are clipped at ``EnsembleParams.grace_clip`` scales (see
+#: :class:`~detectors.robust_zscore.RobustZScore`).
+GRACE_CLIP_AFTER = 8
 
 
 #: A scrape interval at least this long is a PM reporting period (3GPP TS 32.401/28.550: 5 or
@@ -128,6 +134,9 @@ class EnsembleParams:
     #: EW rate of the robust level and scale, and values before the level is trusted
     alpha: float = 0.02
     grace: int = 30
+    #: clip of the level's updates, in scales, in the grace (after :data:`GRACE_CLIP_AFTER`
+    #: values): inf learns every grace value as it comes
+    grace_clip: float = math.inf
     #: CUSUM allowance (in z) of the shift member
     shift_k: float = 0.5
     #: clip of the z fed to the CUSUM

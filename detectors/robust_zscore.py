@@ -31,7 +31,10 @@ class RobustZScore:
     in about ``1 / alpha`` samples. The scale is the larger of a fast and half a slow
     (``alpha / 10``) deviation, so it cannot collapse after a quiet stretch; a nearly constant
     series keeps a tiny floor ``rel_floor · |mean|``. During the first ``grace`` observations
-    the score is 0.
+    the score is 0, and the updates are clipped at ``grace_clip`` scales once
+    ``grace_after`` values were learnt (unclipped before: the scale of the first few values is
+    no scale yet). With ``grace_clip = inf`` (the default) the grace learns every value as it
+    comes, and an incident in it inflates the scale for hundreds of values.
 
     Parameters
     ----------
@@ -45,6 +48,9 @@ class RobustZScore:
         Huber clipping of the updates, in scales.
     rel_floor
         Smallest scale relative to the level (guards constant series).
+    grace_clip, grace_after
+        Clipping of the updates in the grace, in scales, and the values learnt unclipped
+        before it applies.
 
     Examples
     --------
@@ -68,12 +74,16 @@ class RobustZScore:
         grace: int = 30,
         clip: float = 3.0,
         rel_floor: float = 1e-6,
+        grace_clip: float = math.inf,
+        grace_after: int = 8,
     ) -> None:
         self.alpha = alpha
         self.bad_direction = bad_direction
         self.grace = grace
         self.clip = clip
         self.rel_floor = rel_floor
+        self.grace_clip = grace_clip
+        self.grace_after = grace_after
         self.n_ = 0
         self.mean_ = 0.0
         self.mad_ = 0.0
@@ -100,7 +110,13 @@ class RobustZScore:
             return
         a = max(self.alpha, 1.0 / self.n_)
         a_slow = max(0.1 * self.alpha, 1.0 / self.n_)
-        limit = self.clip * max(self.scale_, floor) if self.n_ > self.grace else math.inf
+        limit = max(self.scale_, floor) * (
+            self.clip
+            if self.n_ > self.grace
+            else self.grace_clip
+            if self.n_ > self.grace_after
+            else math.inf
+        )
         r = x - self.mean_
         dev = min(abs(r), limit)
         self.mean_ += a * max(-limit, min(limit, r))

@@ -232,6 +232,8 @@ class Pipeline:
         step = self.interval_s or 15.0
         observations: list[Observation] = []
         where: dict[Hashable, tuple[KpiDef, str, tuple[tuple[str, str], ...]]] = {}
+        # entities with an open alarm: their other KPIs' peaks are not normal time either
+        busy = {entity for _, entity in self._firing_keys()}
         for entity in self.store.entities:
             if not entity:
                 continue
@@ -256,6 +258,7 @@ class Pipeline:
                             kpi.bad_direction,
                             kpi.min_support,
                             kpi.counts_events,
+                            entity in busy,
                         )
                     )
                     where[key] = (kpi, entity, group)
@@ -266,6 +269,12 @@ class Pipeline:
             self._on_monitor(kpi, entity, group, event)
         for ev in self.correlator.tick(at):
             self._emit(ev)
+
+    def _firing_keys(self) -> list[tuple[str, str]]:
+        """(series id, entity) of the KPI series whose alarm is open."""
+        if self.monitors is None:
+            return []
+        return [k for k in self.monitors.firing_keys() if isinstance(k, tuple)]
 
     def _on_monitor(
         self,

@@ -36,9 +36,10 @@ def _assert_matches_ensembles(
     params: dict[str, Any],
     warm: list[int | None] | None = None,
     sup: np.ndarray | None = None,
+    hold: np.ndarray | None = None,
 ) -> None:
     """Each series of ``res`` equals one :class:`Ensemble` fed that series (``t``: per step,
-    per value, or None; ``sup``: support per value, NaN where unknown)."""
+    per value, or None; ``sup``: support per value, NaN where unknown; ``hold``: per value)."""
     for i in range(x.shape[0]):
         kw = dict(params) if warm is None else {**params, "warmup": warm[i]}
         ens = Ensemble(**kw)
@@ -47,7 +48,7 @@ def _assert_matches_ensembles(
             v = float(x[i, j])
             ts = None if t is None else float(t[j] if t.ndim == 1 else t[i, j])
             s = None if sup is None or math.isnan(sup[i, j]) else float(sup[i, j])
-            tr = ens.update(v, ts, s)
+            tr = ens.update(v, ts, s, bool(hold is not None and hold[i, j]))
             if not math.isnan(v):
                 scores.append(ens.score_)
                 opened.append(tr == "open")
@@ -269,3 +270,66 @@ def test_counts_quiet_in_the_warm_up_learn_their_resolution_later() -> None:
     as_counts = EnsembleBank(1, warmup=300, resolution_always=True, **params).run(x, t).opened[0]
     assert as_counts[1500:1600].any() and not as_counts[2000:].any()
     assert as_state[2000:].sum() >= 20
+
+
+def _grace_fault(interval: float = 900.0, days: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
+    """An SM-clock gauge (1977 MHz, noise 4) at a 15-min PM period that drops to 345 MHz for
+    two periods inside the grace (a fault in the first hours of monitoring), then to 1800 MHz
+    for one period a day later (a thermal throttle)."""
+    rng = np.random.default_rng(17)
+    steps = int(days * 86400 / interval)
+    t = np.arange(steps) * interval
+    x = 1977.0 + rng.normal(0, 4, (1, steps))
+    x[0, 25:27] = 345.0
+    x[0, 110] = 1800.0
+    return x, t
+
+
+def test_a_fault_in_the_grace_does_not_inflate_the_scale() -> None:
+    """Learnt as it came, the grace's fault made the scale 30 times the noise for days, and
+    the throttle a day later went unseen; clipped at ``grace_clip`` scales it pages."""
+    x, t = _grace_fault()
+    kw: dict[str, Any] = {"bad_direction": "down", "warmup_outlier": 4.0, "min_duration": 1}
+    res = EnsembleBank(1, grace_clip=8.0, **kw).run(x, t)
+    assert res.opened[0, 110] and res.opened[0].sum() == 1
+    assert not EnsembleBank(1, **kw).run(x, t).opened[0].any()
+
+
+def test_bank_matches_per_series_with_grace_clip_and_hold() -> None:
+    x, t = _series(5)
+    x[0, 12:15] -= 200.0  # a fault in the grace
+    x[2, 20] += 300.0
+    hold = np.random.default_rng(2).random(x.shape) < 0.1
+    hold[:, 880:960] = True  # another KPI of the entity alarms around the spike at 900
+    params: dict[str, Any] = {"grace_clip": 6.0, "min_duration": 1, "warmup_outlier": 10.0}
+    warm = [300, 250, 300, 400, 300, 300]
+    bank = EnsembleBank(x.shape[0], warmup=warm, **params)
+    res = bank.run(x, t, hold=hold)
+    assert res.opened.any()
+    _assert_matches_ensembles(res, x, t, params, list(warm), hold=hold)
+
+
+def test_peaks_while_the_entity_alarms_stay_out_of_the_tail() -> None:
+    """A KPI that moves 4 z with every fault of its entity (less than its bar) learns those
+    moves as normal peaks and raises its bar until it never pages; held while another KPI of
+    the entity alarms, its bar stays where the noise alone puts it (and the larger moves
+    page)."""
+    rng = np.random.default_rng(8)
+    steps = 2000
+    t = np.arange(steps) * 300.0
+    clean = 100.0 + rng.normal(0, 1, (1, steps))
+    x = clean.copy()
+    faults = np.zeros((1, steps), np.bool_)
+    for start in range(200, steps, 100):
+        x[0, start : start + 2] += 4.0
+        faults[0, start : start + 3] = True
+    kw: dict[str, Any] = {"bad_direction": "up", "target_rate": 0.005, "min_duration": 2}
+    bars, pages = [], []
+    for values, hold in ((clean, None), (x, faults), (x, None)):
+        bank = EnsembleBank(1, **kw)
+        pages.append(int(bank.run(values, t, hold=hold).opened.sum()))
+        bars.append(float(bank.detail_[0, 2]))
+    noise, held, free = bars
+    assert held == pytest.approx(noise, abs=0.5)
+    assert free > noise + 3.0  # about 11 z: the faults became normal
+    assert pages[1] > 0 and pages[2] == 0

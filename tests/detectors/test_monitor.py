@@ -111,8 +111,9 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
                 val = None
             if counts[key] and i % 4 != 0:  # rare events; series 7 quiet until step 800
                 val, sup = float(rng.poisson(0.3 if i != 7 or j > 800 else 0.0)), None
-            obs.append(Observation(key, val, sup, d, m, counts[key]))
-            ev = singles[key].observe(float(t[j]), val, sup)
+            hold = i % 3 == 1 and j % 40 < 6  # another series of its entity alarms
+            obs.append(Observation(key, val, sup, d, m, counts[key], hold))
+            ev = singles[key].observe(float(t[j]), val, sup, hold)
             if ev is not None:
                 want.append((key, ev))
         got += [(str(k), e) for k, e in bank.observe(float(t[j]), obs)]
@@ -125,3 +126,4 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
         for field in ("score", "expected_low", "expected_high", "observed"):
             assert math.isclose(getattr(a, field), getattr(b, field), rel_tol=1e-9, abs_tol=1e-9)
     assert bank.firing("s5") == singles["s5"].firing
+    assert sorted(map(str, bank.firing_keys())) == sorted(k for k, m in singles.items() if m.firing)
