@@ -39,6 +39,8 @@ __all__ = ["CHUNK_TICKS", "Generator", "TrafficProfile"]
 
 Arr = npt.NDArray[np.float64]
 CHUNK_TICKS = 4096
+#: longest step between the samples of a knob averaged over one tick's interval (:class:`Knobs`)
+KNOB_STEP_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -180,16 +182,37 @@ class Noise:
 
 
 class Knobs:
-    """Combined knob values over one chunk."""
+    """Combined knob values over one chunk.
 
-    def __init__(self, effects: Iterable[ResolvedEffect], t: Arr) -> None:
+    The value at tick ``t`` is the knob's mean over the interval ``(t − dt, t]``, sampled at
+    the midpoints of slices of at most :data:`KNOB_STEP_S`: a counter's increase over the
+    interval integrates its rate, and a PM gauge is the period's mean (TS 28.552's "mean"
+    measurements). Up to 15 s (one slice) it is the knob at the tick, as before; sampled at
+    the tick alone, a 15-min fault that began and ended between two 15-min periods' ticks
+    left no trace in the data.
+
+    >>> from noc_assistant.simulate.schedule import ResolvedEffect
+    >>> fault = ResolvedEffect("amf-1", "reg_init_mult", "mul", 11.0, 900.0, 1500.0, 0.0, 0.0)
+    >>> t = np.array([0.0, 900.0, 1800.0])
+    >>> Knobs([fault], t, 900.0).get("amf-1", "reg_init_mult").round(2).tolist()
+    [1.0, 1.0, 7.67]
+    >>> Knobs([fault], t, 15.0).get("amf-1", "reg_init_mult").tolist()
+    [1.0, 11.0, 1.0]
+    """
+
+    def __init__(self, effects: Iterable[ResolvedEffect], t: Arr, dt: float = 0.0) -> None:
         self.n = len(t)
         self._v: dict[tuple[str, str], Arr] = {}
         t0, t1 = float(t[0]), float(t[-1])
+        subs = max(1, math.ceil(dt / KNOB_STEP_S - 1e-9))
         for eff in effects:
-            if eff.t1 <= t0 or eff.t0 > t1:
+            if eff.t1 <= t0 - dt or eff.t0 > t1:
                 continue
-            env = eff.envelope(t)
+            if subs == 1:
+                env = eff.envelope(t)
+            else:  # midpoints of the slices: a fault that starts at a tick is not in its period
+                offsets = (np.arange(subs) + 0.5) * (dt / subs)
+                env = np.mean([eff.envelope(t - o) for o in offsets], axis=0)
             key = (eff.entity, eff.key)
             if eff.mode == "mul":
                 factor = 1.0 + env * (eff.value - 1.0)
@@ -317,7 +340,7 @@ class Generator:
         t = self.times(chunk)
         if self._offsets is None:
             self._offsets = self._calibrate()
-        c = self._raw(chunk, t, Knobs(self.effects, t), state)
+        c = self._raw(chunk, t, Knobs(self.effects, t, self.dt), state)
         return self._finish(c, state)
 
     # -- assembly -----------------------------------------------------------------------------
