@@ -272,7 +272,8 @@ def _bar(tl: NDArray[Any], j: int, i: int, tail_start: float, log_n: float) -> f
 @_jit
 def ensemble_step(
     x: NDArray[Any], valid: NDArray[np.bool_], t: NDArray[np.float64],
-    sup: NDArray[np.float64], hold: NDArray[np.bool_], p: KernelParams,
+    sup: NDArray[np.float64], hold: NDArray[np.bool_], prop: NDArray[np.bool_],
+    p: KernelParams,
     lv: NDArray[Any], st: NDArray[Any], tl: NDArray[Any], dirty: NDArray[np.bool_],
     firing: NDArray[np.bool_], s0: NDArray[Any], g0: NDArray[Any], s1: NDArray[Any],
     g1: NDArray[Any], score: NDArray[Any], opened: NDArray[np.bool_], closed: NDArray[np.bool_],
@@ -287,13 +288,16 @@ def ensemble_step(
     ``s0/g0`` and ``s1/g1``: daily and weekly profiles; ``t``: empty (no timestamps), one,
     or one per series; ``sup``: empty or the support of each value (NaN where unknown);
     ``hold``: empty or, per series, whether its peaks are kept out of the tails this step as
-    if it were alarming (another series of its entity is).
+    if it were alarming (another series of its entity is); ``prop``: empty or, per series,
+    whether a supported value is declared a share of its support (see
+    :meth:`detectors.ensemble.Ensemble.update`).
     ``score`` holds the previous scores on entry (kept for gaps); ``detail`` gets, per scored
     series, the expected value, the scale, the point member's bar and the two member ratios
     (what an alarm event reports).
     """
     has_sup = sup.shape[0] > 0
     has_hold = hold.shape[0] > 0
+    has_prop = prop.shape[0] > 0
     shared = t.shape[0] == 1
     n_seasons = int(p.n_seasons) if t.shape[0] > 0 else 0
     nb0, nb1 = int(p.bins0), int(p.bins1)
@@ -316,7 +320,9 @@ def ensemble_step(
             if s_raw > 0:
                 s_i = s_raw
                 xs = xi_ * s_i
-                whole = 0.0 <= xi_ <= 1.0 and abs(xs - np.rint(xs)) <= 1e-6 * max(s_i, 1.0)
+                whole = (has_prop and prop[i]) or (
+                    0.0 <= xi_ <= 1.0 and abs(xs - np.rint(xs)) <= 1e-6 * max(s_i, 1.0)
+                )
                 st[i, 6] += 1.0
                 if whole:
                     st[i, 7] += 1.0

@@ -208,11 +208,13 @@ class EnsembleBank(EnsembleParams):
         t: ArrayLike | None = None,
         support: ArrayLike | None = None,
         hold: ArrayLike | None = None,
+        proportion: ArrayLike | None = None,
     ) -> tuple[Arr, Bool, Bool]:
         """Feed one value per series (and, for ratios of counts, the events behind each, NaN
         where unknown; ``hold``: the series whose peaks stay out of the tails this step, see
-        :meth:`detectors.ensemble.Ensemble.update`); return (score, opened, closed) for this
-        step."""
+        :meth:`detectors.ensemble.Ensemble.update`; ``proportion``: the series whose supported
+        values are shares of their support, declared); return (score, opened, closed) for
+        this step."""
         n = self.n_series
         xs = np.ascontiguousarray(np.broadcast_to(np.asarray(x, self.dtype_), (n,)))
         valid = ~np.isnan(xs)
@@ -222,6 +224,9 @@ class EnsembleBank(EnsembleParams):
         held = _NO_HOLD
         if hold is not None:
             held = np.ascontiguousarray(np.broadcast_to(np.asarray(hold, np.bool_), (n,)))
+        prop = _NO_HOLD
+        if proportion is not None:
+            prop = np.ascontiguousarray(np.broadcast_to(np.asarray(proportion, np.bool_), (n,)))
         tt = _EMPTY
         if t is not None:
             tt = np.ascontiguousarray(np.asarray(t, np.float64).reshape(-1))
@@ -241,7 +246,7 @@ class EnsembleBank(EnsembleParams):
         opened = np.empty(n, np.bool_)
         closed = np.empty(n, np.bool_)
         kernel.ensemble_step(
-            xs, valid, tt, sup, held, self._params, self.level_, self.state_, self.tails_,
+            xs, valid, tt, sup, held, prop, self._params, self.level_, self.state_, self.tails_,
             self.t_dirty_, self.firing_, s0, g0, s1, g1, score, opened, closed, self.detail_,
         )  # fmt: skip
         self.score_ = score
@@ -253,10 +258,12 @@ class EnsembleBank(EnsembleParams):
         t: ArrayLike | None = None,
         support: ArrayLike | None = None,
         hold: ArrayLike | None = None,
+        proportion: ArrayLike | None = None,
     ) -> BankResult:
         """Feed a (series × time) matrix; ``t`` is per step (time,) or per value (series × time);
         ``support`` (series × time, NaN where unknown) backs ratios of counts; ``hold``
-        (series × time) marks the values whose peaks stay out of the tails (:meth:`step`)."""
+        (series × time) marks the values whose peaks stay out of the tails, ``proportion``
+        (per series) the series of declared shares (:meth:`step`)."""
         xs = np.asarray(x, self.dtype_)
         n, steps = xs.shape
         ts = None if t is None else np.asarray(t, np.float64)
@@ -268,6 +275,10 @@ class EnsembleBank(EnsembleParams):
         for j in range(steps):
             tj = None if ts is None else (ts[j] if ts.ndim == 1 else ts[:, j])
             score[:, j], opened[:, j], closed[:, j] = self.step(
-                xs[:, j], tj, None if sp is None else sp[:, j], None if hd is None else hd[:, j]
+                xs[:, j],
+                tj,
+                None if sp is None else sp[:, j],
+                None if hd is None else hd[:, j],
+                proportion,
             )
         return BankResult(score, opened, closed)

@@ -156,8 +156,9 @@ class Ensemble(EnsembleParams):
 
     @property
     def proportion_(self) -> bool:
-        """Whether the values are proportions of counts: in [0, 1] and ``value × support`` a
-        whole number (at least 99 % of the values that came with a support)."""
+        """Whether the values are proportions of counts: declared so (``update``'s
+        ``proportion``), or in [0, 1] with ``value × support`` a whole number (at least 99 %
+        of the values that came with a support)."""
         return self.counted_ > 0 and self.whole_ >= 0.99 * self.counted_
 
     def risk(self) -> tuple[float, float]:
@@ -242,19 +243,21 @@ class Ensemble(EnsembleParams):
         t: float | None = None,
         support: float | None = None,
         hold: bool = False,
+        proportion: bool = False,
     ) -> Transition:
         """Score, vote, alarm, then learn ``x`` (backed by ``support`` events when it is a ratio
         of counts); return the alarm transition if any. With ``hold`` (another series of the
         same entity is alarming) its peak is kept out of the tails as if this series were
         alarming: SPOT learns normal time only, and a fault that moves this KPI less than its
         bar is still not normal (at a 15-min PM period, faults at a few a day had taught
-        the GPU KPIs bars of 20–100 z)."""
+        the GPU KPIs bars of 20–100 z). With ``proportion`` a supported value is a share of
+        its support whether or not ``value × support`` is a whole number (:attr:`proportion_`)."""
         if math.isnan(x):
             return None
         if support is not None and support > 0:
             self.counted_ += 1
             xs = x * support
-            if 0.0 <= x <= 1.0 and abs(xs - round(xs)) <= 1e-6 * max(1.0, support):
+            if proportion or (0.0 <= x <= 1.0 and abs(xs - round(xs)) <= 1e-6 * max(1.0, support)):
                 self.whole_ += 1
         if t is not None:
             if self.last_t_ is not None and t > self.last_t_:

@@ -133,15 +133,20 @@ class SeriesMonitor:
         return self.ensemble_.firing
 
     def observe(
-        self, ts: float, value: float | None, support: float | None = None, hold: bool = False
+        self,
+        ts: float,
+        value: float | None,
+        support: float | None = None,
+        hold: bool = False,
+        proportion: bool = False,
     ) -> MonitorEvent | None:
-        """Feed one derived value; return an event when the alarm opens or closes. ``hold``:
-        see :meth:`~detectors.ensemble.Ensemble.update`."""
+        """Feed one derived value; return an event when the alarm opens or closes. ``hold``
+        and ``proportion``: see :meth:`~detectors.ensemble.Ensemble.update`."""
         if not _usable(value, support, self.min_support):
             return None
         assert value is not None
         ens = self.ensemble_
-        transition = ens.update(value, ts, support, hold)
+        transition = ens.update(value, ts, support, hold, proportion)
         if transition is None:
             return None
         return _event(transition, ts, value, ens.score_, ens.expected_, ens.scale_, ens.bars_[0],
@@ -196,6 +201,9 @@ class Observation:
     #: another series of the same entity is alarming: keep this value's peak out of the
     #: tails (:meth:`~detectors.ensemble.Ensemble.update`)
     hold: bool = False
+    #: the value is a share of ``support`` events (a success or failure ratio), declared:
+    #: see :meth:`~detectors.ensemble.Ensemble.update`
+    proportion: bool = False
 
 
 class MonitorBank:
@@ -270,7 +278,7 @@ class MonitorBank:
         """Feed one tick of values; return the alarm transitions, in ``observations`` order.
         A missing value, or one backed by fewer than ``min_support`` events, is neither learnt
         nor scored. A key keeps the bad direction it first came with."""
-        rows: dict[_BankKey, list[tuple[int, int, float, float, bool]]] = {}
+        rows: dict[_BankKey, list[tuple[int, int, float, float, bool, bool]]] = {}
         for pos, ob in enumerate(observations):
             v = ob.value
             if not _usable(v, ob.support, ob.min_support):
@@ -278,25 +286,28 @@ class MonitorBank:
             assert v is not None
             which, i = self._slot(ob.key, ob.bad_direction, ob.counts)
             sup = math.nan if ob.support is None else ob.support
-            rows.setdefault(which, []).append((pos, i, v, sup, ob.hold))
+            rows.setdefault(which, []).append((pos, i, v, sup, ob.hold, ob.proportion))
         events: list[tuple[int, Hashable, MonitorEvent]] = []
         for which, items in rows.items():
             bank = self._banks[which]
             x = np.full(bank.n_series, np.nan)
             sup_arr = np.full(bank.n_series, np.nan)
-            idx = np.array([i for _, i, _, _, _ in items])
-            x[idx] = [v for _, _, v, _, _ in items]
-            sup_arr[idx] = [s for _, _, _, s, _ in items]
-            hold = None
-            if any(h for *_, h in items):
+            idx = np.array([it[1] for it in items])
+            x[idx] = [it[2] for it in items]
+            sup_arr[idx] = [it[3] for it in items]
+            hold = prop = None
+            if any(it[4] for it in items):
                 hold = np.zeros(bank.n_series, np.bool_)
-                hold[idx] = [h for *_, h in items]
-            score, opened, closed = bank.step(x, ts, sup_arr, hold)
+                hold[idx] = [it[4] for it in items]
+            if any(it[5] for it in items):
+                prop = np.zeros(bank.n_series, np.bool_)
+                prop[idx] = [it[5] for it in items]
+            score, opened, closed = bank.step(x, ts, sup_arr, hold, prop)
             changed = opened | closed
             if not changed.any():
                 continue
             d = bank.detail_
-            for pos, i, v, _, _ in items:
+            for pos, i, v, *_ in items:
                 if changed[i]:
                     kind: Literal["open", "close"] = "open" if opened[i] else "close"
                     ev = _event(kind, ts, v, float(score[i]), float(d[i, 0]), float(d[i, 1]),

@@ -63,15 +63,21 @@ PM_PERIOD_S = 300.0
 KPI_WINDOW_CAP_S = 300.0
 
 
-def kpi_window_s(step: float) -> float:
-    """Default window of a KPI's ``increase``/``rate`` at scrape interval ``step``: four
-    intervals (robust to a missed or late scrape at 15-60 s), at most
-    :data:`KPI_WINDOW_CAP_S`, never less than one interval. Four 15-min PM periods would
-    spread a 15-min fault over an hour and dilute it fourfold.
+def kpi_window_s(step: float, own: float | None = None) -> float:
+    """Window of a KPI's ``increase``/``rate`` at scrape interval ``step``: the KPI's ``own``
+    window when it has one, else four intervals (robust to a missed or late scrape at
+    15-60 s), at most :data:`KPI_WINDOW_CAP_S`; never less than one interval. Four 15-min PM
+    periods would spread a 15-min fault over an hour and dilute it fourfold; a window shorter
+    than the interval would count two thirds of a 15-min period's events (a 10-min window)
+    and make a ratio's support fractional, which hides that it is a share of events.
 
     >>> [kpi_window_s(s) for s in (15.0, 60.0, 120.0, 300.0, 900.0)]
     [60.0, 240.0, 300.0, 300.0, 900.0]
+    >>> kpi_window_s(15.0, 600.0), kpi_window_s(900.0, 600.0)
+    (600.0, 900.0)
     """
+    if own:
+        return max(step, own)
     return max(step, min(4.0 * step, KPI_WINDOW_CAP_S))
 
 

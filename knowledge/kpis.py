@@ -73,6 +73,15 @@ class KpiDef(BaseModel):
         changing is news each time (see ``EnsembleParams.resolution_always``)."""
         return all(s.fn in ("increase", "rate") for s in self.parsed.selectors)
 
+    @cached_property
+    def proportion(self) -> bool:
+        """Whether the value is a share of the ``support`` events (unit ``ratio`` with a
+        support: a success or failure ratio of counters). Its noise is binomial: a ratio of
+        a handful of events is noise, which the detectors must know even when a window cut a
+        scrape interval and the support is not a whole number (scrapes of different targets
+        at different phases, a window that is not a multiple of the interval)."""
+        return self.unit == "ratio" and self.parsed_support is not None
+
 
 class KpiFile(BaseModel):
     model_config = ConfigDict(extra="forbid")

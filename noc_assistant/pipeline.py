@@ -238,7 +238,7 @@ class Pipeline:
             if not entity:
                 continue
             for kpi in self._kpis_for(entity):
-                window = kpi.window_s or kpi_window_s(step)
+                window = kpi_window_s(step, kpi.window_s)
                 for group in self._groups_for(entity, kpi):
                     view = self.store.view(entity, at, window, extra=dict(group))
                     value = kpi.parsed.evaluate(view)
@@ -259,6 +259,7 @@ class Pipeline:
                             kpi.min_support,
                             kpi.counts_events,
                             entity in busy,
+                            kpi.proportion,
                         )
                     )
                     where[key] = (kpi, entity, group)

@@ -26,6 +26,13 @@ def simulate(
     defects: Annotated[
         bool, typer.Option(help="Add a few missing samples and duplicate lines.")
     ] = False,
+    scrape_phases: Annotated[
+        bool,
+        typer.Option(
+            help="Scrape each entity at its own phase of the interval (as Prometheus spreads "
+            "its targets) instead of every sample on the tick."
+        ),
+    ] = False,
 ) -> None:
     """Simulate an operator network with injected faults and write telemetry.jsonl, labels.json
     and inventory.json."""
@@ -33,7 +40,12 @@ def simulate(
 
     try:
         config = ScenarioConfig(
-            days=days, faults=faults, seed=seed, interval_s=interval, defects=defects
+            days=days,
+            faults=faults,
+            seed=seed,
+            interval_s=interval,
+            defects=defects,
+            scrape_phases=scrape_phases,
         )
     except ValidationError as exc:
         raise ConfigError(

@@ -16,6 +16,7 @@ The same :class:`ScenarioConfig` always gives the same samples and byte-identica
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +40,7 @@ __all__ = [
     "ScenarioConfig",
     "SimSample",
     "build_scenario",
+    "scrape_offset",
     "write_scenario",
 ]
 
@@ -61,6 +63,9 @@ class ScenarioConfig(BaseModel):
     interval_s: float = Field(default=15.0, gt=0, le=3600)
     start: datetime = DEFAULT_START
     defects: bool = False
+    #: scrape each entity at its own phase of the interval (:func:`scrape_offset`), as
+    #: Prometheus spreads its targets; False: every sample on the tick
+    scrape_phases: bool = False
 
     @field_validator("faults")
     @classmethod
@@ -112,6 +117,22 @@ class SimSample(NamedTuple):
 Chunk = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], frozenset[tuple[int, int]]]
 
 
+def scrape_offset(entity: str, interval_s: float, seed: int) -> float:
+    """Whole seconds in ``[0, interval_s)`` after each tick at which ``entity`` is scraped
+    (with ``ScenarioConfig.scrape_phases``): fixed per entity and seed, as a Prometheus server
+    spreads its targets over the interval. The values are the tick's; only the timestamp
+    moves, so windows evaluated on the tick cut a scrape interval and the increases over them
+    hold fractions of an interval's events.
+
+    >>> [scrape_offset(e, 15.0, 7) for e in ("amf-1", "smf-1", "upf-1")]
+    [8.0, 12.0, 0.0]
+    >>> scrape_offset("amf-1", 900.0, 7) < 900.0
+    True
+    """
+    h = zlib.crc32(f"{seed}|{entity}".encode()) % 10_000
+    return float(math.floor(h / 10_000 * interval_s))
+
+
 class Scenario:
     """A planned scenario; samples are generated lazily, chunk by chunk."""
 
@@ -130,6 +151,12 @@ class Scenario:
             fault_ids=config.fault_ids,
         )
         self.series: list[SeriesDef] = build_series(self.network)
+        #: per series, seconds after the tick its samples are stamped (all 0 without
+        #: ``scrape_phases``)
+        self.offsets: list[float] = [
+            scrape_offset(s.entity, self.interval_s, config.seed) if config.scrape_phases else 0.0
+            for s in self.series
+        ]
         self.inventory: dict[str, Any] = self.network.inventory()
         self.labels: dict[str, Any] = self.schedule.labels()
         self._gen = Generator(
@@ -166,14 +193,20 @@ class Scenario:
             yield times, values, dups
 
     def iter_samples(self) -> Iterator[SimSample]:
-        """Every sample in non-decreasing ``ts`` order (series order within a tick)."""
+        """Every sample in non-decreasing ``ts`` order (series order within a tick and
+        scrape phase)."""
         meta = [(s.metric, s.labels, s.type) for s in self.series]
+        offsets = self.offsets
+        order = sorted(range(len(meta)), key=offsets.__getitem__)
         for times, values, dups in self.iter_chunks():
             for j, row in enumerate(values.T.tolist()):
                 ts = float(times[j])
-                for i, v in enumerate(row):
+                for i in order:
+                    v = row[i]
                     metric, labels, type_ = meta[i]
-                    sample = SimSample(ts, metric, dict(labels), None if v != v else v, type_)
+                    sample = SimSample(
+                        ts + offsets[i], metric, dict(labels), None if v != v else v, type_
+                    )
                     yield sample
                     if dups and (j, i) in dups:
                         yield sample._replace(labels=dict(labels))
@@ -202,7 +235,9 @@ def write_scenario(scenario: Scenario, out_dir: Path | str) -> dict[str, Path]:
     telemetry = out / "telemetry.jsonl"
     with telemetry.open("w", encoding="utf-8", newline="\n") as fh:
         for times, values, dups in scenario.iter_chunks():
-            for text in format_lines(heads, tails, times.tolist(), values.T.tolist(), dups):
+            for text in format_lines(
+                heads, tails, times.tolist(), values.T.tolist(), dups, scenario.offsets
+            ):
                 fh.write(text)
     return {
         "telemetry": telemetry,

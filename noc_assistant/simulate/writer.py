@@ -35,18 +35,32 @@ def format_lines(
     times: Sequence[float],
     rows: Sequence[Sequence[float]],
     duplicates: frozenset[tuple[int, int]] = frozenset(),
+    offsets: Sequence[float] | None = None,
 ) -> Iterator[str]:
-    """JSONL text, one string per tick (``rows[j][i]`` is series ``i`` at tick ``j``)."""
+    """JSONL text, one string per tick (``rows[j][i]`` is series ``i`` at tick ``j``), each
+    series stamped ``offsets[i]`` seconds after the tick (all on the tick by default), lines
+    in time order."""
+    phased = offsets is not None and any(offsets)
+    offs = list(offsets) if offsets is not None and phased else [0.0] * len(heads)
+    distinct = sorted(set(offs))
     for j, (ts, row) in enumerate(zip(times, rows, strict=True)):
-        head = '{"ts":"' + rfc3339(ts) + '",'
+        stamp = {o: '{"ts":"' + rfc3339(ts + o) + '",' for o in distinct}
         lines = [
-            f"{head}{h}{'null' if v != v else repr(v)}{t}"
-            for h, v, t in zip(heads, row, tails, strict=True)
+            f"{stamp[o]}{h}{'null' if v != v else repr(v)}{t}"
+            for h, v, t, o in zip(heads, row, tails, offs, strict=True)
         ]
+        keys = list(offs)
         if duplicates:
             for i in sorted((i for jj, i in duplicates if jj == j), reverse=True):
                 lines.insert(i + 1, lines[i])
+                keys.insert(i + 1, keys[i])
+        if phased:  # a stable sort: series order within one phase
+            lines = [line for _, line in sorted(zip(keys, lines, strict=True), key=_first)]
         yield "".join(lines)
+
+
+def _first(pair: tuple[float, str]) -> float:
+    return pair[0]
 
 
 def write_json(path: Path, doc: Any) -> Path:

@@ -103,7 +103,8 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
                 den = 5.0 if rng.random() < 0.05 else float(rng.integers(150, 250))
                 p = 0.995 if j < 1200 or i != 4 else 0.9
                 val: float | None = rng.binomial(int(den), p) / den
-                sup: float | None = den
+                # series 8, 16, 24: declared shares whose window cut a scrape (2/3 of it)
+                sup: float | None = den * (2.0 / 3.0 if i % 8 == 0 and i > 0 else 1.0)
             else:
                 val = 50 + 5 * day[j] + rng.normal(0, 1) + (12 if i == 5 and j > 1100 else 0)
                 sup = None
@@ -112,8 +113,9 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
             if counts[key] and i % 4 != 0:  # rare events; series 7 quiet until step 800
                 val, sup = float(rng.poisson(0.3 if i != 7 or j > 800 else 0.0)), None
             hold = i % 3 == 1 and j % 40 < 6  # another series of its entity alarms
-            obs.append(Observation(key, val, sup, d, m, counts[key], hold))
-            ev = singles[key].observe(float(t[j]), val, sup, hold)
+            share = i % 8 == 0 and i > 0
+            obs.append(Observation(key, val, sup, d, m, counts[key], hold, share))
+            ev = singles[key].observe(float(t[j]), val, sup, hold, share)
             if ev is not None:
                 want.append((key, ev))
         got += [(str(k), e) for k, e in bank.observe(float(t[j]), obs)]
@@ -127,3 +129,26 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
             assert math.isclose(getattr(a, field), getattr(b, field), rel_tol=1e-9, abs_tol=1e-9)
     assert bank.firing("s5") == singles["s5"].firing
     assert sorted(map(str, bank.firing_keys())) == sorted(k for k, m in singles.items() if m.firing)
+
+
+def _few_events_share(proportion: bool, seed: int) -> int:
+    """Openings of a monitor of a success share over windows of about twenty attempts that
+    fail one time in a thousand, whose window cuts a scrape interval (the support is three
+    quarters of the attempts, a fraction)."""
+    rng = np.random.default_rng(seed)
+    mon = SeriesMonitor(bad_direction="down", min_support=2.0)
+    opened = 0
+    for j in range(4000):
+        attempts = int(rng.poisson(20.0)) + 1
+        ok = attempts - int(rng.binomial(attempts, 0.001))
+        ev = mon.observe(60.0 * j, ok / attempts, 0.75 * attempts, proportion=proportion)
+        opened += ev is not None and ev.kind == "open"
+    return opened
+
+
+def test_a_declared_share_keeps_its_noise_floor_with_a_fractional_support() -> None:
+    """One failure in twenty attempts is noise: declared a share, the monitor knows it even
+    though no value × support is a whole number; left to infer it, the floor is lost and the
+    share pages on odd failures (as phased scrapes made every success ratio do)."""
+    assert sum(_few_events_share(True, s) for s in range(4)) == 0
+    assert sum(_few_events_share(False, s) for s in range(4)) >= 5

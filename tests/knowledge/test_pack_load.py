@@ -71,3 +71,15 @@ def test_guardrail_policies_loaded(pack: Pack) -> None:
 def test_spec_break_even_follows_verify_share(pack: Pack) -> None:
     share = pack.param("spec_verify_share")
     assert pack.param("spec_break_even_accept_length") == pytest.approx(1 / share, abs=0.01)
+
+
+def test_shares_of_events_are_declared_proportions(pack: Pack) -> None:
+    """A ``ratio`` KPI with a support is a share of events (binomial noise); latencies and
+    per-event means with a support are not."""
+    k = pack.kpis
+    assert k["amf-registration-success"].proportion
+    assert k["sbi-udm-error-share"].proportion
+    assert k["amf-registration-success-by-plmn"].proportion
+    assert not k["sbi-udm-latency"].proportion  # seconds, backed by a count
+    assert not k["gpu-spec-accept-length"].proportion  # tokens per draft
+    assert not k["amf-registration-attempts"].proportion  # no support

@@ -226,6 +226,35 @@ def test_iter_samples_matches_file(tmp_path: Path) -> None:
     assert [tuple(s) for s in sc.iter_samples()] == from_file
 
 
+def test_scrape_phases_move_timestamps_only(tmp_path: Path) -> None:
+    """Each entity is stamped a fixed whole number of seconds after the tick (as Prometheus
+    spreads its targets); the values are the tick's; the file is in time order and equals
+    ``iter_samples``."""
+    kw: dict[str, Any] = {"days": 0.05, "faults": "udm_timeout", "seed": 3, "defects": True}
+    plain = build_scenario(ScenarioConfig(**kw, **FAST))
+    phased = build_scenario(ScenarioConfig(**kw, scrape_phases=True, **FAST))
+    offsets: dict[str, set[float]] = {}
+    moved = []
+    for s in phased.iter_samples():
+        off = (s.ts - plain.start) % 60.0
+        offsets.setdefault(s.labels["instance"], set()).add(off)
+        moved.append((s.ts - off, s.metric, tuple(sorted(s.labels.items())), s.value))
+    assert all(len(o) == 1 and 0 <= min(o) < 60 for o in offsets.values())
+    assert len({min(o) for o in offsets.values()}) > 5  # the entities are spread
+    same = [
+        (x.ts, x.metric, tuple(sorted(x.labels.items())), x.value) for x in plain.iter_samples()
+    ]
+    assert sorted(moved, key=repr) == sorted(same, key=repr)
+    stamps = [s.ts for s in phased.iter_samples()]
+    assert stamps == sorted(stamps)
+    paths = write_scenario(phased, tmp_path)
+    from_file = [
+        (epoch(r["ts"]), r["metric"], r["labels"], r["value"], r["type"])
+        for r in read_lines(paths["telemetry"])
+    ]
+    assert [tuple(x) for x in phased.iter_samples()] == from_file
+
+
 def test_defects_are_gaps_and_duplicates(tmp_path: Path) -> None:
     sc = build_scenario(ScenarioConfig(days=0.05, faults="none", seed=4, defects=True, **FAST))
     lines = write_scenario(sc, tmp_path)["telemetry"].read_text().splitlines()
