@@ -51,7 +51,7 @@ bench-detectors: $(VENV)/.full
 bench-pipeline: $(VENV)/.full
 	$(BIN)/python bench/bench_pipeline.py
 
-# held-out scenarios at 15 s (two weeks), 30 s and 60 s scrapes and 5- and 15-min PM periods: about 5 min on 2 cores
+# held-out scenarios at 15 s (two weeks), 30 s and 60 s scrapes, 5- and 15-min PM periods, and two with phased scrapes: about 12 min on 2 cores
 bench-scenarios: $(VENV)/.full
 	$(BIN)/python bench/bench_scenarios.py
 
