@@ -45,8 +45,12 @@ class SeriesMonitor:
 
     ``target_rate`` is the budget of false alarms per series-day on stationary data; the bars
     follow from it and the scrape interval, which is inferred from ``ts`` (see
-    :class:`~detectors.ensemble.Ensemble`). The warm-up is ``warmup`` scored values, or
-    ``warmup_s`` seconds of them when ``warmup`` is None; nothing alarms before it ends.
+    :class:`~detectors.ensemble.Ensemble`). Nothing alarms in the first ``grace`` values (the
+    level settles) and the warm-up after them: ``warmup`` scored values, or ``warmup_s``
+    seconds of them (at least ``min_warmup``) when ``warmup`` is None. At 15–60 s scrapes the
+    hour rules; at PM periods the counts do: 12 + 12 values are two hours at 5 min and six at
+    15 min (30 + 30, the ensemble's defaults, were five and fifteen hours of blindness, and the
+    first incidents of a 10-day run at 5 min went unseen).
     ``min_effect`` (relative to the expected value) and ``min_abs_effect`` (in KPI units, e.g.
     ``0.02`` for a success ratio) set the smallest deviation worth a page. A peak beyond
     ``warmup_outlier`` × the iid bar during the warm-up is taken for an incident, not for a
@@ -90,6 +94,8 @@ class SeriesMonitor:
         warmup_outlier: float = 4.0,
         resolution_always: bool = False,
         grace_clip: float = math.inf,
+        grace: int = 12,
+        min_warmup: int = 12,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -107,6 +113,8 @@ class SeriesMonitor:
         self.warmup_outlier = warmup_outlier
         self.resolution_always = resolution_always
         self.grace_clip = grace_clip
+        self.grace = grace
+        self.min_warmup = min_warmup
         self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
 
     def ensemble_params(self) -> dict[str, Any]:
@@ -126,6 +134,8 @@ class SeriesMonitor:
             "warmup_outlier": self.warmup_outlier,
             "resolution_always": self.resolution_always,
             "grace_clip": self.grace_clip,
+            "grace": self.grace,
+            "min_warmup": self.min_warmup,
         }
 
     @property

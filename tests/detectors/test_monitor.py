@@ -152,3 +152,21 @@ def test_a_declared_share_keeps_its_noise_floor_with_a_fractional_support() -> N
     share pages on odd failures (as phased scrapes made every success ratio do)."""
     assert sum(_few_events_share(True, s) for s in range(4)) == 0
     assert sum(_few_events_share(False, s) for s in range(4)) >= 5
+
+
+def test_pm_periods_are_watched_after_hours_not_days() -> None:
+    """At a 15-min PM period the monitor's warm-up is 12 + 12 values (six hours), not the
+    ensemble's 30 + 30 (fifteen): a PFCP peers gauge that drops seven hours in pages."""
+    steps = 40
+    t = 900.0 * np.arange(steps)
+    x = np.full(steps, 4.0)
+    x[28] = 2.0
+    mon = SeriesMonitor(bad_direction="down", min_duration=1)
+    opened = [
+        e.ts
+        for e in (mon.observe(float(a), float(b)) for a, b in zip(t, x, strict=True))
+        if e is not None and e.kind == "open"
+    ]
+    assert opened == [t[28]]
+    late = SeriesMonitor(bad_direction="down", min_duration=1, grace=30, min_warmup=30)
+    assert all(late.observe(float(a), float(b)) is None for a, b in zip(t, x, strict=True))
