@@ -2,6 +2,10 @@
 
 Definitions (the report documents them by these names):
 
+- an **alert** is an incident after correlation, raised when it opens and raised again each
+  time it reopens (a finding of one of its KPIs within the flap window after it resolved: the
+  console shows REOPENED and the on-call is paged again); ``alerts_total`` counts the raises
+  (:func:`alerts_raised`);
 - an alert is a **true positive** of an incident when it opens on the incident's root-cause
   entity or one of its ``affected`` entities, at ``start ≤ opened_at ≤ end``;
 - an alert that is a true positive of no incident and does not open inside a maintenance
@@ -24,13 +28,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from noc_assistant.errors import BadInputError
 
-__all__ = ["Alert", "parse_time", "score_scenario", "wilson"]
+__all__ = ["Alert", "alerts_raised", "parse_time", "score_scenario", "wilson"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,46 @@ class Alert:
     incident_id: str = ""
     related: tuple[str, ...] = ()
     """Further entities of the same alert; a match on any of them makes it a true positive."""
+
+
+class _Incident(Protocol):
+    id: str
+    opened_at: float
+    entities: list[str]
+    finding_ids: list[str]
+    reopened_at: list[float]
+
+
+class _Finding(Protocol):
+    id: str
+    detector: str
+
+
+def alerts_raised(incidents: Iterable[_Incident], findings: Iterable[_Finding]) -> list[Alert]:
+    """The alerts a run raised: each incident when it opened, and again at each reopening (a
+    finding of one of its KPIs soon after it resolved: the console's REOPENED line, a page
+    like the first). A reopening inside an incident window is a true positive, outside every
+    window a false one, like any other alert.
+
+    >>> from types import SimpleNamespace as NS
+    >>> inc = NS(id="i1", opened_at=100.0, entities=["amf-1"], finding_ids=["f1"],
+    ...          reopened_at=[4000.0])
+    >>> [(a.incident_id, a.opened_at, a.detectors) for a in
+    ...  alerts_raised([inc], [NS(id="f1", detector="ensemble:point")])]
+    [('i1', 100.0, ('ensemble:point',)), ('i1@1', 4000.0, ('ensemble:point',))]
+    """
+    by_id = {f.id: f.detector for f in findings}
+    alerts: list[Alert] = []
+    for inc in incidents:
+        dets = tuple(sorted({by_id[f] for f in inc.finding_ids if f in by_id}))
+        ents = list(inc.entities) or [""]
+        related = tuple(ents[1:])
+        alerts.append(Alert(ents[0], inc.opened_at, dets, inc.id, related))
+        alerts += [
+            Alert(ents[0], ts, dets, f"{inc.id}@{k}", related)
+            for k, ts in enumerate(inc.reopened_at, 1)
+        ]
+    return alerts
 
 
 @dataclass(frozen=True)

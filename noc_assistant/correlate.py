@@ -136,6 +136,7 @@ class Correlator:
             ):
                 self._recent.remove(inc)
                 inc.state, inc.resolved_at = "open", None
+                inc.reopened_at.append(finding.ts)
                 reopened = _Open(inc)
                 self._open.append(reopened)
                 self._attach(reopened, finding)

@@ -152,6 +152,9 @@ class Incident(BaseModel):
     opened_at: float
     updated_at: float
     resolved_at: float | None = None
+    reopened_at: list[float] = Field(default_factory=list)
+    """When it reopened: a finding of one of its KPIs came within the flap window after it
+    resolved. Each reopening pages again (the console's REOPENED line)."""
     entities: list[str] = Field(default_factory=list)
     finding_ids: list[str] = Field(default_factory=list)
     kpis: list[str] = Field(default_factory=list)

@@ -61,7 +61,7 @@ def run(
     """Replay telemetry through the pipeline and score its alerts against labels."""
     from evals._io import read_json_object
     from evals.rca import Labels, cases_from_run, report_keys, score_rca
-    from evals.scenario import Alert, score_scenario
+    from evals.scenario import alerts_raised, score_scenario
 
     label_doc = read_json_object(labels)
     try:
@@ -103,12 +103,7 @@ def run(
             entities |= {str(e["id"]) for e in inv.get("entities", [])}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             raise BadInputError("unreadable inventory", source=str(inventory)) from None
-    by_id = {f.id: f for f in result.findings}
-    alerts = []
-    for inc in result.incidents:
-        dets = tuple(sorted({by_id[f].detector for f in inc.finding_ids if f in by_id}))
-        ents = list(inc.entities) or [""]
-        alerts.append(Alert(ents[0], inc.opened_at, dets, inc.id, tuple(ents[1:])))
+    alerts = alerts_raised(result.incidents, result.findings)
     report = score_scenario(
         alerts, label_doc, entities, (result.first_ts, result.last_ts), source=str(labels)
     )

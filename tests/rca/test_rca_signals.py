@@ -228,6 +228,7 @@ def test_new_symptom_after_resolve_opens_a_new_incident() -> None:
     # 5 minutes later: the same series flaps -> the same incident reopens
     again = f("p2", "smf-pfcp-peers", "smf-01", "down", 1, t=1200, low=2, high=2)
     assert [e.kind for e in c.add_finding(again)] == ["reopened"]
+    assert c.incidents[next(iter(c.incidents))].reopened_at == [T0 + 1200]  # it pages again
     c.clear("smf-pfcp-peers", "smf-01", T0 + 1300)
     assert [e.kind for e in c.tick(T0 + 1600)] == ["resolved"]
     # a different symptom on the same SMF (UDM calls failing) is another fault: a new incident
