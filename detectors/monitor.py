@@ -214,6 +214,9 @@ class Observation:
     #: the value is a share of ``support`` events (a success or failure ratio), declared:
     #: see :meth:`~detectors.ensemble.Ensemble.update`
     proportion: bool = False
+    #: the time of the value when it is not the tick's (an entity scraped at its own phase:
+    #: its latest scrape, which the KPI windows end at)
+    ts: float | None = None
 
 
 class MonitorBank:
@@ -288,7 +291,7 @@ class MonitorBank:
         """Feed one tick of values; return the alarm transitions, in ``observations`` order.
         A missing value, or one backed by fewer than ``min_support`` events, is neither learnt
         nor scored. A key keeps the bad direction it first came with."""
-        rows: dict[_BankKey, list[tuple[int, int, float, float, bool, bool]]] = {}
+        rows: dict[_BankKey, list[tuple[int, int, float, float, bool, bool, float]]] = {}
         for pos, ob in enumerate(observations):
             v = ob.value
             if not _usable(v, ob.support, ob.min_support):
@@ -296,7 +299,8 @@ class MonitorBank:
             assert v is not None
             which, i = self._slot(ob.key, ob.bad_direction, ob.counts)
             sup = math.nan if ob.support is None else ob.support
-            rows.setdefault(which, []).append((pos, i, v, sup, ob.hold, ob.proportion))
+            at = ts if ob.ts is None else ob.ts
+            rows.setdefault(which, []).append((pos, i, v, sup, ob.hold, ob.proportion, at))
         events: list[tuple[int, Hashable, MonitorEvent]] = []
         for which, items in rows.items():
             bank = self._banks[which]
@@ -312,15 +316,19 @@ class MonitorBank:
             if any(it[5] for it in items):
                 prop = np.zeros(bank.n_series, np.bool_)
                 prop[idx] = [it[5] for it in items]
-            score, opened, closed = bank.step(x, ts, sup_arr, hold, prop)
+            t_arr: float | np.ndarray = ts
+            if any(it[6] != ts for it in items):
+                t_arr = np.full(bank.n_series, ts)
+                t_arr[idx] = [it[6] for it in items]
+            score, opened, closed = bank.step(x, t_arr, sup_arr, hold, prop)
             changed = opened | closed
             if not changed.any():
                 continue
             d = bank.detail_
-            for pos, i, v, *_ in items:
+            for pos, i, v, *_, at in items:
                 if changed[i]:
                     kind: Literal["open", "close"] = "open" if opened[i] else "close"
-                    ev = _event(kind, ts, v, float(score[i]), float(d[i, 0]), float(d[i, 1]),
+                    ev = _event(kind, at, v, float(score[i]), float(d[i, 0]), float(d[i, 1]),
                                 float(d[i, 2]), (float(d[i, 3]), float(d[i, 4])))  # fmt: skip
                     events.append((pos, observations[pos].key, ev))
         events.sort(key=lambda e: e[0])

@@ -2,14 +2,17 @@
 
 One :class:`Pipeline` serves every source: the simulator in ``noc demo``, a replay file in
 ``noc eval run``, a live scrape. Points are pushed with :meth:`Pipeline.feed`; KPIs are evaluated
-on a clock aligned to the data's own scrape interval (inferred, not configured), and every
-alarm transition becomes a :class:`~noc_assistant.models.Finding` or a clear, which the
+on a clock of the data's own scrape interval (inferred, not configured), each entity at its own
+latest scrape (targets are scraped at their own phases: a KPI window ends on the entity's
+sample, and an alarm is stamped with the scrape that showed it), and every alarm transition
+becomes a :class:`~noc_assistant.models.Finding` or a clear, which the
 :class:`~noc_assistant.correlate.Correlator` turns into incident events.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import statistics
 import time
 from collections import deque
@@ -113,6 +116,8 @@ class Pipeline:
         self._last_ts: float | None = None
         self._next_eval: float | None = None
         self._applicable: dict[str, tuple[int, list[KpiDef]]] = {}
+        self._evaluated: dict[str, float] = {}
+        """entity → the time its KPIs were last evaluated at (its latest scrape then)"""
         self._groups: dict[tuple[str, str], tuple[int, list[tuple[tuple[str, str], ...]]]] = {}
 
     # -- topology ---------------------------------------------------------------------------
@@ -235,12 +240,20 @@ class Pipeline:
         # entities with an open alarm: their other KPIs' peaks are not normal time either
         busy = {entity for _, entity in self._firing_keys()}
         for entity in self.store.entities:
-            if not entity:
+            seen = self.store.last_seen.get(entity)
+            if not entity or seen is None:
                 continue
+            # the entity's own time: its latest scrape (targets are scraped at their own
+            # phases; a window ending on the tick would cut its last interval, and its newest
+            # sample would wait a tick); nothing new since the last evaluation, nothing to learn
+            now = min(at, seen)
+            if now <= self._evaluated.get(entity, -math.inf):
+                continue
+            self._evaluated[entity] = now
             for kpi in self._kpis_for(entity):
                 window = kpi_window_s(step, kpi.window_s)
                 for group in self._groups_for(entity, kpi):
-                    view = self.store.view(entity, at, window, extra=dict(group))
+                    view = self.store.view(entity, now, window, extra=dict(group))
                     value = kpi.parsed.evaluate(view)
                     if value is None:
                         continue
@@ -249,7 +262,7 @@ class Pipeline:
                     hist = self.kpi_history.get(key)
                     if hist is None:
                         hist = self.kpi_history[key] = deque(maxlen=self._history)
-                    hist.append((at, value))
+                    hist.append((now, value))
                     observations.append(
                         Observation(
                             key,
@@ -260,6 +273,7 @@ class Pipeline:
                             kpi.counts_events,
                             entity in busy,
                             kpi.proportion,
+                            now,
                         )
                     )
                     where[key] = (kpi, entity, group)

@@ -94,6 +94,8 @@ class SeriesStore:
         #: selector → matching series, valid while no series is added (checked by count)
         self._matching: dict[tuple[object, ...], list[SeriesState]] = {}
         self._matching_at = 0
+        #: entity → time of its latest sample with a value (its latest scrape)
+        self.last_seen: dict[str, float] = {}
 
     @property
     def entities(self) -> list[str]:
@@ -125,6 +127,10 @@ class SeriesStore:
                 self._entity_nf.setdefault(entity, nf)
         previous = state.last_ts
         state.add(point.ts, point.value, self.horizon_s)
+        if point.value is not None:
+            entity = state.labels.get("instance", "")
+            if point.ts > self.last_seen.get(entity, float("-inf")):
+                self.last_seen[entity] = point.ts
         return point.ts - previous if previous != float("-inf") else None
 
     def add_all(self, points: Iterable[Point]) -> None:

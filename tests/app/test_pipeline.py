@@ -132,3 +132,24 @@ def test_unaligned_scrapes_keep_the_true_interval() -> None:
     pipe = run(points)
     assert pipe.interval_s == STEP
     assert len(pipe.correlator.incidents) == 1
+
+
+def test_an_entity_scraped_off_the_tick_is_judged_at_its_own_scrape() -> None:
+    """Targets are scraped at their own phases: amf-2 on the minute, amf-1 23 s after it.
+    amf-1's KPIs are evaluated at its own latest scrape (windows end there, so they hold whole
+    scrape intervals), and its gNB drop pages at the scrape that showed it, not a tick later;
+    a tick without a new scrape of an entity evaluates nothing for it."""
+    points = []
+    for k in range(300):
+        for name, off in (("amf-2", 0.0), ("amf-1", 23.0)):
+            lab = (("instance", name), ("nf", "amf"))
+            value = 20.0 if name == "amf-1" and k >= 200 else 40.0
+            if not (name == "amf-1" and 100 <= k < 103):  # three missed scrapes
+                points.append(Point(T0 + 60.0 * k + off, "gnb", lab, value, "gauge"))
+    pipe = run(points)
+    times = [t for t, _ in pipe.kpi_history[("amf-gnb-associations", "amf-1")]]
+    assert all((t - T0) % 60.0 == 23.0 for t in times)
+    assert len(times) == len(set(times)) >= 290  # once per scrape (the first few learn the
+    assert not any(T0 + 6000 < t < T0 + 6180 for t in times)  # interval), none in the gap
+    first = min(f.ts for f in pipe.findings if f.entity == "amf-1")
+    assert first in (T0 + 60.0 * 200 + 23.0, T0 + 60.0 * 201 + 23.0)

@@ -170,3 +170,14 @@ def test_pm_periods_are_watched_after_hours_not_days() -> None:
     assert opened == [t[28]]
     late = SeriesMonitor(bad_direction="down", min_duration=1, grace=30, min_warmup=30)
     assert all(late.observe(float(a), float(b)) is None for a, b in zip(t, x, strict=True))
+
+
+def test_an_observation_carries_its_own_time() -> None:
+    """An entity scraped off the tick: its values come with their own time, which the bank
+    learns the interval from and the events report."""
+    bank = MonitorBank(warmup=50, min_duration=1)
+    for k in range(200):
+        ob = Observation("a", 1.0 + 0.01 * (k % 3), None, "down", ts=60.0 * k - 17.0)
+        assert bank.observe(60.0 * k, [ob]) == []
+    events = bank.observe(12000.0, [Observation("a", 0.2, None, "down", ts=11983.0)])
+    assert [(e.kind, e.ts) for _, e in events] == [("open", 11983.0)]
