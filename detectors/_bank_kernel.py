@@ -32,7 +32,7 @@ from detectors.params import (
     resolution,
     resolution_floor,
 )
-from detectors.robust_zscore import MAD_TO_SIGMA
+from detectors.robust_zscore import MAD_TO_SIGMA, update_clip
 from detectors.spot import tail_shape
 
 __all__ = [
@@ -86,6 +86,7 @@ def _inline(f: F) -> F:
 _tail_shape = _inline(tail_shape)  # the per-series POT's moment fit of ξ, compiled
 _resolution = _inline(resolution)  # the smallest step and its count (detectors.params)
 _resolution_floor = _inline(resolution_floor)
+_update_clip = _inline(update_clip)  # the level's Huber clip (grace included), compiled
 
 
 class KernelParams(NamedTuple):
@@ -423,12 +424,7 @@ def ensemble_step(
             lv[i, 1] = xi_
         else:
             a = max(inv, p.alpha)
-            if n1 > p.grace:
-                limit = CLIP * lscale
-            elif n1 > GRACE_CLIP_AFTER:
-                limit = p.grace_clip * lscale
-            else:
-                limit = math.inf
+            limit = lscale * _update_clip(n1, p.grace, CLIP, p.grace_clip, GRACE_CLIP_AFTER)
             r = xi_ - m_l
             dev = min(abs(r), limit)
             lv[i, 1] = m_l + a * min(max(r, -limit), limit)

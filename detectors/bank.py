@@ -28,7 +28,7 @@ _ST_ROWS = ("up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "
 _WARM_N, _TAIL_LAG_N = _ST_ROWS.index("warm_n"), _ST_ROWS.index("tail_lag_n")
 _TAIL = {key: j for j, key in enumerate(kernel.TAIL_KEYS)}
 _EMPTY = np.zeros(0, np.float64)
-_NO_HOLD = np.zeros(0, np.bool_)
+_NO_FLAGS = np.zeros(0, np.bool_)
 #: the per-series state arrays (series first), grown together by ``EnsembleBank.extend``
 _PER_SERIES = (
     "level_", "state_", "tails_", "last_t_", "interval_", "step_est_", "warmup_", "t_dirty_",
@@ -221,10 +221,10 @@ class EnsembleBank(EnsembleParams):
         sup = _EMPTY
         if support is not None:
             sup = np.ascontiguousarray(np.broadcast_to(np.asarray(support, np.float64), (n,)))
-        held = _NO_HOLD
+        held = _NO_FLAGS
         if hold is not None:
             held = np.ascontiguousarray(np.broadcast_to(np.asarray(hold, np.bool_), (n,)))
-        prop = _NO_HOLD
+        prop = _NO_FLAGS
         if proportion is not None:
             prop = np.ascontiguousarray(np.broadcast_to(np.asarray(proportion, np.bool_), (n,)))
         tt = _EMPTY

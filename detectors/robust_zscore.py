@@ -5,12 +5,27 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-__all__ = ["RobustZScore", "directional"]
+__all__ = ["RobustZScore", "directional", "update_clip"]
 
 Direction = Literal["up", "down", "both"]
 
 #: E|X − μ| = σ·√(2/π) for Gaussian noise, so σ ≈ 1.2533 · mean absolute deviation.
 MAD_TO_SIGMA = 1.2533141373155003
+
+
+def update_clip(
+    n: float, grace: float, clip: float, grace_clip: float, grace_after: float
+) -> float:
+    """Huber clip, in scales, of the ``n``-th learnt value: ``clip`` after the grace,
+    ``grace_clip`` in it once ``grace_after`` values were learnt, none before (shared by
+    :class:`RobustZScore` and the compiled bank).
+
+    >>> [update_clip(n, 30, 3.0, 8.0, 8) for n in (5, 9, 31)]
+    [inf, 8.0, 3.0]
+    """
+    if n > grace:
+        return clip
+    return grace_clip if n > grace_after else math.inf
 
 
 def directional(z: float, bad_direction: Direction) -> float:
@@ -110,12 +125,8 @@ class RobustZScore:
             return
         a = max(self.alpha, 1.0 / self.n_)
         a_slow = max(0.1 * self.alpha, 1.0 / self.n_)
-        limit = max(self.scale_, floor) * (
-            self.clip
-            if self.n_ > self.grace
-            else self.grace_clip
-            if self.n_ > self.grace_after
-            else math.inf
+        limit = max(self.scale_, floor) * update_clip(
+            self.n_, self.grace, self.clip, self.grace_clip, self.grace_after
         )
         r = x - self.mean_
         dev = min(abs(r), limit)

@@ -8,6 +8,7 @@ whether or not the exporter declared the type; a counter that goes down restarte
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ class SeriesState:
     """State of one series."""
 
     labels: dict[str, str]
+    entity: str = ""
+    """The ``instance`` label (the entity the series belongs to)."""
     last_ts: float = float("-inf")
     last_value: float | None = None
     """Latest non-gap value."""
@@ -114,23 +117,21 @@ class SeriesStore:
         state = self._series.get(key)
         if state is None:
             labels = dict(point.labels)
-            state = SeriesState(labels)
+            entity = labels.get("instance", "")
+            state = SeriesState(labels, entity)
             self._series[key] = state
             canon = self._canon.get((point.metric, point.type))
             if canon is None:
                 canon = (canonical_metric(point.metric, point.type), _PART.get(point.type, ""))
                 self._canon[(point.metric, point.type)] = canon
-            entity = labels.get("instance", "")
             self._by_entity.setdefault(entity, {}).setdefault(canon, []).append(state)
             nf = labels.get("nf")
             if nf:
                 self._entity_nf.setdefault(entity, nf)
         previous = state.last_ts
         state.add(point.ts, point.value, self.horizon_s)
-        if point.value is not None:
-            entity = state.labels.get("instance", "")
-            if point.ts > self.last_seen.get(entity, float("-inf")):
-                self.last_seen[entity] = point.ts
+        if point.value is not None and point.ts > self.last_seen.get(state.entity, -math.inf):
+            self.last_seen[state.entity] = point.ts
         return point.ts - previous if previous != float("-inf") else None
 
     def add_all(self, points: Iterable[Point]) -> None:
