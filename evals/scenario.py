@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,6 +47,8 @@ class Alert:
     incident_id: str = ""
     related: tuple[str, ...] = ()
     """Further entities of the same alert; a match on any of them makes it a true positive."""
+    kpis: tuple[str, ...] = ()
+    """The KPIs whose findings the alert carries (for the false-alert list)."""
 
 
 class _Incident(Protocol):
@@ -60,6 +62,7 @@ class _Incident(Protocol):
 class _Finding(Protocol):
     id: str
     detector: str
+    kpi: str
 
 
 def alerts_raised(incidents: Iterable[_Incident], findings: Iterable[_Finding]) -> list[Alert]:
@@ -71,19 +74,22 @@ def alerts_raised(incidents: Iterable[_Incident], findings: Iterable[_Finding]) 
     >>> from types import SimpleNamespace as NS
     >>> inc = NS(id="i1", opened_at=100.0, entities=["amf-1"], finding_ids=["f1"],
     ...          reopened_at=[4000.0])
-    >>> [(a.incident_id, a.opened_at, a.detectors) for a in
-    ...  alerts_raised([inc], [NS(id="f1", detector="ensemble:point")])]
-    [('i1', 100.0, ('ensemble:point',)), ('i1@1', 4000.0, ('ensemble:point',))]
+    >>> for a in alerts_raised([inc], [NS(id="f1", detector="ensemble:point", kpi="amf-rr")]):
+    ...     print(a.incident_id, a.opened_at, a.detectors, a.kpis)
+    i1 100.0 ('ensemble:point',) ('amf-rr',)
+    i1@1 4000.0 ('ensemble:point',) ('amf-rr',)
     """
-    by_id = {f.id: f.detector for f in findings}
+    by_id = {f.id: f for f in findings}
     alerts: list[Alert] = []
     for inc in incidents:
-        dets = tuple(sorted({by_id[f] for f in inc.finding_ids if f in by_id}))
+        mine = [by_id[f] for f in inc.finding_ids if f in by_id]
+        dets = tuple(sorted({f.detector for f in mine}))
+        kpis = tuple(sorted({f.kpi for f in mine}))
         ents = list(inc.entities) or [""]
         related = tuple(ents[1:])
-        alerts.append(Alert(ents[0], inc.opened_at, dets, inc.id, related))
+        alerts.append(Alert(ents[0], inc.opened_at, dets, inc.id, related, kpis))
         alerts += [
-            Alert(ents[0], ts, dets, f"{inc.id}@{k}", related)
+            Alert(ents[0], ts, dets, f"{inc.id}@{k}", related, kpis)
             for k, ts in enumerate(inc.reopened_at, 1)
         ]
     return alerts
@@ -235,7 +241,13 @@ def _counts(
         "fpr": hit_windows / normal_windows if normal_windows else 0.0,
         "recall": len(first_tp) / len(incidents) if incidents else None,
         "delays": delays,
+        "fps": fps,
+        "missed": [i.id for i in incidents if i.id not in first_tp],
     }
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 def score_scenario(
@@ -259,6 +271,10 @@ def score_scenario(
     (1.0, 1, 300.0)
     >>> r["per_detector"]["ensemble:shift"]["false_positives"]
     1
+    >>> r["false_alert_list"][0]["alert"], r["false_alert_list"][0]["opened_at"]
+    ('a2', '1970-01-01T01:23:20Z')
+    >>> r["missed_incidents"]
+    []
     """
     incidents = _incidents(labels, source)
     maint = _maintenance(labels, source)
@@ -293,4 +309,16 @@ def score_scenario(
         "rca_noop_accuracy": None,
         "grounding_rate": None,
         "per_detector": per_detector,
+        # what an engineer checks next: which alerts were false, which incidents were missed
+        "false_alert_list": [
+            {
+                "alert": a.incident_id,
+                "entity": a.entity,
+                "opened_at": _iso(a.opened_at),
+                "detectors": list(a.detectors),
+                "kpis": list(a.kpis),
+            }
+            for a in c["fps"]
+        ],
+        "missed_incidents": c["missed"],
     }

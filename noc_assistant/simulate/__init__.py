@@ -120,9 +120,10 @@ Chunk = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], frozenset[tuple[
 def scrape_offset(entity: str, interval_s: float, seed: int) -> float:
     """Whole seconds in ``[0, interval_s)`` after each tick at which ``entity`` is scraped
     (with ``ScenarioConfig.scrape_phases``): fixed per entity and seed, as a Prometheus server
-    spreads its targets over the interval. The values are the tick's; only the timestamp
-    moves, so windows evaluated on the tick cut a scrape interval and the increases over them
-    hold fractions of an interval's events.
+    spreads its targets over the interval. A sample reports the interval that ends at its
+    stamp (faults and events are shifted by the phase; the traffic's slow daily shape is the
+    tick's), so windows evaluated on the tick cut a scrape interval and the increases over
+    them hold fractions of an interval's events.
 
     >>> [scrape_offset(e, 15.0, 7) for e in ("amf-1", "smf-1", "upf-1")]
     [8.0, 12.0, 0.0]
@@ -169,6 +170,7 @@ class Scenario:
             effects=self.schedule.effects,
             gaps=self.schedule.gaps,
             restarts=self.schedule.restarts,
+            shift={s.entity: off for s, off in zip(self.series, self.offsets, strict=True)},
         )
 
     @property

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -198,21 +198,37 @@ class Knobs:
     [1.0, 1.0, 7.67]
     >>> Knobs([fault], t, 15.0).get("amf-1", "reg_init_mult").tolist()
     [1.0, 11.0, 1.0]
+
+    ``shift`` moves an entity's intervals later by its scrape phase (seconds after the tick,
+    ``noc simulate --scrape-phases``): a target scraped 300 s after the tick reports the
+    interval that ends then, so the fault starting at 900 s shows in its first sample.
+
+    >>> late = Knobs([fault], t, 900.0, shift={"amf-1": 300.0})
+    >>> late.get("amf-1", "reg_init_mult").round(2).tolist()
+    [1.0, 4.33, 4.33]
     """
 
-    def __init__(self, effects: Iterable[ResolvedEffect], t: Arr, dt: float = 0.0) -> None:
+    def __init__(
+        self,
+        effects: Iterable[ResolvedEffect],
+        t: Arr,
+        dt: float = 0.0,
+        shift: Mapping[str, float] | None = None,
+    ) -> None:
         self.n = len(t)
         self._v: dict[tuple[str, str], Arr] = {}
-        t0, t1 = float(t[0]), float(t[-1])
+        shifts = shift or {}
+        t0, t1 = float(t[0]), float(t[-1]) + max(shifts.values(), default=0.0)
         subs = max(1, math.ceil(dt / KNOB_STEP_S - 1e-9))
         for eff in effects:
             if eff.t1 <= t0 - dt or eff.t0 > t1:
                 continue
+            te = t + shifts.get(eff.entity, 0.0)
             if subs == 1:
-                env = eff.envelope(t)
+                env = eff.envelope(te)
             else:  # midpoints of the slices: a fault that starts at a tick is not in its period
                 offsets = (np.arange(subs) + 0.5) * (dt / subs)
-                env = np.mean([eff.envelope(t - o) for o in offsets], axis=0)
+                env = np.mean([eff.envelope(te - o) for o in offsets], axis=0)
             key = (eff.entity, eff.key)
             if eff.mode == "mul":
                 factor = 1.0 + env * (eff.value - 1.0)
@@ -311,8 +327,11 @@ class Generator:
         gaps: Sequence[GapWindow],
         restarts: Sequence[RestartEvent],
         profile: TrafficProfile = PROFILE,
+        shift: Mapping[str, float] | None = None,
     ) -> None:
         self.net = net
+        #: per entity, seconds after the tick at which it is scraped (:class:`Knobs`)
+        self.shift = dict(shift or {})
         self.series = list(series)
         self.seed = seed
         self.start = start
@@ -340,7 +359,7 @@ class Generator:
         t = self.times(chunk)
         if self._offsets is None:
             self._offsets = self._calibrate()
-        c = self._raw(chunk, t, Knobs(self.effects, t, self.dt), state)
+        c = self._raw(chunk, t, Knobs(self.effects, t, self.dt, self.shift), state)
         return self._finish(c, state)
 
     # -- assembly -----------------------------------------------------------------------------

@@ -63,6 +63,13 @@ def test_counts_on_hand_made_alerts() -> None:
     }
     assert r["per_detector"]["shift"]["recall"] == 0.5
     assert r["rca_ac1"] is None
+    # the false alerts and missed incidents by name, for the engineer checking them
+    assert [(f["alert"], f["entity"]) for f in r["false_alert_list"]] == [
+        ("a3", "amf-1"),
+        ("a5", "smf-1"),
+    ]
+    assert r["false_alert_list"][1]["opened_at"] == "1970-01-02T16:00:00Z"
+    assert r["missed_incidents"] == ["i2"]
 
 
 def test_no_alerts_and_wilson() -> None:

@@ -226,25 +226,36 @@ def test_iter_samples_matches_file(tmp_path: Path) -> None:
     assert [tuple(s) for s in sc.iter_samples()] == from_file
 
 
-def test_scrape_phases_move_timestamps_only(tmp_path: Path) -> None:
+def test_scrape_phases_stamp_each_entity_late(tmp_path: Path) -> None:
     """Each entity is stamped a fixed whole number of seconds after the tick (as Prometheus
-    spreads its targets); the values are the tick's; the file is in time order and equals
-    ``iter_samples``."""
+    spreads its targets) and reports the interval that ends at its stamp: before any fault or
+    event the values are the tick's, around them they differ; the file is in time order and
+    equals ``iter_samples``."""
     kw: dict[str, Any] = {"days": 0.05, "faults": "udm_timeout", "seed": 3, "defects": True}
     plain = build_scenario(ScenarioConfig(**kw, **FAST))
     phased = build_scenario(ScenarioConfig(**kw, scrape_phases=True, **FAST))
+    first_effect = min(e.t0 for e in phased.schedule.effects)
     offsets: dict[str, set[float]] = {}
-    moved = []
+    moved, later = [], {}
     for s in phased.iter_samples():
         off = (s.ts - plain.start) % 60.0
         offsets.setdefault(s.labels["instance"], set()).add(off)
-        moved.append((s.ts - off, s.metric, tuple(sorted(s.labels.items())), s.value))
+        key = (s.ts - off, s.metric, tuple(sorted(s.labels.items())))
+        if s.ts < first_effect:
+            moved.append((*key, s.value))
+        else:
+            later[key] = s.value
     assert all(len(o) == 1 and 0 <= min(o) < 60 for o in offsets.values())
     assert len({min(o) for o in offsets.values()}) > 5  # the entities are spread
-    same = [
-        (x.ts, x.metric, tuple(sorted(x.labels.items())), x.value) for x in plain.iter_samples()
-    ]
-    assert sorted(moved, key=repr) == sorted(same, key=repr)
+    same, changed = [], 0
+    for x in plain.iter_samples():
+        key = (x.ts, x.metric, tuple(sorted(x.labels.items())))
+        if key in later:
+            changed += later[key] != x.value
+        elif x.ts < first_effect - 60.0:
+            same.append((*key, x.value))
+    assert same and set(same) <= set(moved)
+    assert changed > 0  # the fault is seen at each entity's own stamp
     stamps = [s.ts for s in phased.iter_samples()]
     assert stamps == sorted(stamps)
     paths = write_scenario(phased, tmp_path)
