@@ -57,6 +57,7 @@ class _Incident(Protocol):
     entities: list[str]
     finding_ids: list[str]
     reopened_at: list[float]
+    escalated_at: list[float]
 
 
 class _Finding(Protocol):
@@ -68,16 +69,18 @@ class _Finding(Protocol):
 def alerts_raised(incidents: Iterable[_Incident], findings: Iterable[_Finding]) -> list[Alert]:
     """The alerts a run raised: each incident when it opened, and again at each reopening (a
     finding of one of its KPIs soon after it resolved: the console's REOPENED line, a page
-    like the first). A reopening inside an incident window is a true positive, outside every
+    like the first) and each escalation (a much stronger finding joined it while open:
+    ESCALATED). A repeat page inside an incident window is a true positive, outside every
     window a false one, like any other alert.
 
     >>> from types import SimpleNamespace as NS
     >>> inc = NS(id="i1", opened_at=100.0, entities=["amf-1"], finding_ids=["f1"],
-    ...          reopened_at=[4000.0])
+    ...          reopened_at=[4000.0], escalated_at=[300.0])
     >>> for a in alerts_raised([inc], [NS(id="f1", detector="ensemble:point", kpi="amf-rr")]):
     ...     print(a.incident_id, a.opened_at, a.detectors, a.kpis)
     i1 100.0 ('ensemble:point',) ('amf-rr',)
     i1@1 4000.0 ('ensemble:point',) ('amf-rr',)
+    i1^1 300.0 ('ensemble:point',) ('amf-rr',)
     """
     by_id = {f.id: f for f in findings}
     alerts: list[Alert] = []
@@ -91,6 +94,10 @@ def alerts_raised(incidents: Iterable[_Incident], findings: Iterable[_Finding]) 
         alerts += [
             Alert(ents[0], ts, dets, f"{inc.id}@{k}", related, kpis)
             for k, ts in enumerate(inc.reopened_at, 1)
+        ]
+        alerts += [
+            Alert(ents[0], ts, dets, f"{inc.id}^{k}", related, kpis)
+            for k, ts in enumerate(inc.escalated_at, 1)
         ]
     return alerts
 

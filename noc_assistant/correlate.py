@@ -7,6 +7,10 @@ incident's last finding; otherwise it opens a new incident. An incident resolves
 its series is still alarming and nothing new arrived for ``resolve_after_s``. A finding of one of
 its KPIs that comes within ``flap_s`` after its incident resolved reopens that incident instead of
 paging again (the same symptom flapping); a new symptom on the same entity is a new incident.
+A finding that joins an open incident with a score at least ``escalate_factor`` times the
+strongest one the on-call was last told of escalates it (paged again, like Alertmanager's
+notification of a group that gained alerts): a marginal alert followed by a real fault on the
+same entity minutes later must not be folded silently into the first page.
 Findings on an entity inside a declared maintenance window are kept but page nobody, and so
 are findings on its topology neighbours at that time (an SMF taken down for maintenance takes
 the sessions of its UPFs with it: Alertmanager's inhibition, with the maintenance as source).
@@ -48,7 +52,7 @@ class MaintenanceWindow:
 
 @dataclass(frozen=True)
 class IncidentEvent:
-    kind: Literal["opened", "updated", "reopened", "resolved"]
+    kind: Literal["opened", "updated", "escalated", "reopened", "resolved"]
     incident: Incident
     finding: Finding | None = None
 
@@ -58,6 +62,10 @@ class _Open:
     incident: Incident
     firing: set[tuple[str, str]] = field(default_factory=set)
     scopes: set[str] = field(default_factory=set)
+    #: the highest finding score of the last notice (opening, reopening or escalation) and
+    #: its time: findings of the same evaluation belong to that notice
+    notified: float = 0.0
+    notified_at: float = 0.0
 
 
 class Correlator:
@@ -70,7 +78,9 @@ class Correlator:
     ['opened']
     >>> [ev.kind for ev in c.add_finding(f("f2", "amf-1", 60))]
     ['updated']
-    >>> c.clear("k", "amf-1", 100)
+    >>> [ev.kind for ev in c.add_finding(f("f3", "amf-1", 120).model_copy(update={"score": 30}))]
+    ['escalated']
+    >>> c.clear("k", "amf-1", 130)
     >>> [ev.kind for ev in c.tick(500)]
     ['resolved']
     """
@@ -80,6 +90,8 @@ class Correlator:
         window_s: float = 600.0,
         resolve_after_s: float = 300.0,
         flap_s: float = 900.0,
+        escalate_factor: float = 2.0,
+        notice_s: float = 0.0,
         related: Related | None = None,
         maintenance: Iterable[MaintenanceWindow] = (),
         scope: Scope | None = None,
@@ -87,6 +99,10 @@ class Correlator:
         self.window_s = window_s
         self.resolve_after_s = resolve_after_s
         self.flap_s = flap_s
+        self.escalate_factor = escalate_factor
+        #: findings up to this long after a notice belong to it (the pipeline sets 0.9 scrape
+        #: intervals: targets scraped at their own phases report one evaluation over it)
+        self.notice_s = notice_s
         self.related = related
         self.scope = scope
         self.maintenance = list(maintenance)
@@ -126,6 +142,12 @@ class Correlator:
         if candidates:
             target = max(candidates, key=lambda o: o.incident.updated_at)
             self._attach(target, finding)
+            if finding.ts <= target.notified_at + self.notice_s:
+                target.notified = max(target.notified, finding.score)
+            elif finding.score >= self.escalate_factor * target.notified:
+                target.notified, target.notified_at = finding.score, finding.ts
+                target.incident.escalated_at.append(finding.ts)
+                return [IncidentEvent("escalated", target.incident, finding)]
             return [IncidentEvent("updated", target.incident, finding)]
         for inc in reversed(self._recent):
             if (
@@ -137,7 +159,7 @@ class Correlator:
                 self._recent.remove(inc)
                 inc.state, inc.resolved_at = "open", None
                 inc.reopened_at.append(finding.ts)
-                reopened = _Open(inc)
+                reopened = _Open(inc, notified=finding.score, notified_at=finding.ts)
                 self._open.append(reopened)
                 self._attach(reopened, finding)
                 return [IncidentEvent("reopened", inc, finding)]
@@ -151,7 +173,7 @@ class Correlator:
             updated_at=finding.ts,
             title=f"{finding.kpi} {finding.direction} on {finding.entity}",
         )
-        opened = _Open(incident)
+        opened = _Open(incident, notified=finding.score, notified_at=finding.ts)
         self._open.append(opened)
         self.incidents[incident.id] = incident
         self._attach(opened, finding)

@@ -155,6 +155,9 @@ class Incident(BaseModel):
     reopened_at: list[float] = Field(default_factory=list)
     """When it reopened: a finding of one of its KPIs came within the flap window after it
     resolved. Each reopening pages again (the console's REOPENED line)."""
+    escalated_at: list[float] = Field(default_factory=list)
+    """When a finding at least twice as strong as any the on-call was last told of joined it
+    while open (``Correlator.escalate_factor``). Each escalation pages again (ESCALATED)."""
     entities: list[str] = Field(default_factory=list)
     finding_ids: list[str] = Field(default_factory=list)
     kpis: list[str] = Field(default_factory=list)

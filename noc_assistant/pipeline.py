@@ -279,6 +279,8 @@ class Pipeline:
                     where[key] = (kpi, entity, group)
         if self.monitors is None:
             self.monitors = MonitorBank(min_duration=monitor_min_duration(step))
+        # a finding of the next scrape may escalate; those of this one (any phase) may not
+        self.correlator.notice_s = 0.9 * step
         for series, event in self.monitors.observe(at, observations):
             kpi, entity, group = where[series]
             self._on_monitor(kpi, entity, group, event)

@@ -113,10 +113,12 @@ def demo(
                 highlight=False,
                 soft_wrap=True,
             )
-        elif event.kind == "reopened":
+        elif event.kind in ("reopened", "escalated"):
+            f = event.finding
+            why = f"  {f.kpi} {f.direction} (score {f.score:.3g})" if f else ""
             console.print(
-                f"[yellow]REOPENED[/] {_utc(inc.updated_at)}  {', '.join(inc.entities)}  "
-                f"[dim]{inc.id}[/]",
+                f"[yellow]{event.kind.upper()}[/] {_utc(inc.updated_at)}  "
+                f"{', '.join(inc.entities)}{why}  [dim]{inc.id}[/]",
                 highlight=False,
                 soft_wrap=True,
             )

@@ -368,3 +368,30 @@ def test_batch_queueing_with_kv_room_is_compressed_weights(topo: Topology) -> No
     assert top(batch, topo) == ("compressed_weights_high_concurrency", "gpu-srv-02")
     preempted = [*batch, f("g", "gpu-preemption-rate", "gpu-srv-02", "up", 2.0, t=250)]
     assert top(preempted, topo)[0] != "compressed_weights_high_concurrency"
+
+
+def test_a_much_stronger_finding_escalates_an_open_incident() -> None:
+    """A marginal alert, then a real fault on the same entity a scrape later: the fault's
+    findings join the open incident, and the first one at least twice as strong as what the
+    on-call was told of pages again (ESCALATED); findings of the same evaluation round (within
+    ``notice_s``) belong to the notice they follow."""
+    from noc_assistant.correlate import Correlator
+
+    def scored(fid: str, kpi: str, t: float, score: float) -> Finding:
+        return f(fid, kpi, "gpu-srv-2", "down", 0.2, t=t).model_copy(update={"score": score})
+
+    c = Correlator(window_s=600, resolve_after_s=300, notice_s=270)
+    assert [e.kind for e in c.add_finding(scored("a", "gpu-tensor-active-min", 0, 1.06))] == [
+        "opened"
+    ]
+    # same round (another target's phase, 100 s later): part of the first notice, however strong
+    assert [e.kind for e in c.add_finding(scored("b", "gpu-power-max", 100, 2.5))] == ["updated"]
+    # next scrape: 4.0 is not twice 2.5 (the strongest the on-call saw) -> no new page
+    assert [e.kind for e in c.add_finding(scored("c", "gpu-itl-mean", 300, 4.0))] == ["updated"]
+    # a finding twice as strong as that notice's -> escalated, and the bar moves with it
+    assert [e.kind for e in c.add_finding(scored("d", "gpu-spec-accept", 600, 5.2))] == [
+        "escalated"
+    ]
+    assert [e.kind for e in c.add_finding(scored("e", "gpu-spec-accept", 900, 9.0))] == ["updated"]
+    inc = next(iter(c.incidents.values()))
+    assert inc.escalated_at == [T0 + 600] and inc.finding_ids == ["a", "b", "c", "d", "e"]
