@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from detectors.bank import EnsembleBank
 from detectors.ensemble import MEMBERS, Ensemble
@@ -27,9 +28,11 @@ __all__ = ["MonitorBank", "MonitorEvent", "Observation", "SeriesMonitor"]
 
 @dataclass(frozen=True)
 class MonitorEvent:
-    """An alarm transition of one series."""
+    """An alarm transition of one series, or ``update``: while it stays open, a score at
+    least ``update_factor`` times the one last reported (the fault grew, or the first reading
+    held only part of it: a PM period that began before the fault)."""
 
-    kind: Literal["open", "close"]
+    kind: Literal["open", "update", "close"]
     ts: float
     score: float
     observed: float
@@ -60,17 +63,22 @@ class SeriesMonitor:
     inflates the scale for days; but at 8 scales it made the roaming-PLMN success ratios (1.0
     but for the odd failure of a handful of registrations) page 50 times in 20 days at 900 s,
     so it stays off until it copes with such tails. ``score`` in events is the ensemble ratio
-    (1 = at the bar).
+    (1 = at the bar). While the alarm is open, a value scoring at least ``update_factor`` times
+    the last reported score is reported again (an ``update`` event): a fault that began late in
+    a 5-min period shows a few percent of its size in the first reading, and the diagnosis
+    must see the next one.
 
     >>> mon = SeriesMonitor(bad_direction="down", warmup=100)
     >>> events = [mon.observe(60.0 * t, 0.99 + 0.001 * (t % 3)) for t in range(300)]
     >>> [e for e in events if e is not None]
     []
-    >>> events = [mon.observe(60.0 * (300 + t), 0.5) for t in range(3)]
+    >>> events = [mon.observe(60.0 * (300 + t), 0.9) for t in range(3)]
     >>> [(e.kind, e.direction) for e in events if e is not None]
     [('open', 'down')]
     >>> mon.firing
     True
+    >>> [e.kind for e in [mon.observe(60.0 * 303, 0.5), mon.observe(60.0 * 304, 0.49)] if e]
+    ['update']
     """
 
     detector_id = "ensemble"
@@ -96,6 +104,7 @@ class SeriesMonitor:
         grace_clip: float = math.inf,
         grace: int = 12,
         min_warmup: int = 12,
+        update_factor: float = 2.0,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -115,7 +124,10 @@ class SeriesMonitor:
         self.grace_clip = grace_clip
         self.grace = grace
         self.min_warmup = min_warmup
+        self.update_factor = update_factor
         self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
+        #: the score of the last open or update event (NaN while closed)
+        self.reported_ = math.nan
 
     def ensemble_params(self) -> dict[str, Any]:
         """The ensemble parameters this monitor sets (all but the bad direction)."""
@@ -156,7 +168,15 @@ class SeriesMonitor:
             return None
         assert value is not None
         ens = self.ensemble_
+        transition: Literal["open", "update", "close"] | None
         transition = ens.update(value, ts, support, hold, proportion)
+        if transition == "open":
+            self.reported_ = ens.score_
+        elif transition == "close":
+            self.reported_ = math.nan
+        elif ens.firing and ens.score_ >= self.update_factor * self.reported_:
+            self.reported_ = ens.score_
+            transition = "update"
         if transition is None:
             return None
         return _event(transition, ts, value, ens.score_, ens.expected_, ens.scale_, ens.bars_[0],
@@ -172,7 +192,7 @@ def _usable(value: float | None, support: float | None, min_support: float) -> b
 
 
 def _event(
-    kind: Literal["open", "close"],
+    kind: Literal["open", "update", "close"],
     ts: float,
     value: float,
     score: float,
@@ -241,8 +261,12 @@ class MonitorBank:
     """
 
     def __init__(self, **monitor_kwargs: Any) -> None:
-        self._params = SeriesMonitor(**monitor_kwargs).ensemble_params()
+        proto = SeriesMonitor(**monitor_kwargs)
+        self._params = proto.ensemble_params()
+        self._update_factor = proto.update_factor
         self._banks: dict[_BankKey, EnsembleBank] = {}
+        #: per bank, the score of each series' last open or update event (NaN while closed)
+        self._reported: dict[_BankKey, npt.NDArray[np.float64]] = {}
         self._slots: dict[Hashable, tuple[_BankKey, int]] = {}
         self._used: dict[_BankKey, int] = {}
         self._keys: dict[_BankKey, list[Hashable]] = {}
@@ -278,7 +302,11 @@ class MonitorBank:
             always = counts or bool(self._params["resolution_always"])
             params = {**self._params, "resolution_always": always}
             bank = self._banks[which] = EnsembleBank(8, bad_direction=direction, **params)
+            self._reported[which] = np.full(8, np.nan)
         elif used == bank.n_series:
+            self._reported[which] = np.concatenate(
+                [self._reported[which], np.full(bank.n_series, np.nan)]
+            )
             bank.extend(bank.n_series, self._params["warmup"])
         self._used[which] = used + 1
         self._slots[key] = (which, used)
@@ -321,13 +349,23 @@ class MonitorBank:
                 t_arr = np.full(bank.n_series, ts)
                 t_arr[idx] = [it[6] for it in items]
             score, opened, closed = bank.step(x, t_arr, sup_arr, hold, prop)
-            changed = opened | closed
+            reported = self._reported[which]
+            reported[opened] = score[opened]
+            reported[closed] = np.nan
+            seen = np.zeros(bank.n_series, np.bool_)
+            seen[idx] = True
+            with np.errstate(invalid="ignore"):
+                grew = seen & bank.firing_ & ~opened & (score >= self._update_factor * reported)
+            reported[grew] = score[grew]
+            changed = opened | closed | grew
             if not changed.any():
                 continue
             d = bank.detail_
             for pos, i, v, *_, at in items:
                 if changed[i]:
-                    kind: Literal["open", "close"] = "open" if opened[i] else "close"
+                    kind: Literal["open", "update", "close"] = (
+                        "open" if opened[i] else "close" if closed[i] else "update"
+                    )
                     ev = _event(kind, at, v, float(score[i]), float(d[i, 0]), float(d[i, 1]),
                                 float(d[i, 2]), (float(d[i, 3]), float(d[i, 4])))  # fmt: skip
                     events.append((pos, observations[pos].key, ev))

@@ -3,7 +3,8 @@
 A finding joins the open incident of the same entity, of a related entity (topology:
 an SMF's symptoms join its UPF's fault), or of the same scope (findings about one upstream NF,
 e.g. every consumer's SBI errors towards the UDM), when it comes within ``window_s`` of that
-incident's last finding; otherwise it opens a new incident. An incident resolves when none of
+incident's last finding (a further reading of a series still alarming in an open incident joins
+it however long ago that was); otherwise it opens a new incident. An incident resolves when none of
 its series is still alarming and nothing new arrived for ``resolve_after_s``. A finding of one of
 its KPIs that comes within ``flap_s`` after its incident resolved reopens that incident instead of
 paging again (the same symptom flapping); a new symptom on the same entity is a new incident.
@@ -133,11 +134,17 @@ class Correlator:
         if self.in_maintenance(finding.entity, finding.ts):
             self.suppressed.append(finding)
             return []
+        key = (series_id(finding.kpi, finding.labels), finding.entity)
         candidates = [
             o
             for o in self._open
-            if finding.ts - o.incident.updated_at <= self.window_s
-            and self._joins(finding, o.incident, o.scopes)
+            # a series still alarming in an incident reports there (an update of its reading),
+            # however long ago the incident last changed (one 15-min PM period is > window_s)
+            if key in o.firing
+            or (
+                finding.ts - o.incident.updated_at <= self.window_s
+                and self._joins(finding, o.incident, o.scopes)
+            )
         ]
         if candidates:
             target = max(candidates, key=lambda o: o.incident.updated_at)

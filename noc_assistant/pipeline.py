@@ -328,8 +328,9 @@ class Pipeline:
             self._emit(ev)
 
     def _emit(self, event: IncidentEvent) -> None:
-        if (self.rca and event.kind != "updated") or (
-            self.rca and event.finding is not None and _widens(event)
+        if self.rca and (
+            event.kind != "updated"
+            or (event.finding is not None and (_widens(event) or _strongest(event)))
         ):
             self.diagnose(event.incident)
         if self.on_incident is not None:
@@ -355,6 +356,14 @@ def _widens(event: IncidentEvent) -> bool:
     assert f is not None
     inc = event.incident
     return inc.entities[-1] == f.entity or inc.kpis[-1] == f.kpi
+
+
+def _strongest(event: IncidentEvent) -> bool:
+    """Whether the finding just attached is the incident's strongest so far (a KPI's reading
+    that grew while it alarmed: the first one may have held a part of the fault only)."""
+    f = event.finding
+    assert f is not None
+    return f.score >= event.incident.max_score
 
 
 def run_replay(

@@ -20,8 +20,11 @@ def amf_points(
     fault: tuple[float, float] | None = None,
     gap: tuple[float, float] | None = None,
     seed: int = 1,
+    fault_ratio: float = 0.5,
+    onset: tuple[float, float] | None = None,
 ) -> list[Point]:
-    """An AMF with ~20 registrations/s at 99.5% success, optionally a restart, fault or gap."""
+    """An AMF with ~20 registrations/s at 99.5% success, optionally a restart, fault or gap;
+    ``onset`` (seconds, success ratio): the fault's first seconds fail less."""
     rng = random.Random(seed)
     labels = (("instance", "amf-1"), ("nf", "amf"))
     req = succ = 0.0
@@ -31,7 +34,9 @@ def amf_points(
         if reset_at is not None and abs(ts - reset_at) < STEP / 2:
             req = succ = 0.0  # clean process restart: counters start again from zero
         n = rng.randint(270, 330)
-        ok_ratio = 0.5 if fault and fault[0] <= ts < fault[1] else 0.995
+        ok_ratio = fault_ratio if fault and fault[0] <= ts < fault[1] else 0.995
+        if fault and onset and fault[0] <= ts < fault[0] + onset[0]:
+            ok_ratio = onset[1]
         ok = sum(1 for _ in range(n) if rng.random() < ok_ratio)
         req += n
         succ += ok
@@ -81,6 +86,21 @@ def test_success_ratio_drop_opens_and_resolves_one_incident() -> None:
     assert inc.state == "resolved" and inc.resolved_at is not None and inc.resolved_at > end
     finding = pipe.findings[0]
     assert finding.direction == "down" and finding.observed < 0.8 < finding.expected_low
+
+
+def test_a_reading_that_grows_while_alarming_is_reported_again() -> None:
+    """The fault's first readings hold only part of it (90 % success for a minute, then 5 %):
+    the alarm opens on them, and the full drop is reported as a further finding of the same
+    KPI in the same incident (a MonitorBank ``update``), which the diagnosis then sees."""
+    start = T0 + 4 * 3600
+    pipe = run(amf_points(fault=(start, start + 1200), fault_ratio=0.05, onset=(60, 0.9)))
+    (inc,) = pipe.correlator.incidents.values()
+    mine = [f for f in pipe.findings if f.kpi == "amf-registration-success"]
+    assert len(mine) >= 2 and all(f.id in inc.finding_ids for f in mine)
+    first, *later = mine
+    assert first.observed > 0.9 and min(f.observed for f in later) < 0.5
+    assert all(f.score >= 2 * first.score for f in later[:1])
+    assert pipe.diagnoses[inc.id] is not None
 
 
 def test_interval_is_inferred_from_the_data() -> None:

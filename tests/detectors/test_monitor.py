@@ -106,7 +106,9 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
                 # series 8, 16, 24: declared shares whose window cut a scrape (2/3 of it)
                 sup: float | None = den * (2.0 / 3.0 if i % 8 == 0 and i > 0 else 1.0)
             else:
+                # series 5: a step that grows while it alarms (an update event)
                 val = 50 + 5 * day[j] + rng.normal(0, 1) + (12 if i == 5 and j > 1100 else 0)
+                val += 40 if i == 5 and j > 1110 else 0
                 sup = None
             if rng.random() < 0.02:
                 val = None
@@ -121,6 +123,7 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
         got += [(str(k), e) for k, e in bank.observe(float(t[j]), obs)]
     assert len(bank) == n and {k for k, _ in want} >= {"s4", "s5"}
     assert len(want) >= 4 and bank._banks["up", False].n_series == 16  # grown once
+    assert ("s5", "update") in {(k, e.kind) for k, e in want}
     assert [(k, e.kind, e.ts, e.direction, e.detector) for k, e in got] == [
         (k, e.kind, e.ts, e.direction, e.detector) for k, e in want
     ]

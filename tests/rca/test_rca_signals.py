@@ -395,3 +395,18 @@ def test_a_much_stronger_finding_escalates_an_open_incident() -> None:
     assert [e.kind for e in c.add_finding(scored("e", "gpu-spec-accept", 900, 9.0))] == ["updated"]
     inc = next(iter(c.incidents.values()))
     assert inc.escalated_at == [T0 + 600] and inc.finding_ids == ["a", "b", "c", "d", "e"]
+
+
+def test_a_still_alarming_series_reports_into_its_incident_after_the_window() -> None:
+    """At 15-min PM periods the next reading of an alarming KPI comes 900 s later, past the
+    600 s grouping window: it still joins the incident its series alarms in (not a new page)."""
+    from noc_assistant.correlate import Correlator
+
+    c = Correlator(window_s=600, resolve_after_s=300)
+    first = f("a", "amf-registration-success", "amf-01", "down", 0.9)
+    assert [e.kind for e in c.add_finding(first)] == ["opened"]
+    later = f("b", "amf-registration-success", "amf-01", "down", 0.1, t=900)
+    assert [e.kind for e in c.add_finding(later)] == ["updated"]
+    c.clear("amf-registration-success", "amf-01", T0 + 1000)
+    assert [e.kind for e in c.tick(T0 + 1300)] == ["resolved"]
+    assert len(c.incidents) == 1
