@@ -8,10 +8,11 @@ it however long ago that was); otherwise it opens a new incident. An incident re
 its series is still alarming and nothing new arrived for ``resolve_after_s``. A finding of one of
 its KPIs that comes within ``flap_s`` after its incident resolved reopens that incident instead of
 paging again (the same symptom flapping); a new symptom on the same entity is a new incident.
-A finding that joins an open incident with a score at least ``escalate_factor`` times the
-strongest one the on-call was last told of escalates it (paged again, like Alertmanager's
-notification of a group that gained alerts): a marginal alert followed by a real fault on the
-same entity minutes later must not be folded silently into the first page.
+A finding of a new series that joins an open incident with a score at least ``escalate_factor``
+times the strongest one the on-call was last told of escalates it (paged again, like
+Alertmanager's notification of a group that gained alerts): a marginal alert followed by a real
+fault on the same entity minutes later must not be folded silently into the first page. A
+further reading of a series already alarming there is evidence, not a new symptom: no page.
 Findings on an entity inside a declared maintenance window are kept but page nobody, and so
 are findings on its topology neighbours at that time (an SMF taken down for maintenance takes
 the sessions of its UPFs with it: Alertmanager's inhibition, with the maintenance as source).
@@ -79,9 +80,10 @@ class Correlator:
     ['opened']
     >>> [ev.kind for ev in c.add_finding(f("f2", "amf-1", 60))]
     ['updated']
-    >>> [ev.kind for ev in c.add_finding(f("f3", "amf-1", 120).model_copy(update={"score": 30}))]
+    >>> strong = f("f3", "amf-1", 120).model_copy(update={"score": 30, "kpi": "k2"})
+    >>> [ev.kind for ev in c.add_finding(strong)]
     ['escalated']
-    >>> c.clear("k", "amf-1", 130)
+    >>> c.clear("k", "amf-1", 130); c.clear("k2", "amf-1", 130)
     >>> [ev.kind for ev in c.tick(500)]
     ['resolved']
     """
@@ -148,8 +150,11 @@ class Correlator:
         ]
         if candidates:
             target = max(candidates, key=lambda o: o.incident.updated_at)
+            known = key in target.firing  # a further reading of an alarming series
             self._attach(target, finding)
-            if finding.ts <= target.notified_at + self.notice_s:
+            if known:
+                pass  # evidence for the diagnosis, not a new symptom: no page
+            elif finding.ts <= target.notified_at + self.notice_s:
                 target.notified = max(target.notified, finding.score)
             elif finding.score >= self.escalate_factor * target.notified:
                 target.notified, target.notified_at = finding.score, finding.ts

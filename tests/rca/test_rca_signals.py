@@ -392,7 +392,8 @@ def test_a_much_stronger_finding_escalates_an_open_incident() -> None:
     assert [e.kind for e in c.add_finding(scored("d", "gpu-spec-accept", 600, 5.2))] == [
         "escalated"
     ]
-    assert [e.kind for e in c.add_finding(scored("e", "gpu-spec-accept", 900, 9.0))] == ["updated"]
+    # the same series reading 12 (over twice 5.2): evidence for the diagnosis, not a new page
+    assert [e.kind for e in c.add_finding(scored("e", "gpu-spec-accept", 900, 12.0))] == ["updated"]
     inc = next(iter(c.incidents.values()))
     assert inc.escalated_at == [T0 + 600] and inc.finding_ids == ["a", "b", "c", "d", "e"]
 
