@@ -149,8 +149,9 @@ class Correlator:
             )
         ]
         if candidates:
-            target = max(candidates, key=lambda o: o.incident.updated_at)
-            known = key in target.firing  # a further reading of an alarming series
+            # a further reading of an alarming series goes to the incident it alarms in
+            target = max(candidates, key=lambda o: (key in o.firing, o.incident.updated_at))
+            known = key in target.firing
             self._attach(target, finding)
             if known:
                 pass  # evidence for the diagnosis, not a new symptom: no page
