@@ -123,6 +123,10 @@ def _entity_type(f: FindingLike, topology: Topology) -> str:
     return topology.type_of(f.entity) or f.entity_type
 
 
+def _series(f: FindingLike) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    return (f.kpi, f.entity, tuple(f.labels))
+
+
 def _bound(value: float | str | None, pack: Pack) -> float | None:
     if value is None:
         return None
@@ -289,11 +293,13 @@ def _evaluate_rule(
                     break
             if not ok:
                 continue
-            # coverage: the share of the incident's *other* findings (beyond the anchor's own
-            # series) the hypothesis explains; a lone anchor is not corroborated by anything
-            own = {f.id for f in anchor_hit.findings}
-            others = {f.id for f in findings} - own
-            explained = set(match.finding_ids) - own
+            # coverage: the share of the incident's *other* series (beyond the anchor's own)
+            # the hypothesis explains; a lone anchor is not corroborated by anything. Series,
+            # not findings: a KPI reported again as it grew is one symptom, not several
+            own = {_series(f) for f in anchor_hit.findings}
+            others = {_series(f) for f in findings} - own
+            by_id = {f.id: f for f in findings}
+            explained = {_series(by_id[i]) for i in match.finding_ids if i in by_id} - own
             match.coverage = len(explained) / len(others) if others else 0.0
             match.score = score + coverage_weight * match.coverage
             if rule.candidate:  # a weak sign never outranks the no-fault answer
