@@ -152,7 +152,7 @@ class Correlator:
             # a further reading of an alarming series goes to the incident it alarms in
             target = max(candidates, key=lambda o: (key in o.firing, o.incident.updated_at))
             known = key in target.firing
-            self._attach(target, finding)
+            self._attach(target, finding, symptom=not known)
             if known:
                 pass  # evidence for the diagnosis, not a new symptom: no page
             elif finding.ts <= target.notified_at + self.notice_s:
@@ -192,14 +192,18 @@ class Correlator:
         self._attach(opened, finding)
         return [IncidentEvent("opened", incident, finding)]
 
-    def _attach(self, target: _Open, finding: Finding) -> None:
+    def _attach(self, target: _Open, finding: Finding, symptom: bool = True) -> None:
+        """Add ``finding`` to ``target``; a further reading of an alarming series (``symptom``
+        False) is evidence only: the grouping window runs from the last new symptom, so the
+        readings of a long fault do not pull the next one's symptoms into its incident."""
         inc = target.incident
         inc.finding_ids.append(finding.id)
         if finding.entity not in inc.entities:
             inc.entities.append(finding.entity)
         if finding.kpi not in inc.kpis:
             inc.kpis.append(finding.kpi)
-        inc.updated_at = max(inc.updated_at, finding.ts)
+        if symptom:
+            inc.updated_at = max(inc.updated_at, finding.ts)
         inc.max_score = max(inc.max_score, finding.score)
         target.firing.add((series_id(finding.kpi, finding.labels), finding.entity))
         if self.scope is not None:
