@@ -62,7 +62,8 @@ class IncidentEvent:
 @dataclass
 class _Open:
     incident: Incident
-    firing: set[tuple[str, str]] = field(default_factory=set)
+    #: (series id, entity) of its alarming series → the direction they alarm in
+    firing: dict[tuple[str, str], str] = field(default_factory=dict)
     scopes: set[str] = field(default_factory=set)
     #: the highest finding score of the last notice (opening, reopening or escalation) and
     #: its time: findings of the same evaluation belong to that notice
@@ -142,7 +143,7 @@ class Correlator:
             for o in self._open
             # a series still alarming in an incident reports there (an update of its reading),
             # however long ago the incident last changed (one 15-min PM period is > window_s)
-            if key in o.firing
+            if o.firing.get(key) == finding.direction
             or (
                 finding.ts - o.incident.updated_at <= self.window_s
                 and self._joins(finding, o.incident, o.scopes)
@@ -150,8 +151,13 @@ class Correlator:
         ]
         if candidates:
             # a further reading of an alarming series goes to the incident it alarms in
-            target = max(candidates, key=lambda o: (key in o.firing, o.incident.updated_at))
-            known = key in target.firing
+            target = max(
+                candidates,
+                key=lambda o: (o.firing.get(key) == finding.direction, o.incident.updated_at),
+            )
+            # the same series, the same way: a further reading (one that turned the other way,
+            # a drop become a surge, is a new symptom)
+            known = target.firing.get(key) == finding.direction
             self._attach(target, finding, symptom=not known)
             if known:
                 pass  # evidence for the diagnosis, not a new symptom: no page
@@ -205,7 +211,7 @@ class Correlator:
         if symptom:
             inc.updated_at = max(inc.updated_at, finding.ts)
         inc.max_score = max(inc.max_score, finding.score)
-        target.firing.add((series_id(finding.kpi, finding.labels), finding.entity))
+        target.firing[(series_id(finding.kpi, finding.labels), finding.entity)] = finding.direction
         if self.scope is not None:
             sc = self.scope(finding)
             if sc:
@@ -214,7 +220,7 @@ class Correlator:
     def clear(self, series: str, entity: str, ts: float) -> None:
         """A series (see :func:`series_id`) of ``entity`` stopped alarming."""
         for o in self._open:
-            o.firing.discard((series, entity))
+            o.firing.pop((series, entity), None)
 
     def tick(self, ts: float) -> list[IncidentEvent]:
         """Resolve incidents that went quiet; call at every evaluation time."""

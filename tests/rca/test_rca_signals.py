@@ -408,6 +408,10 @@ def test_a_still_alarming_series_reports_into_its_incident_after_the_window() ->
     assert [e.kind for e in c.add_finding(first)] == ["opened"]
     later = f("b", "amf-registration-success", "amf-01", "down", 0.1, t=900)
     assert [e.kind for e in c.add_finding(later)] == ["updated"]
-    c.clear("amf-registration-success", "amf-01", T0 + 1000)
-    assert [e.kind for e in c.tick(T0 + 1300)] == ["resolved"]
-    assert len(c.incidents) == 1
+    # readings do not move the grouping window, and a reading turned the other way is a new
+    # symptom (a drop become a surge): past the window it opens its own incident
+    flip = f("c", "amf-registration-success", "amf-01", "up", 1.5, t=1000)
+    assert [e.kind for e in c.add_finding(flip)] == ["opened"]
+    c.clear("amf-registration-success", "amf-01", T0 + 1100)
+    assert [e.kind for e in c.tick(T0 + 1500)] == ["resolved", "resolved"]
+    assert len(c.incidents) == 2
