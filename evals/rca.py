@@ -316,11 +316,18 @@ def _active(
     entities: set[str] | None = None,
 ) -> list[Finding] | None:
     """The incident's findings inside ``[start, end]`` (on ``entities``); ``None`` when the run's
-    findings are unknown (then only the time overlap can be judged)."""
+    findings are unknown (then only the time overlap can be judged). Further readings of a
+    series that alarmed before (``Finding.update``) are not the incident taking up a fault."""
     known = [findings[i] for i in incident.finding_ids if i in findings]
     if not known:
         return None
-    return [f for f in known if start <= f.ts <= end and (entities is None or f.entity in entities)]
+    return [
+        f
+        for f in known
+        if start <= f.ts <= end
+        and (entities is None or f.entity in entities)
+        and not f.update
+    ]
 
 
 def cases_from_run(

@@ -110,6 +110,9 @@ class Finding(_Frozen):
     """The series (or KPI expression) the value came from, for evidence."""
     labels: tuple[tuple[str, str], ...] = ()
     """Extra labels that scope the finding (``plmnid``, ``cause``, ``gpu`` …)."""
+    update: bool = False
+    """A further reading of a series already alarming (it scored twice the last one
+    reported): evidence for the diagnosis, not a new symptom."""
 
 
 class Evidence(_Frozen):

@@ -319,6 +319,7 @@ class Pipeline:
             direction=event.direction,
             series=kpi.formula,
             labels=group,
+            update=event.kind == "update",
         )
         self.findings.append(finding)
         self._by_id[finding.id] = finding
