@@ -105,6 +105,7 @@ class SeriesMonitor:
         grace: int = 12,
         min_warmup: int = 12,
         update_factor: float = 2.0,
+        alpha: float = 0.02,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -125,6 +126,7 @@ class SeriesMonitor:
         self.grace = grace
         self.min_warmup = min_warmup
         self.update_factor = update_factor
+        self.alpha = alpha
         self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
         #: the score of the last open or update event (NaN while closed)
         self.reported_ = math.nan
@@ -148,6 +150,7 @@ class SeriesMonitor:
             "grace_clip": self.grace_clip,
             "grace": self.grace,
             "min_warmup": self.min_warmup,
+            "alpha": self.alpha,
         }
 
     @property

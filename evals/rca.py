@@ -324,9 +324,7 @@ def _active(
     return [
         f
         for f in known
-        if start <= f.ts <= end
-        and (entities is None or f.entity in entities)
-        and not f.update
+        if start <= f.ts <= end and (entities is None or f.entity in entities) and not f.update
     ]
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from detectors import MonitorBank, MonitorEvent, Observation
-from detectors.params import kpi_window_s, monitor_min_duration
+from detectors.params import kpi_window_s, monitor_alpha, monitor_min_duration
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
 from knowledge.topology import Topology
@@ -278,7 +278,9 @@ class Pipeline:
                     )
                     where[key] = (kpi, entity, group)
         if self.monitors is None:
-            self.monitors = MonitorBank(min_duration=monitor_min_duration(step))
+            self.monitors = MonitorBank(
+                min_duration=monitor_min_duration(step), alpha=monitor_alpha(step)
+            )
         # a finding of the next scrape may escalate; those of this one (any phase) may not
         self.correlator.notice_s = 0.9 * step
         for series, event in self.monitors.observe(at, observations):

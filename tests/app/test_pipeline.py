@@ -6,6 +6,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from noc_assistant.ingest import Point
 from noc_assistant.pipeline import Pipeline, run_replay
 
@@ -173,3 +175,17 @@ def test_an_entity_scraped_off_the_tick_is_judged_at_its_own_scrape() -> None:
     assert not any(T0 + 6000 < t < T0 + 6180 for t in times)  # interval), none in the gap
     first = min(f.ts for f in pipe.findings if f.entity == "amf-1")
     assert first in (T0 + 60.0 * 200 + 23.0, T0 + 60.0 * 201 + 23.0)
+
+
+def test_pm_periods_give_the_monitor_a_faster_level() -> None:
+    """At 10-min periods the monitors' level and scale keep a two-hour memory (0.08 per value),
+    not fifty values (eight hours); at 15 s they keep 0.02 per value."""
+    from detectors.params import monitor_alpha
+
+    labels = (("instance", "amf-1"), ("nf", "amf"))
+    for step, want in ((600.0, 0.08), (15.0, 0.02)):
+        pipe = Pipeline()
+        pipe.feed_all([Point(T0 + i * step, "gnb", labels, 12.0, "gauge") for i in range(40)])
+        pipe.finish()
+        assert pipe.monitors is not None
+        assert pipe.monitors._params["alpha"] == monitor_alpha(step) == pytest.approx(want, 1e-3)
