@@ -159,9 +159,9 @@ class Correlator:
             # a drop become a surge, is a new symptom)
             known = target.firing.get(key) == finding.direction
             self._attach(target, finding, symptom=not known)
-            if known:
-                pass  # evidence for the diagnosis, not a new symptom: no page
-            elif finding.ts <= target.notified_at + self.notice_s:
+            if known:  # evidence for the diagnosis, not a new symptom: no page
+                return [IncidentEvent("updated", target.incident, finding)]
+            if finding.ts <= target.notified_at + self.notice_s:
                 target.notified = max(target.notified, finding.score)
             elif finding.score >= self.escalate_factor * target.notified:
                 target.notified, target.notified_at = finding.score, finding.ts
