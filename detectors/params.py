@@ -97,7 +97,7 @@ def monitor_min_duration(step: float, default: int = 2) -> int:
 LEVEL_TAU_S = 7200.0
 
 
-def monitor_alpha(step: float, default: float = 0.02, tau_s: float | None = None) -> float:
+def monitor_alpha(step: float, default: float = 0.02, tau_s: float = LEVEL_TAU_S) -> float:
     """EW rate of a KPI monitor's level and scale at scrape interval ``step``: ``default`` per
     value, but at least the rate whose time constant is ``tau_s`` (:data:`LEVEL_TAU_S`). At
     0.02 per value the level's memory is 50 values: 12.5 min at 15 s, but 8 h at 10-min and
@@ -107,8 +107,7 @@ def monitor_alpha(step: float, default: float = 0.02, tau_s: float | None = None
     >>> [round(monitor_alpha(s), 4) for s in (15.0, 60.0, 300.0, 600.0, 900.0)]
     [0.02, 0.02, 0.0408, 0.08, 0.1175]
     """
-    tau = LEVEL_TAU_S if tau_s is None else tau_s
-    return max(default, 1.0 - math.exp(-step / tau))
+    return max(default, 1.0 - math.exp(-step / tau_s))
 
 
 def resolution(step: float, res: float, count: float) -> tuple[float, float]:

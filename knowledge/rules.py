@@ -298,8 +298,7 @@ def _evaluate_rule(
             # not findings: a KPI reported again as it grew is one symptom, not several
             own = {_series(f) for f in anchor_hit.findings}
             others = {_series(f) for f in findings} - own
-            by_id = {f.id: f for f in findings}
-            explained = {_series(by_id[i]) for i in match.finding_ids if i in by_id} - own
+            explained = {_series(f) for hit in match.hits for f in hit.findings} - own
             match.coverage = len(explained) / len(others) if others else 0.0
             match.score = score + coverage_weight * match.coverage
             if rule.candidate:  # a weak sign never outranks the no-fault answer
