@@ -125,6 +125,14 @@ class Correlator:
             for m in self.maintenance
         )
 
+    def alarming(self, series: str, entity: str, direction: str) -> bool:
+        """Whether ``series`` on ``entity`` alarms ``direction`` in an open incident: a finding
+        of it now is a further reading there (``Finding.update``), not a new symptom. The
+        correlator decides it, not the monitor: a reading that turned the other way, or one
+        whose first finding was kept out (maintenance), is a new symptom."""
+        key = (series, entity)
+        return any(o.firing.get(key) == direction for o in self._open)
+
     def _joins(self, finding: Finding, incident: Incident, scopes: set[str]) -> bool:
         entity = finding.entity
         if entity in incident.entities:

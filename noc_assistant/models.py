@@ -111,8 +111,9 @@ class Finding(_Frozen):
     labels: tuple[tuple[str, str], ...] = ()
     """Extra labels that scope the finding (``plmnid``, ``cause``, ``gpu`` …)."""
     update: bool = False
-    """A further reading of a series already alarming (it scored twice the last one
-    reported): evidence for the diagnosis, not a new symptom."""
+    """A further reading of a series already alarming the same way in an open incident (it
+    scored twice the last one reported): evidence for the diagnosis, not a new symptom. A
+    reading that turned the other way is a new symptom, and not marked."""
 
 
 class Evidence(_Frozen):

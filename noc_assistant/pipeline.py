@@ -321,7 +321,9 @@ class Pipeline:
             direction=event.direction,
             series=kpi.formula,
             labels=group,
-            update=event.kind == "update",
+            # a further reading when the correlator holds the series alarming that way
+            update=event.kind == "update"
+            and self.correlator.alarming(sid, entity, event.direction),
         )
         self.findings.append(finding)
         self._by_id[finding.id] = finding

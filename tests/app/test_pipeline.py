@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from detectors.monitor import MonitorEvent
 from noc_assistant.ingest import Point
 from noc_assistant.pipeline import Pipeline, run_replay
 
@@ -102,7 +103,27 @@ def test_a_reading_that_grows_while_alarming_is_reported_again() -> None:
     first, *later = mine
     assert first.observed > 0.9 and min(f.observed for f in later) < 0.5
     assert all(f.score >= 2 * first.score for f in later[:1])
+    assert not first.update and all(f.update for f in later)
     assert pipe.diagnoses[inc.id] is not None
+
+
+def test_a_reading_that_turned_the_other_way_is_a_new_symptom() -> None:
+    """A further reading is marked ``update`` only where the correlator holds the series
+    alarming the same way: the monitor's ``update`` of a drop become a surge is a new symptom
+    for the correlator, and the finding says so (the RCA scorer reads the mark)."""
+    pipe = Pipeline()
+    kpi = pipe.kpis["amf-registration-success"]
+
+    def event(kind: str, ts: float, score: float, direction: str) -> MonitorEvent:
+        return MonitorEvent(kind, ts, score, 0.5, 0.9, 1.0, direction, "d")  # type: ignore[arg-type]
+
+    pipe._on_monitor(kpi, "amf-1", (), event("open", T0, 3.0, "down"))
+    pipe._on_monitor(kpi, "amf-1", (), event("update", T0 + 15, 7.0, "down"))
+    pipe._on_monitor(kpi, "amf-1", (), event("update", T0 + 30, 20.0, "up"))
+    pipe._on_monitor(kpi, "amf-1", (), event("update", T0 + 45, 50.0, "up"))
+    assert [f.update for f in pipe.findings] == [False, True, False, True]
+    (inc,) = pipe.correlator.incidents.values()
+    assert len(inc.finding_ids) == 4
 
 
 def test_interval_is_inferred_from_the_data() -> None:
