@@ -48,6 +48,8 @@ KEYS = (
     "false_positives",
     "detection_delay_s_p50",
     "detection_delay_s_p95",
+    "detection_delay_after_signal_s_p50",
+    "detection_delay_intervals_p50",
     "rca_ac1",
     "rca_ac3",
     "rca_noop_accuracy",

@@ -19,11 +19,17 @@ Definitions (the report documents them by these names):
 - **incident_recall** = incidents with ≥ 1 true positive / incidents;
   **detection delay** = first true-positive opening − incident start (p50 / p95 over detected
   incidents, linear-interpolated percentiles);
+- **delay after the signal** (when the scrape times are known): first true-positive opening −
+  the incident's first scrape, the earliest sample of its entities after its start (before it
+  no telemetry can show the fault: with targets scraped at their own phases the first sample
+  comes up to an interval after the start); ``detection_delay_intervals_p50`` is its median in
+  scrape intervals, the issue's "intervals after the fault's signal begins";
 - **per_detector**: the same counts restricted to alerts a detector contributed to.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -186,6 +192,18 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values, np.float64), q)) if values else None
 
 
+def _signal_start(inc: _Interval, scrapes: Mapping[str, Sequence[float]]) -> float | None:
+    """The first scrape of ``inc``'s entities after its start (None: none was scraped)."""
+    firsts = []
+    for ent in inc.entities:
+        times = scrapes.get(ent)
+        if times:
+            k = bisect.bisect_right(times, inc.start)
+            if k < len(times):
+                firsts.append(times[k])
+    return min(firsts) if firsts else None
+
+
 def _counts(
     alerts: Sequence[Alert],
     incidents: Sequence[_Interval],
@@ -193,6 +211,7 @@ def _counts(
     entities: Iterable[str],
     span: tuple[float, float],
     window_s: float,
+    scrapes: Mapping[str, Sequence[float]] | None = None,
 ) -> dict[str, Any]:
     first_tp: dict[str, float] = {}
     fps: list[Alert] = []
@@ -239,6 +258,11 @@ def _counts(
         normal_windows += int(normal.sum())
         hit_windows += int((hits & normal).sum())
     delays = [first_tp[i.id] - i.start for i in incidents if i.id in first_tp]
+    after_signal: list[float] = []
+    for inc in incidents:
+        signal = _signal_start(inc, scrapes) if scrapes and inc.id in first_tp else None
+        if signal is not None:
+            after_signal.append(max(0.0, first_tp[inc.id] - signal))
     return {
         "alerts": len(alerts),
         "false_positives": len(fps),
@@ -248,6 +272,7 @@ def _counts(
         "fpr": hit_windows / normal_windows if normal_windows else 0.0,
         "recall": len(first_tp) / len(incidents) if incidents else None,
         "delays": delays,
+        "after_signal": after_signal,
         "fps": fps,
         "missed": [i.id for i in incidents if i.id not in first_tp],
     }
@@ -265,8 +290,12 @@ def score_scenario(
     *,
     window_s: float = 3600.0,
     source: str = "labels",
+    scrapes: Mapping[str, Sequence[float]] | None = None,
+    interval_s: float | None = None,
 ) -> dict[str, Any]:
-    """FORMATS §5 detection keys for one replay (RCA keys are left ``None``).
+    """FORMATS §5 detection keys for one replay (RCA keys are left ``None``); with
+    ``scrapes`` (entity → its scrape times, in order) also the delay after the signal, in
+    seconds and, with ``interval_s``, in scrape intervals.
 
     >>> labels = {"incidents": [{"id": "i1", "start": 1000, "end": 2000,
     ...           "root_cause": {"entity": "upf-3", "fault": "upf_gtpu_drop"},
@@ -282,12 +311,18 @@ def score_scenario(
     ('a2', '1970-01-01T01:23:20Z')
     >>> r["missed_incidents"]
     []
+    >>> scrapes = {"smf-1": [990.0, 1050.0, 1110.0, 1290.0], "upf-3": [1020.0, 1080.0]}
+    >>> r = score_scenario(alerts, labels, ["smf-1", "upf-3", "amf-1"], (0.0, 86400.0),
+    ...                    scrapes=scrapes, interval_s=60.0)
+    >>> r["detection_delay_after_signal_s_p50"], r["detection_delay_intervals_p50"]
+    (280.0, 4.666666666666667)
     """
     incidents = _incidents(labels, source)
     maint = _maintenance(labels, source)
     ents = set(entities) | {a.entity for a in alerts}
-    c = _counts(alerts, incidents, maint, ents, span, window_s)
+    c = _counts(alerts, incidents, maint, ents, span, window_s, scrapes)
     days = c["normal_entity_days"]
+    after50 = _percentile(c["after_signal"], 50)
     per_detector: dict[str, dict[str, Any]] = {}
     for det in sorted({d for a in alerts for d in a.detectors}):
         sub = [a for a in alerts if det in a.detectors]
@@ -316,6 +351,11 @@ def score_scenario(
         "rca_noop_accuracy": None,
         "grounding_rate": None,
         "per_detector": per_detector,
+        "detection_delay_after_signal_s_p50": after50,
+        "detection_delay_after_signal_s_p95": _percentile(c["after_signal"], 95),
+        "detection_delay_intervals_p50": (
+            after50 / interval_s if after50 is not None and interval_s else None
+        ),
         # what an engineer checks next: which alerts were false, which incidents were missed
         "false_alert_list": [
             {

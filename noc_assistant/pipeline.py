@@ -59,6 +59,8 @@ class ReplayResult:
     last_ts: float
     entities: list[str]
     quarantine: Quarantine = field(repr=False, default_factory=Quarantine)
+    #: entity → its scrape times (:attr:`SeriesStore.scrape_log`)
+    scrapes: dict[str, list[float]] = field(repr=False, default_factory=dict)
 
     @property
     def samples_per_s(self) -> float:
@@ -406,6 +408,7 @@ def run_replay(
         rca=rca,
     )
     pipe.correlator.maintenance.extend(maintenance)
+    pipe.store.scrape_log = {}
     pipe.feed_all(read_replay(telemetry, quarantine))
     pipe.finish()
     return ReplayResult(
@@ -422,4 +425,5 @@ def run_replay(
         last_ts=pipe._last_ts if pipe._last_ts is not None else 0.0,
         entities=[e for e in pipe.store.entities if e],
         quarantine=quarantine,
+        scrapes=pipe.store.scrape_log or {},
     )

@@ -105,7 +105,13 @@ def run(
             raise BadInputError("unreadable inventory", source=str(inventory)) from None
     alerts = alerts_raised(result.incidents, result.findings)
     report = score_scenario(
-        alerts, label_doc, entities, (result.first_ts, result.last_ts), source=str(labels)
+        alerts,
+        label_doc,
+        entities,
+        (result.first_ts, result.last_ts),
+        source=str(labels),
+        scrapes=result.scrapes,
+        interval_s=result.interval_s or None,
     )
     rca = score_rca(cases_from_run(label_set, result.incidents, result.diagnoses, result.findings))
     report.update(report_keys(rca))

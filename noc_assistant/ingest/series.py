@@ -99,6 +99,9 @@ class SeriesStore:
         self._matching_at = 0
         #: entity → time of its latest sample with a value (its latest scrape)
         self.last_seen: dict[str, float] = {}
+        #: entity → the times of its scrapes, in order, when set to a dict (an evaluation
+        #: measures detection delay from the first scrape that can show a fault); None live
+        self.scrape_log: dict[str, list[float]] | None = None
 
     @property
     def entities(self) -> list[str]:
@@ -132,6 +135,8 @@ class SeriesStore:
         state.add(point.ts, point.value, self.horizon_s)
         if point.value is not None and point.ts > self.last_seen.get(state.entity, -math.inf):
             self.last_seen[state.entity] = point.ts
+            if self.scrape_log is not None:
+                self.scrape_log.setdefault(state.entity, []).append(point.ts)
         return point.ts - previous if previous != float("-inf") else None
 
     def add_all(self, points: Iterable[Point]) -> None:

@@ -147,6 +147,10 @@ def test_pm_period_scenario_pages_on_one_sample(tmp_path: Path) -> None:
     rep = json.loads(rep_path.read_text())
     assert rep["incident_recall"] >= 0.6
     assert rep["detection_delay_s_p50"] <= 2 * 900.0
+    # the first sample after a fault's start holds part of it: the delay after the signal
+    # is shorter than the one after the start, and counted in periods
+    assert rep["detection_delay_after_signal_s_p50"] < rep["detection_delay_s_p50"]
+    assert rep["detection_delay_intervals_p50"] <= 1.0
     assert rep["false_alerts_per_entity_day"] <= 0.2
 
 
