@@ -215,9 +215,10 @@ def _predict(
 @_inline
 def _learn_season(
     s: NDArray[Any], g: NDArray[Any], i: int, x: float, b: int, day: float, p: KernelParams,
-    min_days: float, mid: float, scale: float, ok: bool, floor: float,
+    min_days: float, mid: float, scale: float, ok: bool, floor: float, x_young: float,
 ) -> None:  # fmt: skip
-    """One value into bin ``b`` of one profile (``mid``, ``scale``, ``ok``: its prediction)."""
+    """One value into bin ``b`` of one profile (``mid``, ``scale``, ``ok``: its prediction;
+    ``x_young``: the value a profile too young to predict learns)."""
     lvl, days = _folded(s, g, i, b, day, p.seasonal_alpha, min_days)
     cday = s[b, i].cday
     new_day = cday != day
@@ -238,7 +239,7 @@ def _learn_season(
         g[i, 0] = gmad + max(0.01, 1.0 / max(rt, 1.0)) * (dev - gmad)
         s[b, i].resn = resn + 1.0
     else:
-        ssum += x
+        ssum += x_young
     s[b, i].level = lvl
     s[b, i].days = days
     if new_day:
@@ -413,11 +414,17 @@ def ensemble_step(
         detail[i, 3] = r0
         detail[i, 4] = r1
         # learn: profiles, level, CUSUM, lag-1 correlation, tails
-        if n_seasons > 0:
-            _learn_season(s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, floor)
-            if n_seasons > 1:
-                _learn_season(s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, floor)
         lscale = max(l_scale, _noise_floor(m_l, counted, wholes, s_i, has_sup), res_floor)
+        held = fire or (has_hold and hold[i])
+        if n_seasons > 0:
+            # a profile too young to predict learns an alarm's values as the level would
+            # (clipped): a fault on the first day must not become that hour's normal
+            xy = xi_
+            if held and scored:
+                xy = min(max(xi_, m_l - CLIP * lscale), m_l + CLIP * lscale)
+            _learn_season(s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, floor, xy)
+            if n_seasons > 1:
+                _learn_season(s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, floor, xy)
         n1 = n_l + 1.0
         inv = 1.0 / n1
         if n1 == 1.0:
@@ -433,7 +440,6 @@ def ensemble_step(
         lv[i, 0] = n1
         st[i, 0] = 0.0 if cl else up
         st[i, 1] = 0.0 if cl else down
-        held = fire or (has_hold and hold[i])
         w = scored and not held
         if w:
             m = st[i, 5] + 1.0

@@ -291,13 +291,20 @@ class Ensemble(EnsembleParams):
         zc, self.up_, self.down_ = self._shift(z)
         if transition == "close":  # the episode is over: restart the CUSUM (no re-paging)
             self.up_ = self.down_ = 0.0
-        self.level_.learn_one(x, self._noise_floor(self.level_.mean_, support))
+        held = self.alerter_.firing_ or hold
+        lvl = self.level_
+        level_floor = self._noise_floor(lvl.mean_, support)
+        young = x  # what a profile too young to predict learns: an alarm's values clipped as
+        if held and scored:  # the level clips them (a first-day fault is not that hour's normal)
+            lim = self.seasonal_.clip * max(lvl.scale_, level_floor)
+            young = min(max(x, lvl.mean_ - lim), lvl.mean_ + lim)
+        lvl.learn_one(x, level_floor)
         floor = self._noise_floor(ref, support)
-        self.seasonal_.learn_one(x, t, floor)
+        self.seasonal_.learn_one(x, t, floor, young)
         if self.weekly_ is not None:
-            self.weekly_.learn_one(x, t, floor)
+            self.weekly_.learn_one(x, t, floor, young)
         if scored:
-            if not (self.alerter_.firing_ or hold):
+            if not held:
                 self.rho_n_ += 1
                 a = max(self.rho_alpha, 1.0 / self.rho_n_)
                 self.cov_ += a * (zc * self.z_prev_ - self.cov_)

@@ -137,9 +137,13 @@ class SeasonalProfile:
         scale = max(MAD_TO_SIGMA * mad, self.rel_floor * abs(mid), 1e-12)
         return mid, scale
 
-    def learn_one(self, x: float, t: float | None = None, floor: float = 0.0) -> None:
+    def learn_one(
+        self, x: float, t: float | None = None, floor: float = 0.0, young: float | None = None
+    ) -> None:
         """Learn ``x`` at ``t``; ``floor`` bounds the clipping scale from below (see
-        :meth:`detectors.robust_zscore.RobustZScore.learn_one`)."""
+        :meth:`detectors.robust_zscore.RobustZScore.learn_one`). Where the profile cannot
+        predict yet, ``young`` (default ``x``) is learnt instead: the caller's clipped value
+        while an alarm is open (:meth:`detectors.ensemble.Ensemble.update`)."""
         if t is None or math.isnan(x):
             return
         pred = self.predict(t)
@@ -150,7 +154,7 @@ class SeasonalProfile:
             self.cur_sum_[b], self.cur_n_[b], self.cur_day_[b] = 0.0, 0, day
         self.n_ += 1
         if pred is None:
-            self.cur_sum_[b] += x
+            self.cur_sum_[b] += x if young is None else young
             self.cur_n_[b] += 1
             return
         mid, scale = pred
