@@ -31,8 +31,8 @@ class SeriesState:
     last_value: float | None = None
     """Latest non-gap value."""
     prev_counter: float | None = None
-    increments: deque[tuple[float, float, float]] = field(default_factory=deque)
-    """(previous sample time, sample time, increase between them)."""
+    increments: deque[tuple[float, float, float, bool]] = field(default_factory=deque)
+    """(previous sample time, sample time, increase between them, whether it is a reset)."""
     resets: int = 0
 
     def add(self, ts: float, value: float | None, horizon: float) -> None:
@@ -40,11 +40,11 @@ class SeriesState:
             return
         if self.prev_counter is not None:
             if value >= self.prev_counter:
-                self.increments.append((self.last_ts, ts, value - self.prev_counter))
+                self.increments.append((self.last_ts, ts, value - self.prev_counter, False))
             else:
                 # counter reset: it restarted from zero, so all of `value` is new
                 self.resets += 1
-                self.increments.append((self.last_ts, ts, value))
+                self.increments.append((self.last_ts, ts, value, True))
         self.prev_counter = value
         self.last_ts = ts
         self.last_value = value
@@ -54,18 +54,24 @@ class SeriesState:
             inc.popleft()
 
     def increase(self, start: float, end: float) -> float | None:
-        """Increase over ``(start, end]``; None if the series has no sample there.
+        """Increase over ``(start, end]``; None if the series has no sample there, NaN if it
+        is unknown.
 
         An increment between two samples far apart (after a gap) is spread evenly over the
-        time between them, so the first sample after a gap is not read as a burst.
+        time between them, so the first sample after a gap is not read as a burst. A reset's
+        cannot be: the counter restarted at some unknown time between the two samples (a
+        node down for half an hour and up for five minutes), so a window that holds only part
+        of it has an unknown increase, not a third of the new value.
         """
         total = 0.0
         seen = False
-        for prev, ts, inc in reversed(self.increments):
+        for prev, ts, inc, reset in reversed(self.increments):
             if ts <= start:
                 break
             if ts <= end:
                 if prev < start < ts:  # only the part of the step inside the window
+                    if reset:
+                        return math.nan
                     inc *= (ts - start) / (ts - prev)
                 total += inc
                 seen = True
@@ -209,6 +215,8 @@ class EntityView:
         start = self.at - self.window_s
         for st in self.store.matching(self.entity, metric, part, matchers):
             inc = st.increase(start, self.at)
+            if inc is not None and math.isnan(inc):
+                return None  # a reset the window holds part of: a gap, not a low value
             if inc is not None:
                 total = inc if total is None else total + inc
         return total

@@ -33,6 +33,25 @@ def test_counter_reset_counts_the_new_value_not_a_negative_step() -> None:
     assert parse_formula('increase("req")').evaluate(store.view("amf-1", 30.0, 30.0)) == 14.0
 
 
+def test_a_reset_after_a_gap_is_unknown_in_a_window_holding_part_of_it() -> None:
+    """A node down for 20 min and up again: the counter restarted at some time between the
+    two samples around the gap. A 10-min window holds part of that step, and a third of the
+    new value over it was read as a throughput collapse (a page after every restart at
+    10-min periods); it is a gap. A window holding the whole step counts the whole value,
+    and a step with no reset is still spread over the gap."""
+    store = SeriesStore()
+    for ts, v in ((0, 1000.0), (600, 2000.0), (2400, 500.0), (3000, 1500.0)):
+        _counter(store, ts, v)
+    _counter(store, 0, 0.0, shard="b")
+    _counter(store, 2400, 900.0, shard="b")  # no reset: 900 spread over 2400 s
+    rate = parse_formula('increase("req")')
+    assert rate.evaluate(store.view("amf-1", 2400.0, 600.0)) is None
+    assert rate.evaluate(store.view("amf-1", 2400.0, 1800.0)) == pytest.approx(500.0 + 675.0)
+    assert rate.evaluate(store.view("amf-1", 3000.0, 600.0)) == pytest.approx(1000.0)
+    only_b = parse_formula('increase("req", shard="b")')
+    assert only_b.evaluate(store.view("amf-1", 2400.0, 600.0)) == pytest.approx(225.0)
+
+
 def test_matcher_cache_sees_series_that_arrive_later() -> None:
     store = SeriesStore()
     f = parse_formula('increase("req", cause="a|b") / increase("req")')
