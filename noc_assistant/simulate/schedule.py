@@ -340,7 +340,9 @@ class _Planner:
         self.sched.effects.append(ResolvedEffect(ent, "drain", "add", 1.0, a, b, 180, 180))
         mid = self.grid.snap((a + b) / 2)
         scope = "engine" if ent.startswith("gpu") else "process"
-        self.sched.gaps.append(GapWindow(ent, scope, mid - 2 * self.grid.dt, mid))
+        # the restart's silence stays inside the declared window (at 15-min periods two
+        # intervals before its middle began before a 45-min window opened)
+        self.sched.gaps.append(GapWindow(ent, scope, max(a, mid - 2 * self.grid.dt), mid))
         self.sched.restarts.append(
             RestartEvent(ent, scope, self.grid.restart_ts(mid), "maintenance")
         )

@@ -476,3 +476,22 @@ def test_cli_writes_files(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     assert {p.name for p in out.iterdir()} == {"telemetry.jsonl", "labels.json", "inventory.json"}
+
+
+@pytest.mark.parametrize("interval", [15.0, 900.0])
+def test_a_maintenance_restart_stays_inside_its_window(interval: float) -> None:
+    """The silence of a restart for maintenance lies inside the declared window: at 15-min
+    periods it began two intervals before the window's middle, before a 45-min window opened,
+    and the engine's silence paged as a false alert."""
+    from noc_assistant.simulate.network import build_network
+    from noc_assistant.simulate.schedule import make_schedule
+
+    n_ticks = int(10 * 86400 / interval)
+    sched = make_schedule(
+        build_network(53), start=0.0, n_ticks=n_ticks, interval_s=interval, seed=53,
+        fault_ids=FAULT_IDS,
+    )  # fmt: skip
+    assert sched.maintenance
+    for m in sched.maintenance:
+        gaps = [g for g in sched.gaps if g.entity == m.entity and m.start <= g.t1 <= m.end]
+        assert gaps and all(m.start <= g.t0 < g.t1 <= m.end for g in gaps)
