@@ -9,6 +9,9 @@ and these selector functions (first argument the metric name, keywords are label
     gauge("m")                  latest value, summed over matching series
     gauge_mean("m"), gauge_max("m"), gauge_min("m")
     hist_mean("m")              increase(m_sum) / increase(m_count) of a histogram
+    present("m")                share of the matching series that answered within the KPI
+                                window (an exporter gone silent while its entity's others
+                                answer: Prometheus' ``up == 0`` for one target of a host)
 
 Division by zero or a missing series gives ``None`` (a gap), never zero.
 
@@ -38,7 +41,7 @@ from typing import Protocol
 __all__ = ["SELECTORS", "Formula", "FormulaError", "SelectorSource", "parse_formula"]
 
 SELECTORS = frozenset(
-    {"increase", "rate", "gauge", "gauge_mean", "gauge_max", "gauge_min", "hist_mean"}
+    {"increase", "rate", "gauge", "gauge_mean", "gauge_max", "gauge_min", "hist_mean", "present"}
 )
 _AGGREGATES: dict[str, Callable[[float, float], float]] = {"min": min, "max": max}
 _BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {

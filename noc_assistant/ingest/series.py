@@ -240,6 +240,19 @@ class EntityView:
             if inc is None:
                 return None
             return inc if fn == "increase" else inc / self.window_s
+        if fn == "present":
+            # series silent for longer than the store's horizon (and four windows) are gone
+            # (a model swapped under a new label), not a target that stopped answering now
+            gone = self.at - max(self.store.horizon_s, 4 * self.window_s)
+            states = [
+                st
+                for st in self.store.matching(self.entity, name, "", matchers)
+                if st.last_ts > gone
+            ]
+            if not states:
+                return None
+            since = self.at - self.window_s
+            return sum(1 for st in states if st.last_ts > since) / len(states)
         # gauges: latest value of each matching series that is not stale
         stale_before = self.at - 2 * self.window_s
         values = [

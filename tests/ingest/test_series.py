@@ -52,6 +52,26 @@ def test_a_reset_after_a_gap_is_unknown_in_a_window_holding_part_of_it() -> None
     assert only_b.evaluate(store.view("amf-1", 2400.0, 600.0)) == pytest.approx(225.0)
 
 
+def test_present_is_the_share_of_series_that_answered() -> None:
+    """An engine's exporter silent (null samples) while the host still answers: its series
+    did not answer within the window; one gone for longer than the store's horizon is not
+    counted (a model swapped under a new label), and none left is a gap."""
+    store = SeriesStore(horizon_s=900.0)
+    lab = (("instance", "gpu-1"),)
+    for ts in range(0, 601, 60):
+        store.add(Point(float(ts), "gpu_temp", lab, 50.0, "gauge"))
+        up = ts < 420
+        for model in ("a", "b"):
+            value = 3.0 if up or model == "b" else None
+            store.add(Point(float(ts), "running", (*lab, ("model", model)), value, "gauge"))
+    f = parse_formula('present("running")')
+    assert f.evaluate(store.view("gpu-1", 360.0, 120.0)) == 1.0
+    assert f.evaluate(store.view("gpu-1", 600.0, 120.0)) == 0.5  # "a" silent since 360 s
+    assert f.evaluate(store.view("gpu-1", 1300.0, 120.0)) == 0.0  # "a" gone, "b" silent
+    assert f.evaluate(store.view("gpu-1", 1600.0, 120.0)) is None  # both beyond 900 s
+    assert parse_formula('present("nothing")').evaluate(store.view("gpu-1", 600.0, 120.0)) is None
+
+
 def test_matcher_cache_sees_series_that_arrive_later() -> None:
     store = SeriesStore()
     f = parse_formula('increase("req", cause="a|b") / increase("req")')
