@@ -294,8 +294,10 @@ class Ensemble(EnsembleParams):
         held = self.alerter_.firing_ or hold
         lvl = self.level_
         level_floor = self._noise_floor(lvl.mean_, support)
-        young = x  # what a profile too young to predict learns: an alarm's values clipped as
-        if held and scored:  # the level clips them (a first-day fault is not that hour's normal)
+        # what a profile too young to predict learns: an alarm's values clipped as the level
+        # clips them (a fault on the first day must not become that hour's normal)
+        young = x
+        if held and scored:
             lim = self.seasonal_.clip * max(lvl.scale_, level_floor)
             young = min(max(x, lvl.mean_ - lim), lvl.mean_ + lim)
         lvl.learn_one(x, level_floor)
