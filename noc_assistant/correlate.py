@@ -70,6 +70,11 @@ class _Open:
     notified: float = 0.0
     notified_at: float = 0.0
 
+    def alarms(self, key: tuple[str, str], direction: str) -> bool:
+        """Whether series ``key`` alarms ``direction`` here: a finding of it is a further
+        reading (one that turned the other way, a drop become a surge, is a new symptom)."""
+        return self.firing.get(key) == direction
+
 
 class Correlator:
     """Group findings into incidents (see module docstring).
@@ -130,8 +135,7 @@ class Correlator:
         of it now is a further reading there (``Finding.update``), not a new symptom. The
         correlator decides it, not the monitor: a reading that turned the other way, or one
         whose first finding was kept out (maintenance), is a new symptom."""
-        key = (series, entity)
-        return any(o.firing.get(key) == direction for o in self._open)
+        return any(o.alarms((series, entity), direction) for o in self._open)
 
     def _joins(self, finding: Finding, incident: Incident, scopes: set[str]) -> bool:
         entity = finding.entity
@@ -151,7 +155,7 @@ class Correlator:
             for o in self._open
             # a series still alarming in an incident reports there (an update of its reading),
             # however long ago the incident last changed (one 15-min PM period is > window_s)
-            if o.firing.get(key) == finding.direction
+            if o.alarms(key, finding.direction)
             or (
                 finding.ts - o.incident.updated_at <= self.window_s
                 and self._joins(finding, o.incident, o.scopes)
@@ -160,12 +164,9 @@ class Correlator:
         if candidates:
             # a further reading of an alarming series goes to the incident it alarms in
             target = max(
-                candidates,
-                key=lambda o: (o.firing.get(key) == finding.direction, o.incident.updated_at),
+                candidates, key=lambda o: (o.alarms(key, finding.direction), o.incident.updated_at)
             )
-            # the same series, the same way: a further reading (one that turned the other way,
-            # a drop become a surge, is a new symptom)
-            known = target.firing.get(key) == finding.direction
+            known = target.alarms(key, finding.direction)
             self._attach(target, finding, symptom=not known)
             if known:  # evidence for the diagnosis, not a new symptom: no page
                 return [IncidentEvent("updated", target.incident, finding)]
