@@ -23,6 +23,7 @@ __all__ = [
     "STEP_RATE",
     "EnsembleParams",
     "kpi_window_s",
+    "liveness_grace_s",
     "monitor_alpha",
     "monitor_min_duration",
     "resolution",
@@ -80,6 +81,26 @@ def kpi_window_s(step: float, own: float | None = None) -> float:
     if own:
         return max(step, own)
     return max(step, min(4.0 * step, KPI_WINDOW_CAP_S))
+
+
+#: A whole entity is down (``up()``, Prometheus' ``up == 0``) once it has missed this many of
+#: its scrape intervals (two missed scrapes and half an interval of jitter: one late or lost
+#: scrape is routine, at PM periods too) ...
+LIVENESS_MISSED = 2.5
+#: ... and at least this long (a scrape of a few seconds would page on a pause of the process)
+LIVENESS_MIN_S = 30.0
+
+
+def liveness_grace_s(step: float) -> float:
+    """How long an entity at scrape interval ``step`` may send nothing before it is down:
+    :data:`LIVENESS_MISSED` intervals, at least :data:`LIVENESS_MIN_S`. A rule, not a learnt
+    statistic: a target that stops answering is a fault the first time, and one that dies in
+    the first hour of a run (before any baseline) is down too.
+
+    >>> [liveness_grace_s(s) for s in (5.0, 15.0, 60.0, 900.0)]
+    [30.0, 37.5, 150.0, 2250.0]
+    """
+    return max(LIVENESS_MISSED * step, LIVENESS_MIN_S)
 
 
 def monitor_min_duration(step: float, default: int = 2) -> int:

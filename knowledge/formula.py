@@ -23,6 +23,12 @@ Division by zero or a missing series gives ``None`` (a gap), never zero.
 ...         return {"succ": 95.0, "req": 100.0}[metric]
 >>> f.evaluate(Source())
 0.95
+>>> parse_formula("up()").liveness, f.liveness
+(True, False)
+>>> parse_formula("1 - up()")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+knowledge.formula.FormulaError: up() is a whole formula (the entity answers or not)
 >>> parse_formula('open("/etc/passwd")')  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -38,11 +44,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
-__all__ = ["SELECTORS", "Formula", "FormulaError", "SelectorSource", "parse_formula"]
+__all__ = ["LIVENESS", "SELECTORS", "Formula", "FormulaError", "SelectorSource", "parse_formula"]
 
 SELECTORS = frozenset(
     {"increase", "rate", "gauge", "gauge_mean", "gauge_max", "gauge_min", "hist_mean", "present"}
 )
+#: the selector of a whole entity's liveness; it reads no metric (see the module docstring)
+LIVENESS = "up"
 _AGGREGATES: dict[str, Callable[[float, float], float]] = {"min": min, "max": max}
 _BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: lambda a, b: a + b,
@@ -90,7 +98,12 @@ class Formula:
     @property
     def metrics(self) -> frozenset[str]:
         """Metric names the formula reads (histograms by their base name)."""
-        return frozenset(s.metric for s in self.selectors)
+        return frozenset(s.metric for s in self.selectors if s.fn != LIVENESS)
+
+    @property
+    def liveness(self) -> bool:
+        """Whether this is ``up()``: the entity's liveness, judged on the clock."""
+        return self.selectors[0].fn == LIVENESS
 
     def evaluate(self, source: SelectorSource) -> float | None:
         """Value of the formula, or ``None`` where data is missing or a division is by zero."""
@@ -107,14 +120,30 @@ def parse_formula(text: str) -> Formula:
     except SyntaxError as exc:
         raise FormulaError(f"syntax error in formula {text!r}: {exc.msg}") from None
     selectors: list[Selector] = []
+    if _is_liveness(tree):
+        return Formula(text=text, tree=tree, selectors=(Selector(LIVENESS, "", ()),), _run=_up)
     _check(tree, selectors)
     if not selectors:
         raise FormulaError(f"formula {text!r} reads no metric")
     return Formula(text=text, tree=tree, selectors=tuple(selectors), _run=_compile(tree))
 
 
+def _is_liveness(tree: ast.expr) -> bool:
+    return (
+        isinstance(tree, ast.Call)
+        and isinstance(tree.func, ast.Name)
+        and tree.func.id == LIVENESS
+        and not tree.args
+        and not tree.keywords
+    )
+
+
+def _up(source: SelectorSource) -> float | None:
+    return source.select(LIVENESS, "", MappingProxyType({}))
+
+
 def _check(node: ast.expr, out: list[Selector]) -> None:
-    allowed = ", ".join(sorted(SELECTORS | set(_AGGREGATES)))
+    allowed = ", ".join(sorted(SELECTORS | set(_AGGREGATES) | {LIVENESS}))
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
@@ -132,6 +161,12 @@ def _check(node: ast.expr, out: list[Selector]) -> None:
             for arg in node.args:
                 _check(arg, out)
             return
+        if name == LIVENESS:
+            raise FormulaError(
+                "up() is a whole formula (the entity answers or not)"
+                if not node.args and not node.keywords
+                else "up() takes no arguments"
+            )
         if name not in SELECTORS:
             raise FormulaError(f"unknown function {name!r} (allowed: {allowed})")
         if len(node.args) != 1 or not (

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from knowledge.formula import Formula, FormulaError, parse_formula
 
@@ -34,6 +41,7 @@ class KpiDef(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
     title: str
     entity_types: tuple[str, ...]
+    """Entity types the KPI applies to; empty: every entity, whatever its type."""
     formula: str
     support: str | None = None
     min_support: float = 0.0
@@ -56,6 +64,18 @@ class KpiDef(BaseModel):
             except FormulaError as exc:
                 raise ValueError(str(exc)) from None
         return value
+
+    @model_validator(mode="after")
+    def _liveness_alone(self) -> KpiDef:
+        if parse_formula(self.formula).liveness and (
+            self.support or self.group_by or self.window_s or self.target_nf
+        ):
+            raise ValueError("an up() KPI takes no support, group_by, window_s or target_nf")
+        return self
+
+    def applies_to(self, entity_type: str) -> bool:
+        """Whether the KPI is computed for an entity of ``entity_type``."""
+        return not self.entity_types or entity_type in self.entity_types
 
     @cached_property
     def parsed(self) -> Formula:

@@ -7,6 +7,13 @@ latest scrape (targets are scraped at their own phases: a KPI window ends on the
 sample, and an alarm is stamped with the scrape that showed it), and every alarm transition
 becomes a :class:`~noc_assistant.models.Finding` or a clear, which the
 :class:`~noc_assistant.correlate.Correlator` turns into incident events.
+
+An entity that sends nothing has no scrape to evaluate: the pack's liveness KPIs (``up()``) are
+judged on the clock instead, for every entity that has answered a few scrapes. Once it has
+sent nothing for its grace (:func:`detectors.params.liveness_grace_s` of its own interval)
+while the feed runs, a finding of detector ``liveness`` opens; its next sample clears it. A
+silence of the whole feed (the collector, not the targets) is no finding: the grace counts
+from the end of any such gap.
 """
 
 from __future__ import annotations
@@ -21,7 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from detectors import MonitorBank, MonitorEvent, Observation
-from detectors.params import kpi_window_s, monitor_alpha, monitor_min_duration
+from detectors.params import (
+    kpi_window_s,
+    liveness_grace_s,
+    monitor_alpha,
+    monitor_min_duration,
+)
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
 from knowledge.topology import Topology
@@ -121,6 +133,11 @@ class Pipeline:
         self._evaluated: dict[str, float] = {}
         """entity → the time its KPIs were last evaluated at (its latest scrape then)"""
         self._groups: dict[tuple[str, str], tuple[int, list[tuple[tuple[str, str], ...]]]] = {}
+        self._live_kpis = [k for k in self.kpis.values() if k.parsed.liveness]
+        self._down: set[tuple[str, str]] = set()
+        """(liveness KPI id, entity) of the entities found down and not answering yet"""
+        self._alive_since: float | None = None
+        """Start of the feed's current run without a silence of its own (grace counts from it)"""
 
     # -- topology ---------------------------------------------------------------------------
 
@@ -180,6 +197,10 @@ class Pipeline:
     def _apply(self, points: Iterable[Point]) -> None:
         store = self.store
         for p in points:
+            if self._last_ts is None or p.ts - self._last_ts > liveness_grace_s(
+                self.interval_s or 0.0
+            ):
+                self._alive_since = p.ts  # the feed itself was silent (or starts)
             if self._next_eval is not None:
                 while p.ts > self._next_eval:
                     self._evaluate(self._next_eval)
@@ -216,7 +237,7 @@ class Pipeline:
         chosen = [
             k
             for k in self.kpis.values()
-            if etype in k.entity_types
+            if k.applies_to(etype)
             and any(canonical_metric(m, "counter") in metrics for m in k.parsed.metrics)
         ]
         self._applicable[entity] = (len(metrics), chosen)
@@ -288,8 +309,48 @@ class Pipeline:
         for series, event in self.monitors.observe(at, observations):
             kpi, entity, group = where[series]
             self._on_monitor(kpi, entity, group, event)
+        self._watch_liveness(at)
         for ev in self.correlator.tick(at):
             self._emit(ev)
+
+    def _watch_liveness(self, at: float) -> None:
+        """Judge the liveness KPIs of every entity at ``at`` (see the module docstring)."""
+        if not self._live_kpis or self._alive_since is None:
+            return
+        store = self.store
+        for entity, seen in store.last_seen.items():
+            interval = store.entity_interval(entity)
+            if not entity or interval is None:  # too few scrapes to know when one is missed
+                continue
+            grace = liveness_grace_s(interval)
+            silent_for = at - max(seen, self._alive_since)
+            for kpi in self._live_kpis:
+                key = (kpi.id, entity)
+                if key in self._down:
+                    if seen > at - grace:  # it answered again
+                        self._down.discard(key)
+                        self.correlator.clear(kpi.id, entity, seen)
+                    continue
+                if silent_for < grace or not kpi.applies_to(self.entity_type(entity)):
+                    continue
+                if kpi.parsed.evaluate(store.view(entity, at, grace)) != 0.0:
+                    continue
+                self._down.add(key)
+                self._open(
+                    kpi,
+                    entity,
+                    (),
+                    MonitorEvent(
+                        kind="open",
+                        ts=at,
+                        score=silent_for / grace,
+                        observed=0.0,
+                        expected_low=1.0,
+                        expected_high=1.0,
+                        direction="down",
+                        detector="liveness",
+                    ),
+                )
 
     def _firing_keys(self) -> list[tuple[str, str]]:
         """(series id, entity) of the KPI series whose alarm is open."""
@@ -304,10 +365,20 @@ class Pipeline:
         group: tuple[tuple[str, str], ...],
         event: MonitorEvent,
     ) -> None:
-        sid = series_id(kpi.id, group)
         if event.kind == "close":
-            self.correlator.clear(sid, entity, event.ts)
+            self.correlator.clear(series_id(kpi.id, group), entity, event.ts)
             return
+        self._open(kpi, entity, group, event)
+
+    def _open(
+        self,
+        kpi: KpiDef,
+        entity: str,
+        group: tuple[tuple[str, str], ...],
+        event: MonitorEvent,
+    ) -> None:
+        """A finding of an opening (or a further reading) of ``kpi`` on ``entity``."""
+        sid = series_id(kpi.id, group)
         fid = "f-" + hashlib.sha1(f"{sid}|{entity}|{event.ts:.3f}".encode()).hexdigest()[:12]
         finding = Finding(
             id=fid,

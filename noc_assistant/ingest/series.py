@@ -9,13 +9,19 @@ whether or not the exporter declared the type; a counter that goes down restarte
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from knowledge.formula import LIVENESS
 from noc_assistant.ingest.point import Point, canonical_metric
 
 __all__ = ["EntityView", "SeriesState", "SeriesStore"]
+
+#: steps kept per entity for its scrape interval, and the fewest that give one
+_INTERVAL_STEPS = 16
+_INTERVAL_MIN_STEPS = 4
 
 _PART = {"histogram_sum": "sum", "histogram_count": "count", "histogram_bucket": "bucket"}
 
@@ -108,6 +114,9 @@ class SeriesStore:
         #: entity → the times of its scrapes, in order, when set to a dict (an evaluation
         #: measures detection delay from the first scrape that can show a fault); None live
         self.scrape_log: dict[str, list[float]] | None = None
+        #: entity → the first steps between samples of its series (its scrape interval)
+        self._steps: dict[str, list[float]] = {}
+        self._interval: dict[str, float] = {}
 
     @property
     def entities(self) -> list[str]:
@@ -143,7 +152,30 @@ class SeriesStore:
             self.last_seen[state.entity] = point.ts
             if self.scrape_log is not None:
                 self.scrape_log.setdefault(state.entity, []).append(point.ts)
-        return point.ts - previous if previous != float("-inf") else None
+        if previous == -math.inf:
+            return None
+        delta = point.ts - previous
+        if delta > 0:
+            steps = self._steps.setdefault(state.entity, [])
+            if len(steps) < _INTERVAL_STEPS:
+                steps.append(delta)
+                if len(steps) >= _INTERVAL_MIN_STEPS:
+                    self._interval[state.entity] = statistics.median(steps)
+        return delta
+
+    def entity_interval(self, entity: str) -> float | None:
+        """The entity's scrape interval: the median step between samples of its series (each
+        series on its own, as exporters of one host answer at their own phases); None until
+        a few steps were seen.
+
+        >>> store = SeriesStore()
+        >>> for t in range(0, 300, 30):
+        ...     _ = store.add(Point(float(t), "m", (("instance", "a"),), 1.0))
+        ...     _ = store.add(Point(float(t) + 7.0, "n", (("instance", "a"),), 1.0))
+        >>> store.entity_interval("a"), store.entity_interval("b")
+        (30.0, None)
+        """
+        return self._interval.get(entity)
 
     def add_all(self, points: Iterable[Point]) -> None:
         for p in points:
@@ -234,6 +266,12 @@ class EntityView:
             if num is None or den is None or den == 0:
                 return None
             return num / den
+        if fn == LIVENESS:
+            # the whole entity: any sample with a value within the window (the grace)
+            seen = self.store.last_seen.get(self.entity)
+            if seen is None:
+                return None
+            return 1.0 if seen > self.at - self.window_s else 0.0
         name = canonical_metric(metric, "counter")
         if fn in ("increase", "rate"):
             inc = self._increase(name, "", matchers)

@@ -194,8 +194,11 @@ def test_an_entity_scraped_off_the_tick_is_judged_at_its_own_scrape() -> None:
     assert all((t - T0) % 60.0 == 23.0 for t in times)
     assert len(times) == len(set(times)) >= 290  # once per scrape (the first few learn the
     assert not any(T0 + 6000 < t < T0 + 6180 for t in times)  # interval), none in the gap
-    first = min(f.ts for f in pipe.findings if f.entity == "amf-1")
+    first = min(f.ts for f in pipe.findings if f.entity == "amf-1" and f.kpi != "target-up")
     assert first in (T0 + 60.0 * 200 + 23.0, T0 + 60.0 * 201 + 23.0)
+    # the three missed scrapes: amf-1 was down, judged on the clock (amf-2 kept answering)
+    (down,) = [f for f in pipe.findings if f.kpi == "target-up"]
+    assert down.entity == "amf-1" and T0 + 6000 < down.ts < T0 + 6180
 
 
 def test_pm_periods_give_the_monitor_a_faster_level() -> None:

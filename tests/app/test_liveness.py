@@ -1,0 +1,115 @@
+"""A whole entity that stops answering its scrapes is a finding (``up()``, detector liveness);
+a missed scrape, a silence of the whole feed or of a target seen too briefly is not."""
+
+from __future__ import annotations
+
+from noc_assistant.correlate import MaintenanceWindow
+from noc_assistant.ingest import Point
+from noc_assistant.pipeline import Pipeline
+
+T0 = 1_795_910_400.0  # 2026-11-29T00:00:00Z
+STEP = 15.0
+ENTITIES = {"amf-1": "amf", "smf-1": "smf", "upf-1": "upf"}
+
+
+def points(
+    hours: float = 3.0,
+    *,
+    silent: dict[str, tuple[float, float]] | None = None,
+    blank: dict[str, tuple[float, float]] | None = None,
+    feed_gap: tuple[float, float] | None = None,
+    step: float = STEP,
+) -> list[Point]:
+    """Three NFs, each scraped at its own phase; ``silent``: entity → (start, end) seconds after
+    T0 with no line at all; ``blank``: lines whose value is missing (NaN / null); ``feed_gap``:
+    nothing from anybody."""
+    out: list[Point] = []
+    for i in range(int(hours * 3600 / step)):
+        for k, (entity, nf) in enumerate(ENTITIES.items()):
+            t = i * step + k * step / 4
+            if feed_gap and feed_gap[0] <= t < feed_gap[1]:
+                continue
+            span = (silent or {}).get(entity)
+            if span and span[0] <= t < span[1]:
+                continue
+            gone = (blank or {}).get(entity)
+            value = None if gone and gone[0] <= t < gone[1] else 5.0
+            labels = (("instance", entity), ("nf", nf))
+            out.append(Point(T0 + t, "process_open_fds", labels, value, "gauge"))
+    return out
+
+
+def run(pts: list[Point], maintenance: list[MaintenanceWindow] | None = None) -> Pipeline:
+    pipe = Pipeline()
+    pipe.correlator.maintenance.extend(maintenance or [])
+    pipe.feed_all(pts)
+    pipe.finish()
+    return pipe
+
+
+def test_a_silent_entity_is_down_once_and_clears_when_it_answers() -> None:
+    start, end = 3600.0, 3600.0 + 300.0
+    pipe = run(points(silent={"upf-1": (start, end)}))
+    assert [(f.detector, f.kpi, f.entity, f.direction) for f in pipe.findings] == [
+        ("liveness", "target-up", "upf-1", "down")
+    ]
+    f = pipe.findings[0]
+    last = T0 + start - STEP / 2  # its phase is half an interval into each step
+    # two missed scrapes and half an interval of grace, judged on the next tick
+    assert last + 2.5 * STEP <= f.ts <= last + 2.5 * STEP + STEP
+    assert (f.observed, f.expected_low, f.expected_high) == (0.0, 1.0, 1.0)
+    assert f.score >= 1.0
+    (incident,) = pipe.correlator.incidents.values()
+    assert incident.state == "resolved"
+    assert incident.resolved_at is not None and incident.resolved_at >= T0 + end
+    diag = pipe.diagnoses[incident.id]
+    assert (diag.top.fault, diag.top.entity) == ("target_down", "upf-1")
+
+
+def test_blank_values_are_silence_too() -> None:
+    pipe = run(points(blank={"amf-1": (3600.0, 3900.0)}))
+    assert [(f.kpi, f.entity) for f in pipe.findings] == [("target-up", "amf-1")]
+
+
+def test_a_missed_scrape_is_not_a_page_two_are() -> None:
+    assert run(points(silent={"smf-1": (3600.0, 3600.0 + STEP)})).findings == []
+    # two in a row: down on the tick half an interval before the third is due
+    two = run(points(silent={"smf-1": (3600.0, 3600.0 + 2 * STEP)}))
+    assert [(f.kpi, f.entity) for f in two.findings] == [("target-up", "smf-1")]
+
+
+def test_a_silence_of_the_whole_feed_is_not_a_target_down() -> None:
+    pipe = run(points(feed_gap=(3600.0, 3600.0 + 1200.0)))
+    assert pipe.findings == []
+
+
+def test_an_entity_that_stays_silent_after_a_feed_gap_is_down() -> None:
+    # the feed stops for 20 minutes; the UPF does not come back with the others
+    pipe = run(points(feed_gap=(3600.0, 4800.0), silent={"upf-1": (3600.0, 4800.0 + 600.0)}))
+    assert [(f.kpi, f.entity) for f in pipe.findings] == [("target-up", "upf-1")]
+    # its grace counts from the feed's return, not from its last sample before the gap
+    assert pipe.findings[0].ts >= T0 + 4800.0 + 2.5 * STEP
+
+
+def test_pm_periods_wait_for_two_missed_periods() -> None:
+    step = 300.0
+    one = run(points(hours=24, step=step, silent={"upf-1": (36000.0, 36000.0 + step)}))
+    assert one.findings == []
+    three = run(points(hours=24, step=step, silent={"upf-1": (36000.0, 36000.0 + 3 * step)}))
+    assert [(f.kpi, f.entity) for f in three.findings] == [("target-up", "upf-1")]
+
+
+def test_a_silence_inside_maintenance_pages_nobody() -> None:
+    window = MaintenanceWindow(entity="upf-1", start=T0 + 3500.0, end=T0 + 4000.0)
+    pipe = run(points(silent={"upf-1": (3600.0, 3900.0)}), maintenance=[window])
+    assert pipe.correlator.incidents == {}
+    assert [f.kpi for f in pipe.correlator.suppressed] == ["target-up"]
+
+
+def test_an_entity_seen_too_briefly_is_not_judged() -> None:
+    # a target that answered twice and went away: its interval is not known
+    pts = points(hours=1.0)
+    labels = (("instance", "nrf-1"), ("nf", "nrf"))
+    pts += [Point(T0 + 60.0 + k * STEP, "process_open_fds", labels, 1.0, "gauge") for k in (0, 1)]
+    pts.sort(key=lambda p: p.ts)
+    assert run(pts).findings == []
