@@ -83,24 +83,32 @@ def kpi_window_s(step: float, own: float | None = None) -> float:
     return max(step, min(4.0 * step, KPI_WINDOW_CAP_S))
 
 
-#: A whole entity is down (``up()``, Prometheus' ``up == 0``) once it has missed this many of
-#: its scrape intervals (two missed scrapes and half an interval of jitter: one late or lost
-#: scrape is routine, at PM periods too) ...
-LIVENESS_MISSED = 2.5
-#: ... and at least this long (a scrape of a few seconds would page on a pause of the process)
+#: A series or a whole entity is silent (``present()`` below 1, ``up()`` 0: Prometheus'
+#: ``up == 0``) once it has missed this many scrapes in a row. One late or lost scrape is
+#: routine, at PM periods too (a late file); two in a row are not ...
+LIVENESS_MISSED = 2
+#: ... and not before this long (a scrape of a few seconds would page on a pause of a process)
 LIVENESS_MIN_S = 30.0
 
 
-def liveness_grace_s(step: float) -> float:
-    """How long an entity at scrape interval ``step`` may send nothing before it is down:
-    :data:`LIVENESS_MISSED` intervals, at least :data:`LIVENESS_MIN_S`. A rule, not a learnt
-    statistic: a target that stops answering is a fault the first time, and one that dies in
-    the first hour of a run (before any baseline) is down too.
+def liveness_grace_s(step: float, *, on_clock: bool = False) -> float:
+    """How long a series (or a whole entity) scraped every ``step`` seconds may send nothing
+    and still count as answering, at least :data:`LIVENESS_MIN_S`. Judged at a scrape of its
+    own entity (``present()``: the time since its last sample is a whole number of intervals)
+    it is silent once :data:`LIVENESS_MISSED` scrapes are missing, half an interval before
+    the next is due; judged ``on_clock`` (``up()``: an entity that sends nothing has no scrape
+    to be judged at, and ticks fall anywhere between its scrapes), half an interval after the
+    last missing one was due (jitter). A rule, not a learnt statistic: a target that stops
+    answering is a fault the first time, also one that dies before any baseline is learnt,
+    and an exporter that drops single scrapes pages nobody.
 
-    >>> [liveness_grace_s(s) for s in (5.0, 15.0, 60.0, 900.0)]
-    [30.0, 37.5, 150.0, 2250.0]
+    >>> [liveness_grace_s(s) for s in (15.0, 60.0, 300.0, 900.0)]
+    [30.0, 90.0, 450.0, 1350.0]
+    >>> [liveness_grace_s(s, on_clock=True) for s in (5.0, 15.0, 300.0, 900.0)]
+    [30.0, 37.5, 750.0, 2250.0]
     """
-    return max(LIVENESS_MISSED * step, LIVENESS_MIN_S)
+    missed = LIVENESS_MISSED + (0.5 if on_clock else -0.5)
+    return max(missed * step, LIVENESS_MIN_S)
 
 
 def monitor_min_duration(step: float, default: int = 2) -> int:

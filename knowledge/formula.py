@@ -10,8 +10,10 @@ and these selector functions (first argument the metric name, keywords are label
     gauge_mean("m"), gauge_max("m"), gauge_min("m")
     hist_mean("m")              increase(m_sum) / increase(m_count) of a histogram
     present("m")                share of the matching series that answered within the KPI
-                                window (an exporter gone silent while its entity's others
-                                answer: Prometheus' ``up == 0`` for one target of a host)
+                                window, or the liveness grace where that is longer (an
+                                exporter gone silent while its entity's others answer:
+                                Prometheus' ``up == 0`` for one target of a host; one missed
+                                scrape is routine, at PM periods too)
 
 Division by zero or a missing series gives ``None`` (a gap), never zero.
 

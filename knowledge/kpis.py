@@ -86,6 +86,11 @@ class KpiDef(BaseModel):
         return parse_formula(self.support) if self.support else None
 
     @cached_property
+    def reads_presence(self) -> bool:
+        """Whether the formula reads ``present()`` (which series answered lately)."""
+        return any(s.fn == "present" for s in self.parsed.selectors)
+
+    @cached_property
     def counts_events(self) -> bool:
         """Whether the value is built from counter increases and rates only (events: a
         preemption, a failed request), not from gauges (states, codes: peers up, an Xid).

@@ -119,6 +119,8 @@ class Correlator:
         self._recent: list[Incident] = []
         self.incidents: dict[str, Incident] = {}
         self.suppressed: list[Finding] = []
+        #: evidence-only findings no incident took yet (kept for one correlation window)
+        self._pending: list[Finding] = []
 
     def in_maintenance(self, entity: str, ts: float) -> bool:
         """Whether ``entity`` or a topology neighbour of it is in maintenance at ``ts``."""
@@ -149,6 +151,8 @@ class Correlator:
         if self.in_maintenance(finding.entity, finding.ts):
             self.suppressed.append(finding)
             return []
+        if finding.evidence_only:
+            return self._add_evidence(finding)
         key = (series_id(finding.kpi, finding.labels), finding.entity)
         candidates = [
             o
@@ -205,12 +209,48 @@ class Correlator:
         self._open.append(opened)
         self.incidents[incident.id] = incident
         self._attach(opened, finding)
+        self._take_pending(opened)
         return [IncidentEvent("opened", incident, finding)]
 
-    def _attach(self, target: _Open, finding: Finding, symptom: bool = True) -> None:
+    def _add_evidence(self, finding: Finding) -> list[IncidentEvent]:
+        """An evidence-only finding: to the open incident it joins, else kept a window long
+        for one that opens (see ``Finding.evidence_only``)."""
+        candidates = [
+            o
+            for o in self._open
+            if finding.entity in o.incident.entities
+            or (
+                finding.ts - o.incident.updated_at <= self.window_s
+                and self._joins(finding, o.incident, o.scopes)
+            )
+        ]
+        if not candidates:
+            self._pending = [f for f in self._pending if finding.ts - f.ts <= self.window_s] + [
+                finding
+            ]
+            return []
+        target = max(candidates, key=lambda o: o.incident.updated_at)
+        self._attach(target, finding, symptom=False, firing=False)
+        return [IncidentEvent("updated", target.incident, finding)]
+
+    def _take_pending(self, target: _Open) -> None:
+        """Attach the evidence-only findings of the last window that the new incident joins."""
+        inc = target.incident
+        keep: list[Finding] = []
+        for f in self._pending:
+            if inc.opened_at - f.ts <= self.window_s and self._joins(f, inc, target.scopes):
+                self._attach(target, f, symptom=False, firing=False)
+            elif inc.opened_at - f.ts <= self.window_s:
+                keep.append(f)
+        self._pending = keep
+
+    def _attach(
+        self, target: _Open, finding: Finding, symptom: bool = True, firing: bool = True
+    ) -> None:
         """Add ``finding`` to ``target``; a further reading of an alarming series (``symptom``
         False) is evidence only: the grouping window runs from the last new symptom, so the
-        readings of a long fault do not pull the next one's symptoms into its incident."""
+        readings of a long fault do not pull the next one's symptoms into its incident. An
+        evidence-only finding (``firing`` False) has no alarm to hold the incident open."""
         inc = target.incident
         inc.finding_ids.append(finding.id)
         if finding.entity not in inc.entities:
@@ -219,6 +259,8 @@ class Correlator:
             inc.kpis.append(finding.kpi)
         if symptom:
             inc.updated_at = max(inc.updated_at, finding.ts)
+        if not firing:
+            return
         inc.max_score = max(inc.max_score, finding.score)
         target.firing[(series_id(finding.kpi, finding.labels), finding.entity)] = finding.direction
         if self.scope is not None:

@@ -114,6 +114,10 @@ class Finding(_Frozen):
     """A further reading of a series already alarming the same way in an open incident (it
     scored twice the last one reported): evidence for the diagnosis, not a new symptom. A
     reading that turned the other way is a new symptom, and not marked."""
+    evidence_only: bool = False
+    """A sign too weak to page on its own (one missed scrape of an exporter at PM periods,
+    routine for a flaky one): it joins an incident as evidence for the diagnosis, one that is
+    open or opens within the correlation window, and never opens one."""
 
 
 class Evidence(_Frozen):

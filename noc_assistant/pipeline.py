@@ -134,8 +134,9 @@ class Pipeline:
         """entity → the time its KPIs were last evaluated at (its latest scrape then)"""
         self._groups: dict[tuple[str, str], tuple[int, list[tuple[tuple[str, str], ...]]]] = {}
         self._live_kpis = [k for k in self.kpis.values() if k.parsed.liveness]
-        self._down: set[tuple[str, str]] = set()
-        """(liveness KPI id, entity) of the entities found down and not answering yet"""
+        self._down: dict[tuple[str, str], bool] = {}
+        """(liveness KPI id, entity) of the entities found down and not answering yet → whether
+        that finding fell in a maintenance window (it pages when the window ends)"""
         self._alive_since: float | None = None
         """Start of the feed's current run without a silence of its own (grace counts from it)"""
 
@@ -198,7 +199,7 @@ class Pipeline:
         store = self.store
         for p in points:
             if self._last_ts is None or p.ts - self._last_ts > liveness_grace_s(
-                self.interval_s or 0.0
+                self.interval_s or 0.0, on_clock=True
             ):
                 self._alive_since = p.ts  # the feed itself was silent (or starts)
             if self._next_eval is not None:
@@ -273,14 +274,17 @@ class Pipeline:
             if now <= self._evaluated.get(entity, -math.inf):
                 continue
             self._evaluated[entity] = now
+            grace = liveness_grace_s(self.store.entity_interval(entity) or step)
             for kpi in self._kpis_for(entity):
                 window = kpi_window_s(step, kpi.window_s)
                 for group in self._groups_for(entity, kpi):
-                    view = self.store.view(entity, now, window, extra=dict(group))
+                    view = self.store.view(entity, now, window, dict(group), grace)
                     value = kpi.parsed.evaluate(view)
                     if value is None:
                         continue
                     support = kpi.parsed_support.evaluate(view) if kpi.parsed_support else None
+                    if kpi.reads_presence and window < grace:
+                        self._missed_scrape(kpi, entity, group, now, window, value)
                     key = (series_id(kpi.id, group), entity)
                     hist = self.kpi_history.get(key)
                     if hist is None:
@@ -313,6 +317,36 @@ class Pipeline:
         for ev in self.correlator.tick(at):
             self._emit(ev)
 
+    def _missed_scrape(
+        self,
+        kpi: KpiDef,
+        entity: str,
+        group: tuple[tuple[str, str], ...],
+        now: float,
+        window: float,
+        value: float,
+    ) -> None:
+        """At PM periods (a KPI window shorter than the liveness grace) a series that missed
+        one scrape still counts as ``present`` (routine for a flaky exporter, so no page), but
+        may be the only trace of an engine that hung for a few minutes: evidence for an
+        incident it joins (``Finding.evidence_only``)."""
+        bare = kpi.parsed.evaluate(self.store.view(entity, now, window, dict(group)))
+        if bare is None or bare == value:
+            return
+        if kpi.bad_direction != "both" and (bare < value) != (kpi.bad_direction == "down"):
+            return
+        event = MonitorEvent(
+            kind="open",
+            ts=now,
+            score=1.0,
+            observed=bare,
+            expected_low=value,
+            expected_high=value,
+            direction="down" if bare < value else "up",
+            detector="liveness",
+        )
+        self._open(kpi, entity, group, event, evidence_only=True)
+
     def _watch_liveness(self, at: float) -> None:
         """Judge the liveness KPIs of every entity at ``at`` (see the module docstring)."""
         if not self._live_kpis or self._alive_since is None:
@@ -322,20 +356,23 @@ class Pipeline:
             interval = store.entity_interval(entity)
             if not entity or interval is None:  # too few scrapes to know when one is missed
                 continue
-            grace = liveness_grace_s(interval)
+            grace = liveness_grace_s(interval, on_clock=True)
             silent_for = at - max(seen, self._alive_since)
             for kpi in self._live_kpis:
                 key = (kpi.id, entity)
                 if key in self._down:
                     if seen > at - grace:  # it answered again
-                        self._down.discard(key)
+                        del self._down[key]
                         self.correlator.clear(kpi.id, entity, seen)
-                    continue
+                        continue
+                    if not self._down[key] or self.correlator.in_maintenance(entity, at):
+                        continue
+                    # still silent when its maintenance window ended: that is a page now
                 if silent_for < grace or not kpi.applies_to(self.entity_type(entity)):
                     continue
                 if kpi.parsed.evaluate(store.view(entity, at, grace)) != 0.0:
                     continue
-                self._down.add(key)
+                self._down[key] = self.correlator.in_maintenance(entity, at)
                 self._open(
                     kpi,
                     entity,
@@ -376,10 +413,12 @@ class Pipeline:
         entity: str,
         group: tuple[tuple[str, str], ...],
         event: MonitorEvent,
+        evidence_only: bool = False,
     ) -> None:
         """A finding of an opening (or a further reading) of ``kpi`` on ``entity``."""
         sid = series_id(kpi.id, group)
-        fid = "f-" + hashlib.sha1(f"{sid}|{entity}|{event.ts:.3f}".encode()).hexdigest()[:12]
+        tag = f"{sid}|{entity}|{event.ts:.3f}" + ("|evidence" if evidence_only else "")
+        fid = "f-" + hashlib.sha1(tag.encode()).hexdigest()[:12]
         finding = Finding(
             id=fid,
             detector=event.detector,
@@ -397,6 +436,7 @@ class Pipeline:
             # a further reading when the correlator holds the series alarming that way
             update=event.kind == "update"
             and self.correlator.alarming(sid, entity, event.direction),
+            evidence_only=evidence_only,
         )
         self.findings.append(finding)
         self._by_id[finding.id] = finding

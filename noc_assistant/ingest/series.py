@@ -182,11 +182,17 @@ class SeriesStore:
             self.add(p)
 
     def view(
-        self, entity: str, at: float, window_s: float, extra: Mapping[str, str] | None = None
+        self,
+        entity: str,
+        at: float,
+        window_s: float,
+        extra: Mapping[str, str] | None = None,
+        grace_s: float = 0.0,
     ) -> EntityView:
         """Selector source for ``entity`` at ``at``; ``extra`` label matchers apply to every
-        selector (the group of a grouped KPI)."""
-        return EntityView(self, entity, at, window_s, extra or {})
+        selector (the group of a grouped KPI); ``grace_s``: how long a series may be silent
+        and still be ``present`` (the liveness grace of the entity's interval)."""
+        return EntityView(self, entity, at, window_s, extra or {}, grace_s)
 
     def label_groups(
         self, entity: str, metrics: Iterable[str], names: Iterable[str]
@@ -226,7 +232,7 @@ class SeriesStore:
 class EntityView:
     """A :class:`knowledge.formula.SelectorSource` for one entity at one time."""
 
-    __slots__ = ("at", "entity", "extra", "store", "window_s")
+    __slots__ = ("at", "entity", "extra", "grace_s", "store", "window_s")
 
     def __init__(
         self,
@@ -235,12 +241,15 @@ class EntityView:
         at: float,
         window_s: float,
         extra: Mapping[str, str],
+        grace_s: float = 0.0,
     ) -> None:
         self.store = store
         self.entity = entity
         self.at = at
         self.window_s = window_s
         self.extra = extra
+        self.grace_s = grace_s
+        """How long a series may be silent and still count as answering (``present``)."""
 
     def _increase(self, metric: str, part: str, matchers: Mapping[str, str]) -> float | None:
         total: float | None = None
@@ -289,7 +298,9 @@ class EntityView:
             ]
             if not states:
                 return None
-            since = self.at - self.window_s
+            # a series answers while it has missed fewer scrapes than the grace allows: at PM
+            # periods a window is one interval, and one late or lost file is routine
+            since = self.at - max(self.window_s, self.grace_s)
             return sum(1 for st in states if st.last_ts > since) / len(states)
         # gauges: latest value of each matching series that is not stale
         stale_before = self.at - 2 * self.window_s

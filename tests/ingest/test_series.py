@@ -72,6 +72,25 @@ def test_present_is_the_share_of_series_that_answered() -> None:
     assert parse_formula('present("nothing")').evaluate(store.view("gpu-1", 600.0, 120.0)) is None
 
 
+def test_present_forgives_a_single_missed_period() -> None:
+    """At PM periods a KPI window is one interval: with the liveness grace (1.5 intervals) a
+    series that missed one file still answers, one that missed two in a row does not."""
+    store = SeriesStore()
+    lab = (("instance", "gpu-1"),)
+    f = parse_formula('present("running")')
+    seen: dict[int, tuple[float | None, float | None]] = {}
+    for ts in range(0, 3001, 300):
+        store.add(Point(float(ts), "gpu_temp", lab, 50.0, "gauge"))
+        if ts not in (1500, 2400, 2700):  # one missed file at 1500, two in a row from 2400
+            store.add(Point(float(ts), "running", lab, 3.0, "gauge"))
+        bare = f.evaluate(store.view("gpu-1", float(ts), 300.0))
+        seen[ts] = (bare, f.evaluate(store.view("gpu-1", float(ts), 300.0, grace_s=450.0)))
+    assert seen[1500] == (0.0, 1.0)  # the window alone counts one missed file as silence
+    assert seen[2400] == (0.0, 1.0)
+    assert seen[2700] == (0.0, 0.0)
+    assert seen[3000] == (1.0, 1.0)
+
+
 def test_matcher_cache_sees_series_that_arrive_later() -> None:
     store = SeriesStore()
     f = parse_formula('increase("req", cause="a|b") / increase("req")')
