@@ -13,7 +13,9 @@ judged on the clock instead, for every entity that has answered a few scrapes. O
 sent nothing for its grace (:func:`detectors.params.liveness_grace_s` of its own interval)
 while the feed runs, a finding of detector ``liveness`` opens; its next sample clears it. A
 silence of the whole feed (the collector, not the targets) is no finding: the grace counts
-from the end of any such gap.
+from the end of any such gap. One missed scrape is routine (``present()`` forgives it too), but
+at PM periods it may be all a short outage shows: it becomes an evidence-only finding, which
+joins an incident and never opens one.
 """
 
 from __future__ import annotations
@@ -197,10 +199,9 @@ class Pipeline:
 
     def _apply(self, points: Iterable[Point]) -> None:
         store = self.store
+        feed_gap = liveness_grace_s(self.interval_s or 0.0, on_clock=True)
         for p in points:
-            if self._last_ts is None or p.ts - self._last_ts > liveness_grace_s(
-                self.interval_s or 0.0, on_clock=True
-            ):
+            if self._last_ts is None or p.ts - self._last_ts > feed_gap:
                 self._alive_since = p.ts  # the feed itself was silent (or starts)
             if self._next_eval is not None:
                 while p.ts > self._next_eval:
@@ -335,17 +336,7 @@ class Pipeline:
             return
         if kpi.bad_direction != "both" and (bare < value) != (kpi.bad_direction == "down"):
             return
-        event = MonitorEvent(
-            kind="open",
-            ts=now,
-            score=1.0,
-            observed=bare,
-            expected_low=value,
-            expected_high=value,
-            direction="down" if bare < value else "up",
-            detector="liveness",
-        )
-        self._open(kpi, entity, group, event, evidence_only=True)
+        self._open(kpi, entity, group, _silence(now, bare, value, 1.0), evidence_only=True)
 
     def _watch_liveness(self, at: float) -> None:
         """Judge the liveness KPIs of every entity at ``at`` (see the module docstring)."""
@@ -373,21 +364,7 @@ class Pipeline:
                 if kpi.parsed.evaluate(store.view(entity, at, grace)) != 0.0:
                     continue
                 self._down[key] = self.correlator.in_maintenance(entity, at)
-                self._open(
-                    kpi,
-                    entity,
-                    (),
-                    MonitorEvent(
-                        kind="open",
-                        ts=at,
-                        score=silent_for / grace,
-                        observed=0.0,
-                        expected_low=1.0,
-                        expected_high=1.0,
-                        direction="down",
-                        detector="liveness",
-                    ),
-                )
+                self._open(kpi, entity, (), _silence(at, 0.0, 1.0, silent_for / grace))
 
     def _firing_keys(self) -> list[tuple[str, str]]:
         """(series id, entity) of the KPI series whose alarm is open."""
@@ -465,6 +442,20 @@ class Pipeline:
         )
         self.diagnoses[incident.id] = diag
         return diag
+
+
+def _silence(ts: float, observed: float, expected: float, score: float) -> MonitorEvent:
+    """The opening of a liveness finding: ``observed`` where ``expected`` was due."""
+    return MonitorEvent(
+        kind="open",
+        ts=ts,
+        score=score,
+        observed=observed,
+        expected_low=expected,
+        expected_high=expected,
+        direction="down" if observed < expected else "up",
+        detector="liveness",
+    )
 
 
 def _widens(event: IncidentEvent) -> bool:
