@@ -67,7 +67,7 @@ class KpiDef(BaseModel):
 
     @model_validator(mode="after")
     def _liveness_alone(self) -> KpiDef:
-        if parse_formula(self.formula).liveness and (
+        if self.parsed.liveness and (
             self.support or self.group_by or self.window_s or self.target_nf
         ):
             raise ValueError("an up() KPI takes no support, group_by, window_s or target_nf")

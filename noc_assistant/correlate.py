@@ -139,6 +139,13 @@ class Correlator:
         whose first finding was kept out (maintenance), is a new symptom."""
         return any(o.alarms((series, entity), direction) for o in self._open)
 
+    def _near(self, finding: Finding, target: _Open) -> bool:
+        """Whether ``finding`` joins ``target`` as a new symptom: it relates to the incident
+        and comes within the grouping window of its last new symptom."""
+        return finding.ts - target.incident.updated_at <= self.window_s and self._joins(
+            finding, target.incident, target.scopes
+        )
+
     def _joins(self, finding: Finding, incident: Incident, scopes: set[str]) -> bool:
         entity = finding.entity
         if entity in incident.entities:
@@ -159,11 +166,7 @@ class Correlator:
             for o in self._open
             # a series still alarming in an incident reports there (an update of its reading),
             # however long ago the incident last changed (one 15-min PM period is > window_s)
-            if o.alarms(key, finding.direction)
-            or (
-                finding.ts - o.incident.updated_at <= self.window_s
-                and self._joins(finding, o.incident, o.scopes)
-            )
+            if o.alarms(key, finding.direction) or self._near(finding, o)
         ]
         if candidates:
             # a further reading of an alarming series goes to the incident it alarms in
@@ -216,13 +219,7 @@ class Correlator:
         """An evidence-only finding: to the open incident it joins, else kept a window long
         for one that opens (see ``Finding.evidence_only``)."""
         candidates = [
-            o
-            for o in self._open
-            if finding.entity in o.incident.entities
-            or (
-                finding.ts - o.incident.updated_at <= self.window_s
-                and self._joins(finding, o.incident, o.scopes)
-            )
+            o for o in self._open if finding.entity in o.incident.entities or self._near(finding, o)
         ]
         if not candidates:
             self._pending = [f for f in self._pending if finding.ts - f.ts <= self.window_s] + [
@@ -238,9 +235,11 @@ class Correlator:
         inc = target.incident
         keep: list[Finding] = []
         for f in self._pending:
-            if inc.opened_at - f.ts <= self.window_s and self._joins(f, inc, target.scopes):
+            if inc.opened_at - f.ts > self.window_s:
+                continue  # older than the window: dropped
+            if self._joins(f, inc, target.scopes):
                 self._attach(target, f, symptom=False, firing=False)
-            elif inc.opened_at - f.ts <= self.window_s:
+            else:
                 keep.append(f)
         self._pending = keep
 

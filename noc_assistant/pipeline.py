@@ -351,17 +351,21 @@ class Pipeline:
             silent_for = at - max(seen, self._alive_since)
             for kpi in self._live_kpis:
                 key = (kpi.id, entity)
-                if key in self._down:
-                    if seen > at - grace:  # it answered again
+                down = self._down.get(key)
+                if down is None and silent_for < grace:  # answering: nothing to judge
+                    continue
+                up = kpi.parsed.evaluate(store.view(entity, at, grace))
+                if down is not None:
+                    if up == 1.0:  # it answered again
                         del self._down[key]
                         self.correlator.clear(kpi.id, entity, seen)
                         continue
-                    if not self._down[key] or self.correlator.in_maintenance(entity, at):
+                    if not down or self.correlator.in_maintenance(entity, at):
                         continue
                     # still silent when its maintenance window ended: that is a page now
-                if silent_for < grace or not kpi.applies_to(self.entity_type(entity)):
+                if silent_for < grace or up != 0.0:
                     continue
-                if kpi.parsed.evaluate(store.view(entity, at, grace)) != 0.0:
+                if not kpi.applies_to(self.entity_type(entity)):
                     continue
                 self._down[key] = self.correlator.in_maintenance(entity, at)
                 self._open(kpi, entity, (), _silence(at, 0.0, 1.0, silent_for / grace))
