@@ -16,6 +16,10 @@ further reading of a series already alarming there is evidence, not a new sympto
 Findings on an entity inside a declared maintenance window are kept but page nobody, and so
 are findings on its topology neighbours at that time (an SMF taken down for maintenance takes
 the sessions of its UPFs with it: Alertmanager's inhibition, with the maintenance as source).
+A finding that an entity stopped answering (detector ``liveness``) joins an open incident of
+that entity however long ago its last new symptom: a target that goes down during a fault (a
+GPU node rebooted after an Xid error, an NF restarted by its watchdog) is that fault's
+consequence, not a new page.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from knowledge.topology import Topology
-from noc_assistant.models import Finding, Incident
+from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident
 
 __all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow", "inhibit_rules", "series_id"]
 
@@ -146,6 +150,12 @@ class Correlator:
             finding, target.incident, target.scopes
         )
 
+    @staticmethod
+    def _consequence(finding: Finding, target: _Open) -> bool:
+        """Whether ``finding`` says that an entity of the open incident ``target`` stopped
+        answering: part of that fault whatever the grouping window (module docstring)."""
+        return finding.detector == LIVENESS_DETECTOR and finding.entity in target.incident.entities
+
     def _joins(self, finding: Finding, incident: Incident, scopes: set[str]) -> bool:
         entity = finding.entity
         if entity in incident.entities:
@@ -166,7 +176,9 @@ class Correlator:
             for o in self._open
             # a series still alarming in an incident reports there (an update of its reading),
             # however long ago the incident last changed (one 15-min PM period is > window_s)
-            if o.alarms(key, finding.direction) or self._near(finding, o)
+            if o.alarms(key, finding.direction)
+            or self._near(finding, o)
+            or self._consequence(finding, o)
         ]
         if candidates:
             # a further reading of an alarming series goes to the incident it alarms in

@@ -89,6 +89,10 @@ class Sample(BaseModel):
         return SeriesKey.of(self.metric, self.labels)
 
 
+#: detector name of a finding that its entity stopped answering (the pack's ``up()`` KPIs)
+LIVENESS_DETECTOR = "liveness"
+
+
 class Finding(_Frozen):
     """One detector's verdict that a KPI of an entity looks anomalous at one time."""
 

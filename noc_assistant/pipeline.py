@@ -44,7 +44,7 @@ from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
 from noc_assistant.ingest.point import canonical_metric
 from noc_assistant.inventory import load_topology
-from noc_assistant.models import Finding, Incident
+from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident
 from noc_assistant.rca import Diagnosis, diagnose
 from noc_assistant.settings import get_settings
 
@@ -458,7 +458,7 @@ def _silence(ts: float, observed: float, expected: float, score: float) -> Monit
         expected_low=expected,
         expected_high=expected,
         direction="down" if observed < expected else "up",
-        detector="liveness",
+        detector=LIVENESS_DETECTOR,
     )
 
 

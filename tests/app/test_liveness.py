@@ -125,14 +125,17 @@ def test_an_entity_seen_too_briefly_is_not_judged() -> None:
     assert run(pts).findings == []
 
 
-def _finding(fid: str, entity: str, ts: float, kpi: str, evidence_only: bool = False) -> Finding:
+def _finding(
+    fid: str, entity: str, ts: float, kpi: str, evidence_only: bool = False, down: bool = False
+) -> Finding:
+    live = evidence_only or down
     return Finding(
         id=fid,
-        detector="liveness" if evidence_only else "ensemble:point",
+        detector="liveness" if live else "ensemble:point",
         kpi=kpi,
         entity=entity,
         ts=ts,
-        score=1.0 if evidence_only else 9.0,
+        score=1.0 if live else 9.0,
         observed=0.0,
         expected_low=1.0,
         expected_high=1.0,
@@ -160,6 +163,34 @@ def test_evidence_only_findings_join_incidents_and_never_open_one() -> None:
     c.add_finding(_finding("q3", "gpu-2", 1000.0, "gpu-engine-metrics-present", True))
     (late,) = c.add_finding(_finding("f2", "gpu-2", 1000.0 + 700.0, "gpu-requests-waiting"))
     assert late.incident.finding_ids == ["f2"]
+
+
+def test_a_target_down_during_an_open_incident_of_its_entity_joins_it() -> None:
+    """An Xid error pages; the node reboots twenty minutes later, past the grouping window:
+    the silence is that fault's consequence, not a second page. Elsewhere, or once the
+    incident has resolved, a target down still pages."""
+    c = Correlator(window_s=600.0, resolve_after_s=300.0)
+    (first,) = c.add_finding(_finding("x1", "gpu-1", 0.0, "gpu-xid-errors"))
+    (down,) = c.add_finding(_finding("d1", "gpu-1", 1200.0, "target-up", down=True))
+    assert down.kind == "updated" and down.incident is first.incident
+    assert down.incident.finding_ids == ["x1", "d1"]
+    # another entity's silence that far from the incident is its own page
+    (other,) = c.add_finding(_finding("d2", "gpu-2", 1300.0, "target-up", down=True))
+    assert other.kind == "opened"
+    # a symptom of another KPI that late on the same entity is a new incident, as before
+    (late,) = c.add_finding(_finding("k1", "gpu-1", 1900.0, "gpu-requests-waiting"))
+    assert late.kind == "opened" and late.incident is not first.incident
+    # once resolved, a silence of the entity pages again (here: its incident reopens, flapping)
+    for sid, ent in [
+        ("gpu-xid-errors", "gpu-1"),
+        ("target-up", "gpu-1"),
+        ("target-up", "gpu-2"),
+        ("gpu-requests-waiting", "gpu-1"),
+    ]:
+        c.clear(sid, ent, 2000.0)
+    assert sorted(e.kind for e in c.tick(2300.0)) == ["resolved"] * 3
+    (again,) = c.add_finding(_finding("d3", "gpu-1", 2400.0, "target-up", down=True))
+    assert again.kind == "reopened" and again.incident is first.incident
 
 
 def test_one_missed_scrape_at_pm_periods_is_evidence_not_a_page() -> None:
