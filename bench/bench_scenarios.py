@@ -42,6 +42,9 @@ DEFAULT = (
     "3:15:61:phases",
     "10:300:71:phases",
     "10:600:37",  # 10-min PM periods (added in the sixth session; seed never inspected)
+    # 30- and 60-min PM granularity periods (added in the eighth session; seeds never inspected)
+    "30:1800:43",
+    "40:3600:29",
 )
 KEYS = (
     "incident_recall",
@@ -141,7 +144,7 @@ def write(results: list[dict[str, Any]], path: Path) -> None:
         f"{platform.python_version()}; written {now}",
         "- thresholds label-free; seeds never inspected while tuning (tuning seeds: 11, 12, 41 at "
         "15 s, 8 at 30 s, 5 at 60 s, 12 at 120 s, 53 at 300 s, 600 s and 900 s, 41 at 600 s, "
-        "54 at 900 s); "
+        "54 at 900 s, 6 at 1800 s, 9 at 3600 s); "
         "every fault class several times, ≥ 20 % no-fault windows, benign peaks, clean "
         "restarts and maintenance windows in each scenario",
         "",

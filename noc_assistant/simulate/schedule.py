@@ -196,6 +196,17 @@ class _Grid:
         k = min(max(round((t - self.t0) / self.dt), 0), self.n)
         return self.t0 + k * self.dt
 
+    def span(self, seconds: float) -> float:
+        """A fault's duration on the grid: whole ticks, at least one. At 30- and 60-min PM
+        periods (TS 32.401 granularity periods) most faults of 10-45 min would snap to no
+        tick at all: labelled, yet absent from the data. A fault that is in the data spans one
+        period at least, and is labelled so.
+
+        >>> _Grid(0.0, 100, 900.0).span(600.0), _Grid(0.0, 100, 3600.0).span(1200.0)
+        (900.0, 3600.0)
+        """
+        return max(self.snap(self.t0 + seconds) - self.t0, self.dt)
+
     def restart_ts(self, t: float) -> float:
         """A restart just before the tick at ``t`` (so that tick already shows the reset)."""
         return self.snap(t) - min(5.0, self.dt / 2)
@@ -365,7 +376,7 @@ class _Planner:
             frac = (seg1 - seg0) / DAY_S
             if frac < 0.999:
                 ids = ids[: max(1, math.ceil(len(ids) * frac))]
-            durs = [g.snap(g.t0 + rng.uniform(*FAULTS[f].duration_min) * 60) - g.t0 for f in ids]
+            durs = [g.span(rng.uniform(*FAULTS[f].duration_min) * 60) for f in ids]
             free = _free_intervals(s0, s1, self.busy, MARGIN_S)
             starts = _pack(rng, durs, free, FAULT_GAP_S)
             for f, start, dur in zip(ids, starts, durs, strict=True):
