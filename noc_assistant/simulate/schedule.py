@@ -3,7 +3,9 @@
 Benign events (evening peak, a clean restart, a healthy request surge, nightly maintenance) are
 drawn from the seed alone, so they sit at the same place whichever faults are chosen; faults are
 then packed into what is left, never closer than :data:`FAULT_GAP_S` to each other, and quiet
-periods are labelled in the remaining room.
+periods are labelled in the remaining room. Times are snapped to the scrape grid; at long PM
+periods (30 and 60 min) a fault lasts one period at least, and margins that would snap to
+nothing are one period (a sample reports the period that ends at its stamp).
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ __all__ = [
 FAULT_GAP_S = 30 * 60.0
 """Minimum quiet time between two faults."""
 WARMUP_S = 45 * 60.0
-"""No fault and no labelled window in the first minutes (detectors need to learn)."""
+"""No fault and no labelled window in the first minutes (detectors need to learn), and in no
+fewer than :data:`WARMUP_PERIODS` scrape periods."""
+WARMUP_PERIODS = 3
 MARGIN_S = 15 * 60.0
 """Distance kept between a fault and a benign window, maintenance or a day boundary."""
 DAY_S = 86400.0
@@ -191,6 +195,8 @@ class _Grid:
         self.n = n_ticks
         self.dt = dt
         self.end = t0 + n_ticks * dt
+        #: the first time a fault or a labelled window may start
+        self.warm = t0 + max(WARMUP_S, WARMUP_PERIODS * dt)
 
     def snap(self, t: float) -> float:
         k = min(max(round((t - self.t0) / self.dt), 0), self.n)
@@ -206,6 +212,17 @@ class _Grid:
         (900.0, 3600.0)
         """
         return max(self.snap(self.t0 + seconds) - self.t0, self.dt)
+
+    def apart(self, seconds: float) -> float:
+        """A separation of ``seconds`` that survives snapping: one period where half a period
+        or less would round to no tick at all (at 30- and 60-min PM periods a healthy window
+        15 min after a fault began on the fault's last tick, and the fault's readings fell in
+        it).
+
+        >>> _Grid(0.0, 100, 900.0).apart(600.0), _Grid(0.0, 100, 1800.0).apart(600.0)
+        (600.0, 1800.0)
+        """
+        return seconds if seconds > self.dt / 2 else self.dt
 
     def restart_ts(self, t: float) -> float:
         """A restart just before the tick at ``t`` (so that tick already shows the reset)."""
@@ -299,18 +316,18 @@ class _Planner:
             # evening peak (traffic model peaks around 19-21 h)
             ps = g.snap(midnight + 18.5 * 3600 + rng.uniform(0, 3600))
             pe = ps + 2 * 3600
-            if ps >= g.t0 + WARMUP_S and pe <= g.end:
+            if ps >= g.warm and pe <= g.end:
                 self._benign_window(ps, pe, "evening traffic peak, healthy")
             # nightly maintenance on one entity
             ent = str(rng.choice([x for x in exporting if not x.startswith("pcf")]))
             raw = midnight + 3600 + rng.uniform(0, 3 * 3600)
             raw_end = raw + rng.uniform(30, 60) * 60
             ms, me = g.snap(raw), g.snap(raw_end)
-            if raw >= g.t0 + WARMUP_S and raw_end <= g.end and not _overlaps(ms, me, self.busy, 0):
+            if raw >= g.warm and raw_end <= g.end and not _overlaps(ms, me, self.busy, 0):
                 self._maintenance(ent, ms, me)
         n_seg = math.ceil((g.end - g.t0) / DAY_S)
         for d in range(n_seg):
-            s0 = g.t0 + d * DAY_S + (WARMUP_S if d == 0 else MARGIN_S)
+            s0 = g.warm if d == 0 else g.t0 + d * DAY_S + MARGIN_S
             s1 = min(g.t0 + (d + 1) * DAY_S, g.end) - MARGIN_S
             if s1 - s0 < 3 * 3600:
                 continue
@@ -318,7 +335,7 @@ class _Planner:
             ent = str(rng.choice(exporting))
             for _ in range(30):
                 r = g.snap(rng.uniform(s0 + 600, s1 - 600))
-                if not _overlaps(r - 600, r + 600, self.busy, MARGIN_S):
+                if not _overlaps(r - 600, r + 600, self.busy, g.apart(MARGIN_S)):
                     scope = "engine" if ent.startswith("gpu") else "process"
                     self.sched.restarts.append(
                         RestartEvent(ent, scope, g.restart_ts(r), "clean restart")
@@ -334,7 +351,7 @@ class _Planner:
             for _ in range(30):
                 a = g.snap(rng.uniform(s0, s1 - dur))
                 b = g.snap(a + dur)
-                if not _overlaps(a, b, self.busy, MARGIN_S):
+                if not _overlaps(a, b, self.busy, g.apart(MARGIN_S)):
                     self.sched.effects.append(
                         ResolvedEffect(srv, "arrival_boost", "add", boost, a, b, 300, 300)
                     )
@@ -370,15 +387,15 @@ class _Planner:
                 break
             seg0 = g.t0 + d * DAY_S
             seg1 = min(seg0 + DAY_S, g.end)
-            s0 = seg0 + (WARMUP_S if d == 0 else FAULT_GAP_S / 2)
+            s0 = g.warm if d == 0 else seg0 + FAULT_GAP_S / 2
             s1 = seg1 - (FAULT_GAP_S / 2 if seg1 < g.end else 5 * 60)
             ids = [self.fault_ids[k] for k in rng.permutation(len(self.fault_ids))]
             frac = (seg1 - seg0) / DAY_S
             if frac < 0.999:
                 ids = ids[: max(1, math.ceil(len(ids) * frac))]
             durs = [g.span(rng.uniform(*FAULTS[f].duration_min) * 60) for f in ids]
-            free = _free_intervals(s0, s1, self.busy, MARGIN_S)
-            starts = _pack(rng, durs, free, FAULT_GAP_S)
+            free = _free_intervals(s0, s1, self.busy, g.apart(MARGIN_S))
+            starts = _pack(rng, durs, free, g.apart(FAULT_GAP_S))
             for f, start, dur in zip(ids, starts, durs, strict=True):
                 if start is not None:
                     a = g.snap(start)
@@ -502,7 +519,7 @@ class _Planner:
         want = max(math.ceil(0.3 * n_inc), n_seg) - len(self.nf_benign)
         busy = self.busy + fault_spans
         windows: list[tuple[float, float, str]] = list(self.nf_benign)
-        free = _free_intervals(g.t0 + WARMUP_S, g.end - 5 * 60, busy, 10 * 60)
+        free = _free_intervals(g.warm, g.end - 5 * 60, busy, g.apart(10 * 60))
         free = [(a, b) for a, b in free if b - a >= 20 * 60]
         picks = rng.permutation(len(free))[: max(want, 0)]
         for k in sorted(int(x) for x in picks):
