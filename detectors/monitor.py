@@ -53,7 +53,8 @@ class SeriesMonitor:
     seconds of them (at least ``min_warmup``) when ``warmup`` is None. At 15–60 s scrapes the
     hour rules; at PM periods the counts do: 12 + 12 values are two hours at 5 min and six at
     15 min (30 + 30, the ensemble's defaults, were five and fifteen hours of blindness, and the
-    first incidents of a 10-day run at 5 min went unseen).
+    first incidents of a 10-day run at 5 min went unseen); the pipeline shortens both to six
+    at 60-min periods (:func:`detectors.params.monitor_settle`).
     ``min_effect`` (relative to the expected value) and ``min_abs_effect`` (in KPI units, e.g.
     ``0.02`` for a success ratio) set the smallest deviation worth a page. A peak beyond
     ``warmup_outlier`` × the iid bar during the warm-up is taken for an incident, not for a

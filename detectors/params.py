@@ -122,6 +122,24 @@ def monitor_min_duration(step: float, default: int = 2) -> int:
     return 1 if step >= PM_PERIOD_S else default
 
 
+#: The most time (s) a NOC monitor's grace or its warm-up may take (:func:`monitor_settle`).
+SETTLE_MAX_S = 6 * 3600.0
+
+
+def monitor_settle(step: float, default: int = 12, least: int = 6) -> int:
+    """Values in a KPI monitor's grace, and the fewest in its warm-up, at interval ``step``:
+    ``default`` (12), but no longer than :data:`SETTLE_MAX_S` and no fewer than ``least``.
+    At 60-min PM periods 12 + 12 values were a day of blindness, and the faults of a
+    deployment's first day went unseen; 6 + 6 hourly values (half a day) found more and paged
+    no more on two tuning seeds (bench/detectors_notes.md, eighth session). Up to 30-min
+    periods nothing changes.
+
+    >>> [monitor_settle(s) for s in (15.0, 900.0, 1800.0, 2700.0, 3600.0, 86400.0)]
+    [12, 12, 12, 8, 6, 6]
+    """
+    return max(least, min(default, round(SETTLE_MAX_S / step)))
+
+
 #: Time constant (s) the NOC monitor's level keeps at long intervals (:func:`monitor_alpha`).
 LEVEL_TAU_S = 7200.0
 

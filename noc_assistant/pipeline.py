@@ -35,6 +35,7 @@ from detectors.params import (
     liveness_grace_s,
     monitor_alpha,
     monitor_min_duration,
+    monitor_settle,
 )
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
@@ -306,8 +307,12 @@ class Pipeline:
                     )
                     where[key] = (kpi, entity, group)
         if self.monitors is None:
+            settle = monitor_settle(step)
             self.monitors = MonitorBank(
-                min_duration=monitor_min_duration(step), alpha=monitor_alpha(step)
+                min_duration=monitor_min_duration(step),
+                alpha=monitor_alpha(step),
+                grace=settle,
+                min_warmup=settle,
             )
         # a finding of the next scrape may escalate; those of this one (any phase) may not
         self.correlator.notice_s = 0.9 * step

@@ -213,3 +213,25 @@ def test_pm_periods_give_the_monitor_a_faster_level() -> None:
         pipe.finish()
         assert pipe.monitors is not None
         assert pipe.monitors._params["alpha"] == monitor_alpha(step) == pytest.approx(want, 1e-3)
+
+
+def test_hourly_pm_periods_watch_a_deployment_from_its_first_half_day() -> None:
+    """At 60-min periods a monitor settles in 6 + 6 values (half a day), not 12 + 12 (a whole
+    day of blindness, and more with the hours it takes to learn the interval): a registration
+    failure in the 20th hour of the data pages."""
+    step = 3600.0
+    rng = random.Random(3)
+    labels = (("instance", "amf-1"), ("nf", "amf"))
+    req = succ = 0.0
+    pts: list[Point] = []
+    for i in range(30):
+        ts = T0 + i * step
+        n = rng.randint(60_000, 80_000)
+        ratio = 0.6 if i == 20 else 0.995 + rng.uniform(-0.001, 0.001)
+        req, succ = req + n, succ + round(n * ratio)
+        pts.append(Point(ts, "fivegs_amffunction_rm_reginitreq", labels, req, "counter"))
+        pts.append(Point(ts, "fivegs_amffunction_rm_reginitsucc", labels, succ, "counter"))
+    pipe = run(pts)
+    assert pipe.monitors is not None and pipe.monitors._params["grace"] == 6
+    opened = [f for f in pipe.findings if f.kpi == "amf-registration-success"]
+    assert [f.ts for f in opened] == [T0 + 20 * step]
