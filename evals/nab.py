@@ -99,7 +99,24 @@ class NabSeries:
 _MAX_STEP_BACK_S = 3600.0
 
 
+_GAPS = frozenset({"", "nan", "null", "none"})
+
+
 def _epoch(text: str) -> float:
+    """ISO 8601 (NAB's ``2014-04-01 00:00:00``; naive is UTC) or epoch seconds (other public
+    KPI series carry them, as FORMATS §1 allows for telemetry).
+
+    >>> _epoch("2014-04-01 00:05:00") == _epoch("1396310700") == _epoch("1396310700.0")
+    True
+    """
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = None
+    if seconds is not None:
+        if not math.isfinite(seconds):
+            raise ValueError(text)
+        return seconds
     dt = datetime.fromisoformat(text.strip())
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
@@ -133,13 +150,18 @@ def _read_csv(path: Path, name: str) -> tuple[list[str], list[str], F64, F64]:
                 t = _epoch(row[0])
             except ValueError:
                 raise BadInputError(
-                    f"timestamp {row[0]!r} is not ISO 8601", source=str(path), line=line
+                    f"timestamp {row[0]!r} is neither ISO 8601 nor epoch seconds",
+                    source=str(path),
+                    line=line,
                 ) from None
             try:
-                v = float(row[1])
+                # a missing value (empty, NaN, null) is a gap, as in FORMATS §1: never zero
+                v = math.nan if row[1].strip().lower() in _GAPS else float(row[1])
+                if math.isinf(v):
+                    raise ValueError(row[1])
             except ValueError:
                 raise BadInputError(
-                    f"value {row[1]!r} is not a number", source=str(path), line=line
+                    f"value {row[1]!r} is not a finite number", source=str(path), line=line
                 ) from None
             if ts and t < max_seen - _MAX_STEP_BACK_S:
                 raise BadInputError(

@@ -82,8 +82,11 @@ def test_false_positive_right_after_a_window_is_cheaper() -> None:
     ("body", "line", "needle"),
     [
         ("time,value\n2020-01-01 00:00:00,1\n", 1, "header"),
-        ("timestamp,value\n2020-01-01 00:00:00,1\n2020-01-01 00:05:00,abc\n", 3, "not a number"),
+        ("timestamp,value\n2020-01-01 00:00:00,1\n2020-01-01 00:05:00,abc\n", 3, "not a finite number"),
         ("timestamp,value\n2020-01-02 00:00:00,1\n2020-01-01 00:05:00,2\n", 3, "out of order"),
+        ("timestamp,value\n2020-01-01 00:00:00,1\n2020-01-01 00:05:00,inf\n", 3, "finite"),
+        ("timestamp,value\n2020-01-01 00:00:00,1\nyesterday,2\n", 3, "epoch seconds"),
+        ("timestamp,value\n2020-01-01 00:00:00,1\nnan,2\n", 3, "epoch seconds"),
     ],
 )
 def test_bad_input_names_file_and_line(tmp_path: Path, body: str, line: int, needle: str) -> None:
@@ -96,6 +99,30 @@ def test_bad_input_names_file_and_line(tmp_path: Path, body: str, line: int, nee
     assert exc.value.line == line and exc.value.source and exc.value.source.endswith("x.csv")
     assert needle in str(exc.value)
     assert cli_run(["eval", "nab", "--data", str(tmp_path)]) == 2
+
+
+def test_epoch_timestamps_and_missing_values_load(tmp_path: Path) -> None:
+    """Public KPI series beyond NAB carry epoch seconds and leave values out: the same
+    series written that way scores the same, and a missing value is a gap (NaN), not 0."""
+    root = _corpus(tmp_path / "iso")
+    (series,) = nab.load_corpus(root)
+    epoch = tmp_path / "epoch"
+    (epoch / "data" / "cat").mkdir(parents=True)
+    (epoch / "labels").mkdir()
+    (epoch / "labels" / "combined_windows.json").write_text(
+        (root / "labels" / "combined_windows.json").read_text()
+    )
+    rows = [f"{t:.0f},{float(v)!r}" for t, v in zip(series.timestamps, series.values, strict=True)]
+    rows[1500] = rows[1500].split(",")[0] + ","
+    (epoch / "data" / "cat" / "s.csv").write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    (again,) = nab.load_corpus(epoch)
+    assert np.array_equal(again.timestamps, series.timestamps)
+    assert np.isnan(again.values[1500]) and np.array_equal(
+        again.values[:1500], series.values[:1500]
+    )
+    assert again.windows == series.windows
+    a, b = nab.evaluate(root), nab.evaluate(epoch)
+    assert b["windows_detected"] == a["windows_detected"] == 1
 
 
 def test_cli_end_to_end(tmp_path: Path) -> None:
