@@ -82,7 +82,7 @@ def test_false_positive_right_after_a_window_is_cheaper() -> None:
     ("body", "line", "needle"),
     [
         ("time,value\n2020-01-01 00:00:00,1\n", 1, "header"),
-        ("timestamp,value\n2020-01-01 00:00:00,1\n2020-01-01 00:05:00,abc\n", 3, "not a finite number"),
+        ("timestamp,value\n2020-01-01 00:00:00,1\n2020-01-01 00:05:00,abc\n", 3, "finite"),
         ("timestamp,value\n2020-01-02 00:00:00,1\n2020-01-01 00:05:00,2\n", 3, "out of order"),
         ("timestamp,value\n2020-01-01 00:00:00,1\n2020-01-01 00:05:00,inf\n", 3, "finite"),
         ("timestamp,value\n2020-01-01 00:00:00,1\nyesterday,2\n", 3, "epoch seconds"),
