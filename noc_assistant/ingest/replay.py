@@ -24,7 +24,7 @@ from noc_assistant.errors import ReplayFormatError
 from noc_assistant.ingest.point import METRIC_TYPES, Point
 from noc_assistant.ingest.quarantine import Quarantine
 
-__all__ = ["parse_ts", "read_replay"]
+__all__ = ["epoch_seconds", "parse_ts", "read_replay"]
 
 _METRIC_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _CSV_REQUIRED = ("ts", "metric", "instance", "value")
@@ -53,15 +53,33 @@ def parse_ts(raw: object) -> float:
     raise _LineError("ts missing or not text/number")
 
 
+def epoch_seconds(text: str) -> float | None:
+    """``text`` read as epoch seconds when it is a number, else None (it may be a date); a
+    number that is not finite (``nan``, ``inf``) is no time: ValueError.
+
+    >>> epoch_seconds(" 1795946700 "), epoch_seconds("2026-11-29T10:05:00Z")
+    (1795946700.0, None)
+    """
+    try:
+        seconds = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(seconds):
+        raise ValueError(f"ts {text!r} is not finite")
+    return seconds
+
+
 @lru_cache(maxsize=1024)
 def _text_ts(raw: str) -> float:
     """:func:`parse_ts` of text (cached: the lines of one scrape share their timestamp; an
     error is raised again, not cached)."""
     text = raw.strip()
     try:
-        return float(text)
-    except ValueError:
-        pass
+        seconds = epoch_seconds(text)
+    except ValueError as exc:
+        raise _LineError(str(exc)) from None
+    if seconds is not None:
+        return seconds
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:

@@ -29,6 +29,8 @@ def test_malformed_lines_are_quarantined_with_line_numbers(tmp_path: Path) -> No
         _line("yesterday", "gnb", 5.0),  # the same bad text again: quarantined again
         _line("2026-11-29T10:02:00", "gnb", 5.0),  # no time zone
         _line("2026-11-29T10:01:00Z", "bad metric name", 3.0),
+        _line("nan", "gnb", 6.0),  # a number, but no time: it was read as a NaN timestamp
+        _line("inf", "gnb", 6.0),
     ]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -36,8 +38,8 @@ def test_malformed_lines_are_quarantined_with_line_numbers(tmp_path: Path) -> No
     q = Quarantine(path=qpath)
     points = list(read_replay(path, q))
     assert [p.value for p in points] == [3.0, 4.0]
-    assert q.count == 8
-    assert [r.line for r in q.records] == [2, 3, 4, 5, 6, 8, 9, 10]
+    assert q.count == 10
+    assert [r.line for r in q.records] == [2, 3, 4, 5, 6, 8, 9, 10, 11, 12]
     assert "invalid JSON" in q.records[0].reason
     assert "not a number" in q.records[1].reason
     assert "RFC 3339" in q.records[2].reason
@@ -45,8 +47,9 @@ def test_malformed_lines_are_quarantined_with_line_numbers(tmp_path: Path) -> No
     assert "type" in q.records[4].reason
     assert "RFC 3339" in q.records[5].reason and "time zone" in q.records[6].reason
     assert "metric" in q.records[7].reason
+    assert all("not finite" in r.reason for r in q.records[8:])
     written = [json.loads(x) for x in qpath.read_text().splitlines()]
-    assert [w["line"] for w in written] == [2, 3, 4, 5, 6, 8, 9, 10]
+    assert [w["line"] for w in written] == [2, 3, 4, 5, 6, 8, 9, 10, 11, 12]
     assert written[0]["raw"] == "{not json"
     assert all(w["source"] == str(path) for w in written)
 
