@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 from evals._io import read_json_object
 from noc_assistant.errors import BadInputError
+from noc_assistant.ingest.replay import epoch_seconds
 
 __all__ = [
     "NAB_MIN_DURATION",
@@ -109,13 +110,8 @@ def _epoch(text: str) -> float:
     >>> _epoch("2014-04-01 00:05:00") == _epoch("1396310700") == _epoch("1396310700.0")
     True
     """
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = None
+    seconds = epoch_seconds(text)
     if seconds is not None:
-        if not math.isfinite(seconds):
-            raise ValueError(text)
         return seconds
     dt = datetime.fromisoformat(text.strip())
     if dt.tzinfo is None:

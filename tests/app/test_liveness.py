@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from noc_assistant.correlate import Correlator, MaintenanceWindow
 from noc_assistant.ingest import Point
-from noc_assistant.models import Finding
+from noc_assistant.models import LIVENESS_DETECTOR, Finding
 from noc_assistant.pipeline import Pipeline
 
 T0 = 1_795_910_400.0  # 2026-11-29T00:00:00Z
@@ -131,7 +131,7 @@ def _finding(
     live = evidence_only or down
     return Finding(
         id=fid,
-        detector="liveness" if live else "ensemble:point",
+        detector=LIVENESS_DETECTOR if live else "ensemble:point",
         kpi=kpi,
         entity=entity,
         ts=ts,
