@@ -15,6 +15,10 @@ and these selector functions (first argument the metric name, keywords are label
                                 Prometheus' ``up == 0`` for one target of a host; one missed
                                 scrape is routine, at PM periods too)
 
+``first(a, b, ...)`` is the first of its expressions that has a value: one KPI over exporters
+that name the same quantity differently (a vLLM or an SGLang engine on a GPU server), read
+from whichever the entity runs. ``min``/``max`` likewise skip expressions without a value.
+
 Division by zero or a missing series gives ``None`` (a gap), never zero.
 
 >>> f = parse_formula('increase("succ") / increase("req")')
@@ -25,6 +29,14 @@ Division by zero or a missing series gives ``None`` (a gap), never zero.
 ...         return {"succ": 95.0, "req": 100.0}[metric]
 >>> f.evaluate(Source())
 0.95
+>>> g = parse_formula('first(gauge("vllm:num_requests_waiting"), gauge("sglang:num_queue_reqs"))')
+>>> class Engine:
+...     def __init__(self, prefix):
+...         self.prefix = prefix
+...     def select(self, fn, metric, matchers):
+...         return 7.0 if metric.startswith(self.prefix) else None
+>>> g.evaluate(Engine("sglang:")), g.evaluate(Engine("vllm:")), g.evaluate(Engine("tgi:"))
+(7.0, 7.0, None)
 >>> parse_formula("up()").liveness, f.liveness
 (True, False)
 >>> parse_formula("1 - up()")  # doctest: +ELLIPSIS
@@ -34,7 +46,7 @@ knowledge.formula.FormulaError: up() is a whole formula (the entity answers or n
 >>> parse_formula('open("/etc/passwd")')  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-knowledge.formula.FormulaError: unknown function 'open' (allowed: gauge, gauge_max, ...
+knowledge.formula.FormulaError: unknown function 'open' (allowed: first, gauge, gauge_max, ...
 """
 
 from __future__ import annotations
@@ -53,7 +65,13 @@ SELECTORS = frozenset(
 )
 #: the selector of a whole entity's liveness; it reads no metric (see the module docstring)
 LIVENESS = "up"
-_AGGREGATES: dict[str, Callable[[float, float], float]] = {"min": min, "max": max}
+#: folds over expressions that have a value (``None`` ones are skipped); ``first`` keeps the
+#: first such value
+_AGGREGATES: dict[str, Callable[[float, float], float]] = {
+    "min": min,
+    "max": max,
+    "first": lambda kept, _later: kept,
+}
 _BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,

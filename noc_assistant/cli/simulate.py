@@ -33,6 +33,13 @@ def simulate(
             "its targets) instead of every sample on the tick."
         ),
     ] = False,
+    serving_engine: Annotated[
+        str,
+        typer.Option(
+            help="The GPU servers' serving engine: vllm, sglang, or mixed (alternating); "
+            "each exports the same quantities under its own metric names."
+        ),
+    ] = "vllm",
 ) -> None:
     """Simulate an operator network with injected faults and write telemetry.jsonl, labels.json
     and inventory.json."""
@@ -46,6 +53,7 @@ def simulate(
             interval_s=interval,
             defects=defects,
             scrape_phases=scrape_phases,
+            serving_engine=serving_engine,
         )
     except ValidationError as exc:
         raise ConfigError(

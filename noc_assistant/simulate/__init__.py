@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from noc_assistant.simulate.faults import FAULT_IDS, FAULTS
 from noc_assistant.simulate.model import Generator, RunState
-from noc_assistant.simulate.network import Network, build_network
+from noc_assistant.simulate.network import Network, ServingEngine, build_network
 from noc_assistant.simulate.schedule import Schedule, make_schedule
 from noc_assistant.simulate.series import SeriesDef, build_series
 from noc_assistant.simulate.writer import format_lines, line_parts, write_json
@@ -66,6 +66,9 @@ class ScenarioConfig(BaseModel):
     #: scrape each entity at its own phase of the interval (:func:`scrape_offset`), as
     #: Prometheus spreads its targets; False: every sample on the tick
     scrape_phases: bool = False
+    #: the GPU servers' serving engine: ``vllm``, ``sglang`` or ``mixed`` (alternating); the
+    #: packet core, the faults and the traffic are the same whatever it is
+    serving_engine: ServingEngine = "vllm"
 
     @field_validator("faults")
     @classmethod
@@ -139,7 +142,7 @@ class Scenario:
 
     def __init__(self, config: ScenarioConfig) -> None:
         self.config = config
-        self.network: Network = build_network(config.seed)
+        self.network: Network = build_network(config.seed, config.serving_engine)
         self.start = config.start.timestamp()
         self.interval_s = float(config.interval_s)
         self.n_ticks = max(1, round(config.days * 86400.0 / self.interval_s))

@@ -16,6 +16,7 @@ import math
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +30,8 @@ from noc_assistant.simulate.series import (
     PROMPT_LE,
     SBI_LATENCY_LE,
     SBI_OK,
+    SGLANG_ITL_LE,
+    SGLANG_TTFT_LE,
     SNSSAI,
     TTFT_LE,
     SeriesDef,
@@ -259,6 +262,29 @@ class RunState:
 
     carry: dict[int, float] = field(default_factory=dict)
     engines: dict[str, EngineState] = field(default_factory=dict)
+
+
+class _EngineOut(NamedTuple):
+    """What a serving engine did over each tick, before an exporter names it."""
+
+    running: Arr
+    waiting: Arr
+    kv: Arr
+    pre: Arr
+    """preemptions (SGLang: retractions) per second"""
+    fin: Arr
+    """finished requests per second"""
+    abort: Arr
+    gen: Arr
+    """generated tokens per second"""
+    prompt: Arr
+    """mean prompt tokens"""
+    hit: Arr
+    """prefix-cache hit ratio"""
+    acc: Arr
+    """mean accepted length of speculative decoding"""
+    ttft: Arr
+    itl: Arr
 
 
 class _Chunk:
@@ -852,51 +878,11 @@ class Generator:
             r_prev = r
         st.queue, st.running = q, r_prev
 
-        c.gauge(
-            ent,
-            "vllm:num_requests_running",
-            np.round(running * (1 + 0.03 * nz.normal(f"{ent}|run"))),
-        )
-        c.gauge(
-            ent,
-            "vllm:num_requests_waiting",
-            np.round(waiting * (1 + 0.05 * np.abs(nz.normal(f"{ent}|wait")))),
-        )
-        c.gauge(
-            ent,
-            "vllm:kv_cache_usage_perc",
-            np.clip(kv * (1 + 0.01 * nz.normal(f"{ent}|kv")), 0.0, 1.0),
-        )
-        c.count(ent, "vllm:num_preemptions_total", pre)
-        stop = c.count(ent, skey("vllm:request_success_total", finished_reason="stop"), fin * 0.93)
-        length = c.count(
-            ent, skey("vllm:request_success_total", finished_reason="length"), fin * 0.07
-        )
-        c.count(
-            ent, skey("vllm:request_success_total", finished_reason="abort"), abort + fin * 0.002
-        )
-        fin_n = stop + length
-        prompt_rate = fin * prompt + pre * prompt * 0.5
-        ptok = c.count(ent, "vllm:prompt_tokens_total", prompt_rate)
-        gtok = c.count(ent, "vllm:generation_tokens_total", gen)
-        c.put(ent, "vllm:prefix_cache_queries_total", ptok)
-        c.put(ent, "vllm:prefix_cache_hits_total", np.round(ptok * hit))
-        drafts = c.count(ent, "vllm:spec_decode_num_drafts_total", gen / acc)
-        c.put(ent, "vllm:spec_decode_num_draft_tokens_total", drafts * p.spec_k)
-        c.put(
-            ent,
-            "vllm:spec_decode_num_accepted_tokens_total",
-            np.minimum(np.round(drafts * (acc - 1.0)), drafts * p.spec_k),
-        )
-        self._hist(
-            c, ent, "vllm:time_to_first_token_seconds", TTFT_LE, fin_n, np.maximum(ttft, 0.005), 0.6
-        )
-        self._hist(
-            c, ent, "vllm:inter_token_latency_seconds", ITL_LE, gtok, np.maximum(itl, 1e-4), 0.3
-        )
-        self._hist(
-            c, ent, "vllm:request_prompt_tokens", PROMPT_LE, fin_n, np.maximum(prompt, 1.0), 0.9
-        )
+        eng = _EngineOut(running, waiting, kv, pre, fin, abort, gen, prompt, hit, acc, ttft, itl)
+        if srv.engine == "sglang":
+            self._sglang(c, ent, eng, cap)
+        else:
+            self._vllm(c, ent, eng)
 
         util_eng = np.clip(running / 60.0 + 0.4 * np.minimum(fin * prompt / 40000.0, 1.0), 0.0, 1.0)
         for g in srv.gpus:
@@ -937,6 +923,116 @@ class Generator:
             c.gauge(ent, f"DCGM_FI_DEV_XID_ERRORS@{g}", np.round(k.get(ent, f"xid:{g}")))
             fb = np.where(down, 420.0, p.fb_total_mib * 0.9)
             c.gauge(ent, f"DCGM_FI_DEV_FB_USED@{g}", fb + np.round(nz.normal(gk + "fb")))
+
+    def _vllm(self, c: _Chunk, ent: str, e: _EngineOut) -> None:
+        """A vLLM engine's series (``vllm:*``, research/telemetry.md §2.1)."""
+        nz, p = c.noise, self.p
+        c.gauge(
+            ent,
+            "vllm:num_requests_running",
+            np.round(e.running * (1 + 0.03 * nz.normal(f"{ent}|run"))),
+        )
+        c.gauge(
+            ent,
+            "vllm:num_requests_waiting",
+            np.round(e.waiting * (1 + 0.05 * np.abs(nz.normal(f"{ent}|wait")))),
+        )
+        c.gauge(
+            ent,
+            "vllm:kv_cache_usage_perc",
+            np.clip(e.kv * (1 + 0.01 * nz.normal(f"{ent}|kv")), 0.0, 1.0),
+        )
+        c.count(ent, "vllm:num_preemptions_total", e.pre)
+        stop = c.count(
+            ent, skey("vllm:request_success_total", finished_reason="stop"), e.fin * 0.93
+        )
+        length = c.count(
+            ent, skey("vllm:request_success_total", finished_reason="length"), e.fin * 0.07
+        )
+        c.count(
+            ent,
+            skey("vllm:request_success_total", finished_reason="abort"),
+            e.abort + e.fin * 0.002,
+        )
+        fin_n = stop + length
+        prompt_rate = e.fin * e.prompt + e.pre * e.prompt * 0.5
+        ptok = c.count(ent, "vllm:prompt_tokens_total", prompt_rate)
+        gtok = c.count(ent, "vllm:generation_tokens_total", e.gen)
+        c.put(ent, "vllm:prefix_cache_queries_total", ptok)
+        c.put(ent, "vllm:prefix_cache_hits_total", np.round(ptok * e.hit))
+        drafts = c.count(ent, "vllm:spec_decode_num_drafts_total", e.gen / e.acc)
+        c.put(ent, "vllm:spec_decode_num_draft_tokens_total", drafts * p.spec_k)
+        c.put(
+            ent,
+            "vllm:spec_decode_num_accepted_tokens_total",
+            np.minimum(np.round(drafts * (e.acc - 1.0)), drafts * p.spec_k),
+        )
+        self._hist(
+            c,
+            ent,
+            "vllm:time_to_first_token_seconds",
+            TTFT_LE,
+            fin_n,
+            np.maximum(e.ttft, 0.005),
+            0.6,
+        )
+        self._hist(
+            c, ent, "vllm:inter_token_latency_seconds", ITL_LE, gtok, np.maximum(e.itl, 1e-4), 0.3
+        )
+        self._hist(
+            c, ent, "vllm:request_prompt_tokens", PROMPT_LE, fin_n, np.maximum(e.prompt, 1.0), 0.9
+        )
+
+    def _sglang(self, c: _Chunk, ent: str, e: _EngineOut, cap: Arr) -> None:
+        """An SGLang engine's series (``sglang:*``, research/telemetry.md §2.2): the same
+        quantities under SGLang's names and kinds, e.g. KV pool usage is ``token_usage``,
+        preemptions are retractions, and speculative decoding and the prefix cache report
+        gauges (``spec_accept_length``, ``cache_hit_rate``) beside token counters."""
+        nz, p = c.noise, self.p
+        c.gauge(
+            ent,
+            "sglang:num_running_reqs",
+            np.round(e.running * (1 + 0.03 * nz.normal(f"{ent}|run"))),
+        )
+        c.gauge(
+            ent,
+            "sglang:num_queue_reqs",
+            np.round(e.waiting * (1 + 0.05 * np.abs(nz.normal(f"{ent}|wait")))),
+        )
+        usage = np.clip(e.kv * (1 + 0.01 * nz.normal(f"{ent}|kv")), 0.0, 1.0)
+        c.gauge(ent, "sglang:token_usage", usage)
+        c.gauge(ent, "sglang:num_used_tokens", np.round(usage * cap))
+        c.gauge(ent, "sglang:max_total_num_tokens", np.round(cap))
+        c.gauge(ent, "sglang:gen_throughput", e.gen, rel_noise=0.02)
+        c.gauge(ent, "sglang:cache_hit_rate", e.hit)
+        c.gauge(ent, "sglang:spec_accept_length", e.acc, rel_noise=0.01)
+        c.gauge(ent, "sglang:spec_accept_rate", (e.acc - 1.0) / p.spec_k)
+        c.count(ent, "sglang:num_retracted_requests_total", e.pre)
+        fin_n = c.count(ent, "sglang:num_requests_total", e.fin)
+        c.count(ent, "sglang:num_aborted_requests_total", e.abort + e.fin * 0.002)
+        # the tokenizer counts a request's prompt once, when it finishes (vLLM counts the
+        # prompt tokens each prefill computes, re-prefills after a preemption included)
+        ptok = c.count(ent, "sglang:prompt_tokens_total", e.fin * e.prompt)
+        gtok = c.count(ent, "sglang:generation_tokens_total", e.gen)
+        c.put(ent, "sglang:cached_tokens_total", np.round(ptok * e.hit))
+        self._hist(
+            c,
+            ent,
+            "sglang:time_to_first_token_seconds",
+            SGLANG_TTFT_LE,
+            fin_n,
+            np.maximum(e.ttft, 0.005),
+            0.6,
+        )
+        self._hist(
+            c,
+            ent,
+            "sglang:inter_token_latency_seconds",
+            SGLANG_ITL_LE,
+            gtok,
+            np.maximum(e.itl, 1e-4),
+            0.3,
+        )
 
     def _hist(
         self,

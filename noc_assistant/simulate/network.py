@@ -10,16 +10,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-__all__ = ["EXPORTING_TYPES", "Entity", "GpuServer", "Network", "Partner", "build_network"]
+__all__ = [
+    "EXPORTING_TYPES",
+    "SERVING_ENGINES",
+    "Entity",
+    "GpuServer",
+    "Network",
+    "Partner",
+    "ServingEngine",
+    "build_network",
+]
 
 #: Entity types that expose metrics (Open5GS NRF, UDM, AUSF and SEPP have no metrics module).
 EXPORTING_TYPES: frozenset[str] = frozenset({"amf", "smf", "upf", "pcf", "gpu_server"})
 
 HOME_PLMN = "999-70"
+
+ServingEngine = Literal["vllm", "sglang", "mixed"]
+#: what ``build_network(engine=...)`` accepts: every server on vLLM, every one on SGLang, or
+#: the two alternating (``gpu-srv-1`` vLLM, ``gpu-srv-2`` SGLang, …)
+SERVING_ENGINES: tuple[str, ...] = ("vllm", "sglang", "mixed")
 
 _PARTNER_POOL: tuple[tuple[str, str], ...] = (
     ("262-01", "partner-a"),
@@ -52,13 +66,16 @@ class Partner:
 
 @dataclass(frozen=True)
 class GpuServer:
-    """An inference server: one vLLM engine with tensor parallelism over its GPUs."""
+    """An inference server: one serving engine (vLLM or SGLang) with tensor parallelism over
+    its GPUs."""
 
     id: str
     gpus: tuple[str, ...]
     model_name: str
     peak_rps: float
     kv_tokens: float
+    engine: Literal["vllm", "sglang"] = "vllm"
+    """Which engine's exporter the server runs: the same quantities under other names."""
 
 
 @dataclass(frozen=True)
@@ -120,13 +137,30 @@ class Network:
         return {"entities": rows}
 
 
+def _engine_of(engine: ServingEngine, index: int) -> Literal["vllm", "sglang"]:
+    if engine == "mixed":
+        return "vllm" if index % 2 else "sglang"
+    if engine not in ("vllm", "sglang"):
+        raise ValueError(f"unknown serving engine {engine!r} (known: {', '.join(SERVING_ENGINES)})")
+    return engine
+
+
 def _shares(rng: np.random.Generator, n: int) -> list[float]:
     raw = 1.0 + rng.uniform(-0.12, 0.12, n)
     return [float(x) for x in raw / raw.sum()]
 
 
-def build_network(seed: int) -> Network:
-    """Build the operator network for ``seed`` (names never hint at faults)."""
+def build_network(seed: int, engine: ServingEngine = "vllm") -> Network:
+    """Build the operator network for ``seed`` (names never hint at faults); ``engine`` is the
+    GPU servers' serving engine (:data:`SERVING_ENGINES`), drawn after everything else so that
+    the rest of the network is the same whatever it is.
+
+    >>> [s.engine for s in build_network(7, "mixed").gpu_servers]
+    ['vllm', 'sglang']
+    >>> a, b = build_network(7, "sglang"), build_network(7)
+    >>> a.gpu_servers[0].kv_tokens == b.gpu_servers[0].kv_tokens, a.entities == b.entities
+    (True, True)
+    """
     rng = np.random.default_rng([seed, 11])
     entities: list[Entity] = []
     for i, s in enumerate(_shares(rng, 2), 1):
@@ -167,6 +201,7 @@ def build_network(seed: int) -> Network:
             model_name=_MODELS[int(models[i - 1])],
             peak_rps=float(rng.uniform(5.0, 7.0)),
             kv_tokens=float(rng.uniform(280_000, 320_000)),
+            engine=_engine_of(engine, i),
         )
         for i in (1, 2)
     )

@@ -12,6 +12,8 @@ from noc_assistant.simulate.network import Network, plmn_digits
 __all__ = [
     "AMF_REG_CAUSES",
     "SBI_OK",
+    "SGLANG_ITL_LE",
+    "SGLANG_TTFT_LE",
     "SMF_N4_CAUSES",
     "SMF_PDU_CAUSES",
     "SeriesDef",
@@ -36,6 +38,10 @@ SBI_LATENCY_LE = "0.025"
 TTFT_LE: tuple[str, ...] = ("0.5", "2.5", "+Inf")
 ITL_LE: tuple[str, ...] = ("0.05", "0.1", "+Inf")
 PROMPT_LE: tuple[str, ...] = ("1000", "10000", "50000", "+Inf")
+#: SGLang's own bucket bounds (``python/sglang/srt/metrics/collector.py``, research/telemetry.md
+#: §2.2), shortened to the ones a healthy or a faulty server reaches here
+SGLANG_TTFT_LE: tuple[str, ...] = ("0.1", "0.2", "0.4", "0.6", "0.8", "1", "2", "4", "+Inf")
+SGLANG_ITL_LE: tuple[str, ...] = ("0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "+Inf")
 DCGM_FIELDS: tuple[str, ...] = (
     "DCGM_FI_DEV_SM_CLOCK",
     "DCGM_FI_DEV_GPU_TEMP",
@@ -129,6 +135,58 @@ class _Builder:
             extra=extra,
         )
         self.add(entity, base, f"{metric}_count", "histogram_count", scope=scope, extra=extra)
+
+
+def _vllm_series(b: _Builder, ent: str, base: dict[str, str]) -> None:
+    sc = "engine"
+    b.add(ent, base, "vllm:num_requests_running", "gauge", scope=sc)
+    b.add(ent, base, "vllm:num_requests_waiting", "gauge", scope=sc)
+    b.add(ent, base, "vllm:kv_cache_usage_perc", "gauge", scope=sc, decimals=4)
+    for m in (
+        "num_preemptions",
+        "prompt_tokens",
+        "generation_tokens",
+        "prefix_cache_queries",
+        "prefix_cache_hits",
+    ):
+        b.add(ent, base, f"vllm:{m}_total", "counter", scope=sc)
+    for reason in ("stop", "length", "abort"):
+        b.add(
+            ent,
+            base,
+            "vllm:request_success_total",
+            "counter",
+            scope=sc,
+            finished_reason=reason,
+        )
+    for m in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
+        b.add(ent, base, f"vllm:spec_decode_{m}_total", "counter", scope=sc)
+    b.hist(ent, base, "vllm:time_to_first_token_seconds", TTFT_LE, scope=sc, decimals=3)
+    b.hist(ent, base, "vllm:inter_token_latency_seconds", ITL_LE, scope=sc, decimals=3)
+    b.hist(ent, base, "vllm:request_prompt_tokens", PROMPT_LE, scope=sc, decimals=0)
+
+
+def _sglang_series(b: _Builder, ent: str, model_name: str) -> None:
+    # scheduler and tokenizer metrics of one engine (TP rank 0 exports)
+    base = {"instance": ent, "model_name": model_name, "engine_type": "unified", "tp_rank": "0"}
+    sc = "engine"
+    for m in ("num_running_reqs", "num_queue_reqs", "num_used_tokens", "max_total_num_tokens"):
+        b.add(ent, base, f"sglang:{m}", "gauge", scope=sc)
+    for m in ("token_usage", "cache_hit_rate", "spec_accept_rate"):
+        b.add(ent, base, f"sglang:{m}", "gauge", scope=sc, decimals=4)
+    for m in ("gen_throughput", "spec_accept_length"):
+        b.add(ent, base, f"sglang:{m}", "gauge", scope=sc, decimals=3)
+    for m in (
+        "num_retracted_requests",
+        "num_requests",
+        "num_aborted_requests",
+        "prompt_tokens",
+        "generation_tokens",
+        "cached_tokens",
+    ):
+        b.add(ent, base, f"sglang:{m}_total", "counter", scope=sc)
+    b.hist(ent, base, "sglang:time_to_first_token_seconds", SGLANG_TTFT_LE, scope=sc, decimals=3)
+    b.hist(ent, base, "sglang:inter_token_latency_seconds", SGLANG_ITL_LE, scope=sc, decimals=3)
 
 
 def _sbi(b: _Builder, ent: str, base: dict[str, str], services: tuple[str, ...]) -> None:
@@ -243,33 +301,10 @@ def build_series(net: Network) -> list[SeriesDef]:
             )
         elif e.type == "gpu_server":
             srv = net.server(ent)
-            base = {"instance": ent, "model_name": srv.model_name, "engine": "0"}
-            sc = "engine"
-            b.add(ent, base, "vllm:num_requests_running", "gauge", scope=sc)
-            b.add(ent, base, "vllm:num_requests_waiting", "gauge", scope=sc)
-            b.add(ent, base, "vllm:kv_cache_usage_perc", "gauge", scope=sc, decimals=4)
-            for m in (
-                "num_preemptions",
-                "prompt_tokens",
-                "generation_tokens",
-                "prefix_cache_queries",
-                "prefix_cache_hits",
-            ):
-                b.add(ent, base, f"vllm:{m}_total", "counter", scope=sc)
-            for reason in ("stop", "length", "abort"):
-                b.add(
-                    ent,
-                    base,
-                    "vllm:request_success_total",
-                    "counter",
-                    scope=sc,
-                    finished_reason=reason,
-                )
-            for m in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"):
-                b.add(ent, base, f"vllm:spec_decode_{m}_total", "counter", scope=sc)
-            b.hist(ent, base, "vllm:time_to_first_token_seconds", TTFT_LE, scope=sc, decimals=3)
-            b.hist(ent, base, "vllm:inter_token_latency_seconds", ITL_LE, scope=sc, decimals=3)
-            b.hist(ent, base, "vllm:request_prompt_tokens", PROMPT_LE, scope=sc, decimals=0)
+            if srv.engine == "sglang":
+                _sglang_series(b, ent, srv.model_name)
+            else:
+                _vllm_series(b, ent, {"instance": ent, "model_name": srv.model_name, "engine": "0"})
             for gpu in srv.gpus:
                 gbase = {"instance": ent, "gpu": gpu}
                 for f in DCGM_FIELDS:

@@ -154,6 +154,30 @@ def test_pm_period_scenario_pages_on_one_sample(tmp_path: Path) -> None:
     assert rep["false_alerts_per_entity_day"] <= 0.2
 
 
+def test_sglang_servers_are_diagnosed_like_vllm_ones(tmp_path: Path) -> None:
+    """A GPU server running SGLang exports the engine's quantities under other names
+    (``sglang:token_usage``, retractions, a ``spec_accept_length`` gauge); the pack's engine
+    KPIs read whichever engine a server runs. Before, only the DCGM KPIs saw an SGLang server:
+    on this scenario 2 of its 5 engine faults were found and 1 diagnosed."""
+    import json
+
+    out = tmp_path / "sc"
+    faults = "kv_cache_saturation,spec_accept_collapse,long_context_kv_cost"
+    faults += ",compressed_weights_high_concurrency,nccl_hang"
+    sim = ["simulate", "--out", str(out), "--days", "1", "--interval", "60", "--seed", "5"]
+    assert cli_run([*sim, "--faults", faults, "--serving-engine", "sglang"]) == 0
+    assert '"sglang:token_usage"' in (out / "telemetry.jsonl").read_text()
+    rep_path = tmp_path / "r.json"
+    args = ["eval", "run", "--telemetry", str(out / "telemetry.jsonl")]
+    args += ["--labels", str(out / "labels.json"), "--inventory", str(out / "inventory.json")]
+    assert cli_run([*args, "--out", str(rep_path)]) == 0
+    rep = json.loads(rep_path.read_text())
+    assert rep["incidents_total"] == 5
+    assert rep["incident_recall"] == 1.0
+    assert rep["rca_ac1"] >= 0.8, rep["rca_failures"]
+    assert rep["false_positives"] == 0
+
+
 def test_phased_scrapes_keep_shares_quiet(tmp_path: Path) -> None:
     """Targets scraped at their own phases (``--scrape-phases``) make every windowed increase
     hold fractions of a scrape's events. The success and failure ratios must still be read as

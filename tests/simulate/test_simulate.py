@@ -227,6 +227,41 @@ def test_iter_samples_matches_file(tmp_path: Path) -> None:
     assert [tuple(s) for s in sc.iter_samples()] == from_file
 
 
+def test_sglang_servers_export_sglang_names_and_the_core_is_unchanged() -> None:
+    """``serving_engine`` changes what the GPU servers' engines export (SGLang's names and
+    kinds, research/telemetry.md §2.2), nothing else: the packet core's values and the labels
+    are the same as with vLLM, and ``mixed`` alternates the engines."""
+    cfg = {"days": 0.05, "faults": "kv_cache_saturation", "seed": 4, **FAST}
+    runs = {e: build_scenario(ScenarioConfig(serving_engine=e, **cfg)) for e in ("vllm", "sglang")}
+    mixed = build_scenario(ScenarioConfig(serving_engine="mixed", **cfg))
+
+    def engine_metrics(sc: Scenario, server: str) -> set[str]:
+        return {s.metric.split(":")[0] for s in sc.series if s.entity == server and ":" in s.metric}
+
+    assert engine_metrics(runs["vllm"], "gpu-srv-1") == {"vllm"}
+    assert engine_metrics(runs["sglang"], "gpu-srv-1") == {"sglang"}
+    assert engine_metrics(mixed, "gpu-srv-1") == {"vllm"}
+    assert engine_metrics(mixed, "gpu-srv-2") == {"sglang"}
+    sg = {s.metric for s in runs["sglang"].series}
+    for name in ("sglang:token_usage", "sglang:num_retracted_requests_total"):
+        assert name in sg
+    assert runs["sglang"].labels == runs["vllm"].labels
+    assert runs["sglang"].inventory == runs["vllm"].inventory
+    frames = {e: Frame(sc) for e, sc in runs.items()}
+
+    def core(e: str) -> dict[tuple[str, str], list[float]]:
+        f = frames[e]
+        return {
+            (s.entity, s.key): f.v[i].tolist()
+            for i, s in enumerate(f.sc.series)
+            if not s.entity.startswith("gpu")
+        }
+
+    assert core("sglang") == core("vllm")
+    with pytest.raises(ValidationError, match="serving_engine"):
+        ScenarioConfig(serving_engine="tgi", **cfg)  # type: ignore[arg-type]
+
+
 def test_scrape_phases_stamp_each_entity_late(tmp_path: Path) -> None:
     """Each entity is stamped a fixed whole number of seconds after the tick (as Prometheus
     spreads its targets) and reports the interval that ends at its stamp: before any fault or
