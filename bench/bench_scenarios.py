@@ -7,10 +7,12 @@ issue notes). The 14-day run at 15 s is the headline of issues 3 and 4; the 30 s
 check that nothing depends on the scrape interval, the 300 s and 900 s ones PM reporting periods
 (3GPP PM files come every 5 or 15 min); the ``:phases`` rows scrape each entity at its own
 offset after the tick (``noc simulate --scrape-phases``), as a Prometheus server spreads its
-targets, so that KPI windows cut scrape intervals as they do on real data.
+targets, so that KPI windows cut scrape intervals as they do on real data; the ``:sglang`` and
+``:mixed`` rows run the GPU servers on SGLang (all, or every other one: ``noc simulate
+--serving-engine``), on the seed of a vLLM row so that the two compare figure for figure.
 
 Usage: .venv/bin/python bench/bench_scenarios.py [--work /tmp/noc-bench] [--keep]
-       [--scenario DAYS:INTERVAL:SEED[:phases] ...]
+       [--scenario DAYS:INTERVAL:SEED[:phases][:sglang|:mixed] ...]
 
 ``--keep`` leaves the telemetry on disk (a 14-day run is 4.7 GB) and reuses a finished
 scenario's report.json; the table names the git commit each report was measured at.
@@ -45,7 +47,11 @@ DEFAULT = (
     # 30- and 60-min PM granularity periods (added in the eighth session; seeds never inspected)
     "30:1800:43",
     "40:3600:29",
+    # GPU servers on SGLang (added in the ninth session): the seeds of the 60 s and 300 s rows
+    "4:60:31:mixed",
+    "10:300:71:sglang",
 )
+FLAGS = {"phases": ", phased scrapes", "sglang": ", SGLang engines", "mixed": ", mixed engines"}
 KEYS = (
     "incident_recall",
     "false_alerts_per_entity_day",
@@ -72,11 +78,12 @@ def _commit() -> str:
 
 
 def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
-    days, interval, seed, *rest = spec.split(":")
-    phases = rest == ["phases"]
-    if rest and not phases:
-        raise SystemExit(f"--scenario {spec}: expected DAYS:INTERVAL:SEED[:phases]")
-    out = work / f"d{days}-i{interval}-s{seed}{'-phases' if phases else ''}"
+    days, interval, seed, *flags = spec.split(":")
+    engines = [f for f in flags if f in ("sglang", "mixed")]
+    if any(f not in FLAGS for f in flags) or len(engines) > 1:
+        raise SystemExit(f"--scenario {spec}: expected DAYS:INTERVAL:SEED[:phases][:sglang|:mixed]")
+    phases = "phases" in flags
+    out = work / "-".join([f"d{days}", f"i{interval}", f"s{seed}", *flags])
     report, stamp = out / "report.json", out / "commit.txt"
     if keep and report.is_file() and stamp.is_file():
         result: dict[str, Any] = json.loads(report.read_text())
@@ -86,6 +93,7 @@ def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         sim = [NOC, "simulate", "--days", days, "--interval", interval, "--seed", seed]
         sim += ["--scrape-phases"] if phases else []
+        sim += ["--serving-engine", engines[0]] if engines else []
         subprocess.run([*sim, "--faults", "all", "--out", str(out)], check=True, cwd=ROOT)
         t = time.perf_counter()
         subprocess.run(
@@ -108,7 +116,7 @@ def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
     if not keep:
         (out / "telemetry.jsonl").unlink(missing_ok=True)
     result["_spec"] = (float(days), float(interval), int(seed))
-    result["_phases"] = phases
+    result["_flags"] = [f for f in FLAGS if f in flags]
     return result
 
 
@@ -122,11 +130,11 @@ def _fmt(value: Any) -> str:
 
 def _name(r: dict[str, Any]) -> str:
     d, i, s = r["_spec"]
-    return f"{d:g} d at {i:g} s, seed {s}" + (", phased scrapes" if r.get("_phases") else "")
+    return f"{d:g} d at {i:g} s, seed {s}" + "".join(FLAGS[f] for f in r["_flags"])
 
 
 def _arg(r: dict[str, Any]) -> str:
-    return ":".join(f"{x:g}" for x in r["_spec"]) + (":phases" if r.get("_phases") else "")
+    return ":".join([*(f"{x:g}" for x in r["_spec"]), *r["_flags"]])
 
 
 def write(results: list[dict[str, Any]], path: Path) -> None:
@@ -138,7 +146,8 @@ def write(results: list[dict[str, Any]], path: Path) -> None:
         f"- command: `.venv/bin/python bench/bench_scenarios.py --scenario "
         f"{' '.join(_arg(r) for r in results)}` "
         "(each: `noc simulate --days D --interval I --seed S --faults all` (`:phases`: with "
-        "`--scrape-phases`, each entity scraped at its own offset after the tick) then "
+        "`--scrape-phases`, each entity scraped at its own offset after the tick; `:sglang` / "
+        "`:mixed`: with `--serving-engine`) then "
         "`noc eval run --telemetry … --labels … --inventory …`)",
         f"- machine: {cpu_name()}, 2 cores shared with other jobs, Python "
         f"{platform.python_version()}; written {now}",
