@@ -9,10 +9,12 @@ check that nothing depends on the scrape interval, the 300 s and 900 s ones PM r
 offset after the tick (``noc simulate --scrape-phases``), as a Prometheus server spreads its
 targets, so that KPI windows cut scrape intervals as they do on real data; the ``:sglang`` and
 ``:mixed`` rows run the GPU servers on SGLang (all, or every other one: ``noc simulate
---serving-engine``), on the seed of a vLLM row so that the two compare figure for figure.
+--serving-engine``), on the seed of a vLLM row so that the two compare figure for figure; a
+``:xN`` row runs a network N times larger (``noc simulate --scale N``: 2N AMFs, SMFs and GPU
+servers, 2N + 1 UPFs).
 
 Usage: .venv/bin/python bench/bench_scenarios.py [--work /tmp/noc-bench] [--keep]
-       [--scenario DAYS:INTERVAL:SEED[:phases][:sglang|:mixed] ...]
+       [--scenario DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN] ...]
 
 ``--keep`` leaves the telemetry on disk (a 14-day run is 4.7 GB) and reuses a finished
 scenario's report.json; the table names the git commit each report was measured at.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -50,8 +53,11 @@ DEFAULT = (
     # GPU servers on SGLang (added in the ninth session): the seeds of the 60 s and 300 s rows
     "4:60:31:mixed",
     "10:300:71:sglang",
+    # a network three times larger (added in the ninth session), on a seed never inspected
+    "7:60:67:phases:mixed:x3",
 )
 FLAGS = {"phases": ", phased scrapes", "sglang": ", SGLang engines", "mixed": ", mixed engines"}
+SCALE = re.compile(r"^x([1-8])$")
 KEYS = (
     "incident_recall",
     "false_alerts_per_entity_day",
@@ -80,8 +86,11 @@ def _commit() -> str:
 def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
     days, interval, seed, *flags = spec.split(":")
     engines = [f for f in flags if f in ("sglang", "mixed")]
-    if any(f not in FLAGS for f in flags) or len(engines) > 1:
-        raise SystemExit(f"--scenario {spec}: expected DAYS:INTERVAL:SEED[:phases][:sglang|:mixed]")
+    scales = [m.group(1) for f in flags if (m := SCALE.match(f))]
+    if any(f not in FLAGS and not SCALE.match(f) for f in flags) or len(engines) > 1:
+        raise SystemExit(
+            f"--scenario {spec}: expected DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN]"
+        )
     phases = "phases" in flags
     out = work / "-".join([f"d{days}", f"i{interval}", f"s{seed}", *flags])
     report, stamp = out / "report.json", out / "commit.txt"
@@ -94,6 +103,7 @@ def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
         sim = [NOC, "simulate", "--days", days, "--interval", interval, "--seed", seed]
         sim += ["--scrape-phases"] if phases else []
         sim += ["--serving-engine", engines[0]] if engines else []
+        sim += ["--scale", scales[0]] if scales else []
         subprocess.run([*sim, "--faults", "all", "--out", str(out)], check=True, cwd=ROOT)
         t = time.perf_counter()
         subprocess.run(
@@ -116,7 +126,7 @@ def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
     if not keep:
         (out / "telemetry.jsonl").unlink(missing_ok=True)
     result["_spec"] = (float(days), float(interval), int(seed))
-    result["_flags"] = [f for f in FLAGS if f in flags]
+    result["_flags"] = [f for f in FLAGS if f in flags] + [f"x{n}" for n in scales]
     return result
 
 
@@ -130,7 +140,8 @@ def _fmt(value: Any) -> str:
 
 def _name(r: dict[str, Any]) -> str:
     d, i, s = r["_spec"]
-    return f"{d:g} d at {i:g} s, seed {s}" + "".join(FLAGS[f] for f in r["_flags"])
+    extra = [FLAGS.get(f) or f", network ×{f[1:]}" for f in r["_flags"]]
+    return f"{d:g} d at {i:g} s, seed {s}" + "".join(extra)
 
 
 def _arg(r: dict[str, Any]) -> str:
@@ -147,7 +158,7 @@ def write(results: list[dict[str, Any]], path: Path) -> None:
         f"{' '.join(_arg(r) for r in results)}` "
         "(each: `noc simulate --days D --interval I --seed S --faults all` (`:phases`: with "
         "`--scrape-phases`, each entity scraped at its own offset after the tick; `:sglang` / "
-        "`:mixed`: with `--serving-engine`) then "
+        "`:mixed`: with `--serving-engine`; `:xN`: with `--scale N`) then "
         "`noc eval run --telemetry … --labels … --inventory …`)",
         f"- machine: {cpu_name()}, 2 cores shared with other jobs, Python "
         f"{platform.python_version()}; written {now}",

@@ -40,6 +40,13 @@ def simulate(
             "each exports the same quantities under its own metric names."
         ),
     ] = "vllm",
+    scale: Annotated[
+        int,
+        typer.Option(
+            help="Network size: scale × 2 AMFs, SMFs and GPU servers, one UPF more than SMFs "
+            "(1: 2 AMF, 2 SMF, 3 UPF, 2 GPU servers)."
+        ),
+    ] = 1,
 ) -> None:
     """Simulate an operator network with injected faults and write telemetry.jsonl, labels.json
     and inventory.json."""
@@ -54,6 +61,7 @@ def simulate(
             defects=defects,
             scrape_phases=scrape_phases,
             serving_engine=serving_engine,
+            scale=scale,
         )
     except ValidationError as exc:
         raise ConfigError(

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from noc_assistant.simulate.faults import FAULT_IDS, FAULTS
 from noc_assistant.simulate.model import Generator, RunState
-from noc_assistant.simulate.network import Network, ServingEngine, build_network
+from noc_assistant.simulate.network import MAX_SCALE, Network, ServingEngine, build_network
 from noc_assistant.simulate.schedule import Schedule, make_schedule
 from noc_assistant.simulate.series import SeriesDef, build_series
 from noc_assistant.simulate.writer import format_lines, line_parts, write_json
@@ -69,6 +69,9 @@ class ScenarioConfig(BaseModel):
     #: the GPU servers' serving engine: ``vllm``, ``sglang`` or ``mixed`` (alternating); the
     #: packet core, the faults and the traffic are the same whatever it is
     serving_engine: ServingEngine = "vllm"
+    #: network size: ``scale`` × 2 AMFs, SMFs and GPU servers, one UPF more than SMFs, each
+    #: NF carrying a typical NF's traffic (a larger network, not thinner NFs)
+    scale: int = Field(default=1, ge=1, le=MAX_SCALE)
 
     @field_validator("faults")
     @classmethod
@@ -142,7 +145,7 @@ class Scenario:
 
     def __init__(self, config: ScenarioConfig) -> None:
         self.config = config
-        self.network: Network = build_network(config.seed, config.serving_engine)
+        self.network: Network = build_network(config.seed, config.serving_engine, config.scale)
         self.start = config.start.timestamp()
         self.interval_s = float(config.interval_s)
         self.n_ticks = max(1, round(config.days * 86400.0 / self.interval_s))

@@ -523,12 +523,18 @@ class Generator:
         jitter = 1.0 + 0.1 * c.noise.normal(f"{ent}|lsum|{svc}")
         c.put(ent, _sbi_hist_key(svc, "sum"), ok * mean * np.maximum(jitter, 0.5))
 
+    def _load_share(self, e: Entity) -> float:
+        """``e``'s traffic relative to a typical NF of its type: its share of the type's
+        traffic times their number (about 1 each; a larger network carries more traffic,
+        not thinner NFs)."""
+        return e.share * len(self.net.by_type(e.type))
+
     def _amf(self, c: _Chunk, e: Entity) -> None:
         p, k, nz, ent = self.p, c.knobs, c.noise, e.id
         up = 1.0 - k.frac(ent, "drain")
         gl = k.frac(ent, "gnb_loss")
         reach = (1.0 - gl) * up
-        s2 = e.share * 2.0
+        s2 = self._load_share(e)
         load = c.core * nz.wobble(f"{ent}|load")
         c.gauge(ent, "gnb", np.round(p.gnb_per_amf * reach))
         ran = p.ran_ue_peak * s2 * load * reach
@@ -595,11 +601,11 @@ class Generator:
         c.gauge(
             ent,
             skey("fivegs_amffunction_rm_registeredsubnbr", plmnid=home, snssai=SNSSAI),
-            np.round(p.home_subscribers * e.share * 2 * slow * sub_keep),
+            np.round(p.home_subscribers * self._load_share(e) * slow * sub_keep),
         )
         for j, x in enumerate(self.net.partners):
             keep = 1.0 - k.frac(ent, f"plmn_sub_loss:{x.plmn}")
-            roam = p.roamers[j % len(p.roamers)] * e.share * 2 * slow * sub_keep * keep
+            roam = p.roamers[j % len(p.roamers)] * self._load_share(e) * slow * sub_keep * keep
             c.gauge(
                 ent,
                 skey(
@@ -623,7 +629,7 @@ class Generator:
     def _smf(self, c: _Chunk, e: Entity) -> None:
         p, k, nz, ent = self.p, c.knobs, c.noise, e.id
         up = 1.0 - k.frac(ent, "drain")
-        s2 = e.share * 2.0
+        s2 = self._load_share(e)
         load = c.core * nz.wobble(f"{ent}|load")
         lam_pdu = p.pdu_peak * s2 * load * up
         peers = self.net.smf_peers[ent]

@@ -16,6 +16,7 @@ import numpy as np
 
 __all__ = [
     "EXPORTING_TYPES",
+    "MAX_SCALE",
     "SERVING_ENGINES",
     "Entity",
     "GpuServer",
@@ -29,6 +30,8 @@ __all__ = [
 EXPORTING_TYPES: frozenset[str] = frozenset({"amf", "smf", "upf", "pcf", "gpu_server"})
 
 HOME_PLMN = "999-70"
+#: the largest ``build_network(scale=...)``: 16 AMFs, 16 SMFs, 17 UPFs, 16 GPU servers
+MAX_SCALE = 8
 
 ServingEngine = Literal["vllm", "sglang", "mixed"]
 #: what ``build_network(engine=...)`` accepts: every server on vLLM, every one on SGLang, or
@@ -150,10 +153,18 @@ def _shares(rng: np.random.Generator, n: int) -> list[float]:
     return [float(x) for x in raw / raw.sum()]
 
 
-def build_network(seed: int, engine: ServingEngine = "vllm") -> Network:
+def build_network(seed: int, engine: ServingEngine = "vllm", scale: int = 1) -> Network:
     """Build the operator network for ``seed`` (names never hint at faults); ``engine`` is the
     GPU servers' serving engine (:data:`SERVING_ENGINES`), drawn after everything else so that
-    the rest of the network is the same whatever it is.
+    the rest of the network is the same whatever it is. ``scale`` multiplies the AMFs, SMFs and
+    GPU servers (2 each at 1) and gives one UPF more than SMFs: each SMF has a UPF of its own
+    and one UPF serves them all (N4), as at scale 1.
+
+    >>> big = build_network(7, scale=3)
+    >>> [len(big.by_type(t)) for t in ("amf", "smf", "upf", "gpu_server", "pcf")]
+    [6, 6, 7, 6, 1]
+    >>> sorted({len(p) for p in big.smf_peers.values()}), len(big.smfs_of_upf("upf-1")) in (1, 6)
+    ([2], True)
 
     >>> [s.engine for s in build_network(7, "mixed").gpu_servers]
     ['vllm', 'sglang']
@@ -161,13 +172,16 @@ def build_network(seed: int, engine: ServingEngine = "vllm") -> Network:
     >>> a.gpu_servers[0].kv_tokens == b.gpu_servers[0].kv_tokens, a.entities == b.entities
     (True, True)
     """
+    if not 1 <= scale <= MAX_SCALE:
+        raise ValueError(f"network scale {scale} out of range (1 to {MAX_SCALE})")
     rng = np.random.default_rng([seed, 11])
+    n = 2 * scale
     entities: list[Entity] = []
-    for i, s in enumerate(_shares(rng, 2), 1):
+    for i, s in enumerate(_shares(rng, n), 1):
         entities.append(Entity(f"amf-{i}", "amf", s))
-    for i, s in enumerate(_shares(rng, 2), 1):
+    for i, s in enumerate(_shares(rng, n), 1):
         entities.append(Entity(f"smf-{i}", "smf", s))
-    for i in range(1, 4):
+    for i in range(1, n + 2):
         entities.append(Entity(f"upf-{i}", "upf"))
     entities += [
         Entity("pcf-1", "pcf"),
@@ -177,11 +191,11 @@ def build_network(seed: int, engine: ServingEngine = "vllm") -> Network:
         Entity("sepp-1", "sepp"),
     ]
     # N4: each SMF serves two UPFs, one UPF is shared
-    shared = int(rng.integers(1, 4))
-    others = [u for u in (1, 2, 3) if u != shared]
+    shared = int(rng.integers(1, n + 2))
+    others = [u for u in range(1, n + 2) if u != shared]
     smf_peers = {
-        "smf-1": tuple(sorted((f"upf-{others[0]}", f"upf-{shared}"))),
-        "smf-2": tuple(sorted((f"upf-{others[1]}", f"upf-{shared}"))),
+        f"smf-{k}": tuple(sorted((f"upf-{others[k - 1]}", f"upf-{shared}")))
+        for k in range(1, n + 1)
     }
     picks = rng.choice(len(_PARTNER_POOL), size=2, replace=False)
     partners = tuple(
@@ -198,12 +212,12 @@ def build_network(seed: int, engine: ServingEngine = "vllm") -> Network:
         GpuServer(
             id=f"gpu-srv-{i}",
             gpus=("0", "1"),
-            model_name=_MODELS[int(models[i - 1])],
+            model_name=_MODELS[int(models[(i - 1) % len(_MODELS)])],
             peak_rps=float(rng.uniform(5.0, 7.0)),
             kv_tokens=float(rng.uniform(280_000, 320_000)),
             engine=_engine_of(engine, i),
         )
-        for i in (1, 2)
+        for i in range(1, n + 1)
     )
     entities += [Entity(s.id, "gpu_server") for s in servers]
     uptime = {

@@ -200,6 +200,32 @@ def test_multi_day_repeats_every_fault() -> None:
     assert all(faults.count(f) >= 3 for f in FAULT_IDS)
 
 
+def test_a_larger_network_spreads_faults_over_more_entities() -> None:
+    """``scale`` builds a larger network (scale × 2 AMFs, SMFs and GPU servers, one UPF more
+    than SMFs): every labelled root and affected entity is in the inventory, faults land on
+    the new entities too, and each NF carries a typical NF's traffic."""
+    sc = build_scenario(ScenarioConfig(days=3, faults="all", seed=11, interval_s=300, scale=2))
+    ids = {e["id"] for e in sc.inventory["entities"]}
+    counts = {t: sum(1 for e in sc.inventory["entities"] if e["type"] == t) for t in CORE}
+    assert counts == {"amf": 4, "smf": 4, "upf": 5, "pcf": 1}
+    incs = sc.labels["incidents"]
+    roots = {i["root_cause"]["entity"] for i in incs}
+    assert {i["root_cause"]["fault"] for i in incs} == set(FAULT_IDS)
+    assert all(set(i["affected"]) <= ids for i in incs) and roots <= ids | {""}
+    assert {"amf-3", "amf-4", "smf-3", "smf-4", "gpu-srv-3", "gpu-srv-4"} & roots
+    small = build_scenario(ScenarioConfig(days=0.05, faults="none", seed=11, interval_s=300))
+    big = build_scenario(ScenarioConfig(days=0.05, faults="none", seed=11, interval_s=300, scale=2))
+
+    def gnb_ue(sc: Scenario) -> float:
+        f = Frame(sc)
+        rows = [i for i, s in enumerate(sc.series) if s.metric == "ran_ue"]
+        return float(np.mean(f.v[rows]))
+
+    assert 0.8 < gnb_ue(big) / gnb_ue(small) < 1.25
+    with pytest.raises(ValidationError, match="scale"):
+        ScenarioConfig(scale=9)
+
+
 # -- determinism -------------------------------------------------------------------------------
 
 
