@@ -114,6 +114,7 @@ class KernelParams(NamedTuple):
     tail_start: float
     xi_max: float
     warmup_outlier: float
+    warmup_alarm: float
     res_always: float
     n_seasons: float
     period0: float
@@ -387,7 +388,12 @@ def ensemble_step(
             log_n = math.log(max(nn, 1.0))
             bar0 = _bar(tl, 0, i, p.tail_start, log_n)
             bar1 = _bar(tl, 1, i, p.tail_start, log_n)
-        r0 = point / bar0
+        # in the warm-up the point member may page beyond warmup_outlier x its iid bar
+        # (EnsembleParams.warmup_alarm); the tails still see bar0 (inf: not yet learnt)
+        page0 = bar0
+        if p.warmup_alarm > 0.0 and scored and not math.isfinite(bar0):
+            page0 = p.warmup_outlier * tl[i, _FLOOR, 0]
+        r0 = point / page0
         r1 = shift / bar1 if r0 >= p.shift_gate else 0.0
         sc = max(r0, r1) if p.votes <= 1 else min(r0, r1)
         # alert: minimum duration, hysteresis, refractory
@@ -410,7 +416,7 @@ def ensemble_step(
         score[i] = sc
         detail[i, 0] = ref
         detail[i, 1] = scale
-        detail[i, 2] = bar0
+        detail[i, 2] = page0
         detail[i, 3] = r0
         detail[i, 4] = r1
         # learn: profiles, level, CUSUM, lag-1 correlation, tails

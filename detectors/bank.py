@@ -136,6 +136,7 @@ class EnsembleBank(EnsembleParams):
             tail_start=self.tail_start,
             xi_max=self.xi_max,
             warmup_outlier=self.warmup_outlier,
+            warmup_alarm=float(self.warmup_alarm),
             res_always=float(self.resolution_always),
             n_seasons=float(len(self.seasons_)),
             period0=s0[0],

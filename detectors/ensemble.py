@@ -192,6 +192,13 @@ class Ensemble(EnsembleParams):
         fp, fs = self.floors()
         return self.tails_[0].bar(qp, fp, warm), self.tails_[1].bar(qs, fs, warm)
 
+    def _point_bar(self, bar: float) -> float:
+        """The bar the point member is judged against: its bar, or in the warm-up (after the
+        grace) ``warmup_outlier`` × its iid bar where ``warmup_alarm`` is on."""
+        if math.isfinite(bar) or not self.warmup_alarm or self.level_.n_ < self.grace:
+            return bar
+        return self.warmup_outlier * self.floors()[0]
+
     def _noise_floor(self, ref: float, support: float | None) -> float:
         """Floor of the scale: the resolution's rounding noise
         (:func:`detectors.params.resolution_floor`) and, for a ratio of counts backed by
@@ -279,11 +286,12 @@ class Ensemble(EnsembleParams):
         self.scale_ = scale
         scores = self.member_scores(x, t, support)
         bars = self.bars()
-        point = scores[0] / bars[0]
+        point_bar = self._point_bar(bars[0])
+        point = scores[0] / point_bar
         shift = scores[1] / bars[1] if point >= self.shift_gate else 0.0
         ratios = (point, shift)
         self.member_scores_ = scores
-        self.bars_ = bars
+        self.bars_ = (point_bar, bars[1])
         self.ratios_ = ratios
         self.score_ = sorted(ratios, reverse=True)[min(self.votes, len(ratios)) - 1]
         transition = self.alerter_.update(self.score_)

@@ -59,7 +59,10 @@ class SeriesMonitor:
     ``0.02`` for a success ratio) set the smallest deviation worth a page. A peak beyond
     ``warmup_outlier`` × the iid bar during the warm-up is taken for an incident, not for a
     normal peak (a PFCP association lost or an NRF failing in the first hour must not blind the
-    series for good). ``grace_clip`` (off by default) clips the level's updates in the grace:
+    series for good), and with ``warmup_alarm`` (on) it pages: the point member's bar is that
+    multiple of its iid bar until the tail fit exists, so a gross fault is seen in the first
+    hour, and at a 60-min PM period in hours 6 to 12. ``grace_clip`` (off by default) clips
+    the level's updates in the grace:
     at a 15-min PM period the grace is seven hours, and a fault in it, learnt as it comes,
     inflates the scale for days; but at 8 scales it made the roaming-PLMN success ratios (1.0
     but for the odd failure of a handful of registrations) page 50 times in 20 days at 900 s,
@@ -101,6 +104,7 @@ class SeriesMonitor:
         shift_gate: float = 0.5,
         shift_share: float = 0.5,
         warmup_outlier: float = 4.0,
+        warmup_alarm: bool = True,
         resolution_always: bool = False,
         grace_clip: float = math.inf,
         grace: int = 12,
@@ -122,6 +126,7 @@ class SeriesMonitor:
         self.shift_gate = shift_gate
         self.shift_share = shift_share
         self.warmup_outlier = warmup_outlier
+        self.warmup_alarm = warmup_alarm
         self.resolution_always = resolution_always
         self.grace_clip = grace_clip
         self.grace = grace
@@ -147,6 +152,7 @@ class SeriesMonitor:
             "shift_gate": self.shift_gate,
             "shift_share": self.shift_share,
             "warmup_outlier": self.warmup_outlier,
+            "warmup_alarm": self.warmup_alarm,
             "resolution_always": self.resolution_always,
             "grace_clip": self.grace_clip,
             "grace": self.grace,

@@ -248,6 +248,11 @@ class EnsembleParams:
     shift_share: float = 0.5
     #: warm-up peaks beyond this multiple of the iid bar are not learnt as normal
     warmup_outlier: float = math.inf
+    #: ... and page: the point member's bar in the warm-up (after the grace) is
+    #: ``warmup_outlier`` × its iid bar instead of none, so a gross fault in the first hour
+    #: (a PFCP association lost, an error share from 0 to a half) is seen, not only kept out
+    #: of the tails. Off here (NAB's probation is scored by no one); on in the NOC monitor.
+    warmup_alarm: bool = False
     #: learn the resolution (:data:`RESOLUTION_TO_SIGMA`) at every step, alarms included, not
     #: only in the warm-up: for counts of events (a counter's increase or rate), where a
     #: series quiet through its warm-up that later ticks now and then is routine, not a new

@@ -68,6 +68,8 @@ def _assert_matches_ensembles(
         ({"shift_gate": 0.0, "shift_share": 0.2, "target_rate": 0.5}, True),
         ({"shift_gate": 0.8, "shift_share": 0.7, "target_rate": 1.0, "min_duration": 1}, True),
         ({"warmup_outlier": 10.0, "min_duration": 1}, True),
+        ({"warmup_outlier": 4.0, "warmup_alarm": True, "min_duration": 1}, True),
+        ({"warmup_outlier": 4.0, "warmup_alarm": True, "warmup": None}, True),
         # a 2-day "week" so the second profile matures inside the 10-day series
         ({"week_period": 2 * 86400.0, "week_bins": 24, "min_duration": 1}, True),
         ({"week_bins": 0}, True),
@@ -115,6 +117,12 @@ def test_incident_in_warmup_does_not_blind_a_constant_gauge(interval: float) -> 
     later = (t >= 90000.0) & (t < 90000.0 + 17 * 60)
     assert res.opened[0, later].any()
     assert res.opened[0].tolist() == opened
+    first = (t >= 3000.0) & (t < 3000.0 + 17 * 60)
+    assert not res.opened[0, first].any()  # no bar yet: the warm-up drop is only kept out
+    # with warmup_alarm (the NOC monitor's) the warm-up drop pages too, beyond 4 iid bars
+    # (at 5 min the first drop falls in the grace of 30 values, when nothing is scored)
+    alarm = EnsembleBank(1, **{**kw, "warmup_outlier": 4.0, "warmup_alarm": True}).run(x, t)
+    assert alarm.opened[0, first].any() == (interval <= 60.0) and alarm.opened[0, later].any()
     if interval <= 60.0:  # (at 5 min the hour of warm-up ends inside the first drop)
         # the default learns every warm-up peak (spiky series): the step is its normal peak
         blind = EnsembleBank(1, bad_direction="down", warmup=None).run(x, t)

@@ -67,6 +67,11 @@ def test_a_fault_in_the_warm_up_does_not_blind_the_monitor() -> None:
     for interval in (15.0, 30.0, 60.0):
         opened = _error_share_day(SeriesMonitor(bad_direction="up"), interval)
         assert any(75000 <= t < 75000 + 960 for t in opened), interval
+        # the warm-up fault pages too (beyond 4 iid bars before the tail fit exists) ...
+        assert any(2700 <= t < 2700 + 960 for t in opened), interval
+        # ... which it did not before warmup_alarm
+        quiet = _error_share_day(SeriesMonitor(bad_direction="up", warmup_alarm=False), interval)
+        assert not any(t < 3600 for t in quiet), interval
     # what the guard prevents: learning the warm-up fault as a normal peak
     blind = _error_share_day(SeriesMonitor(bad_direction="up", warmup_outlier=float("inf")), 30.0)
     assert not any(75000 <= t < 75000 + 960 for t in blind)
