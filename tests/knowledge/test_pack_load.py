@@ -83,3 +83,69 @@ def test_shares_of_events_are_declared_proportions(pack: Pack) -> None:
     assert not k["sbi-udm-latency"].proportion  # seconds, backed by a count
     assert not k["gpu-spec-accept-length"].proportion  # tokens per draft
     assert not k["amf-registration-attempts"].proportion  # no support
+
+
+class _Exporter:
+    """A selector source holding a few series by name: gauges and counter increases
+    (``increase`` over a 60 s window), histograms as ``<name>_sum``/``<name>_count``."""
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values = values
+
+    def select(self, fn: str, metric: str, matchers: object) -> float | None:
+        if fn == "hist_mean":
+            s, c = self.values.get(metric + "_sum"), self.values.get(metric + "_count")
+            return None if s is None or not c else s / c
+        v = self.values.get(metric)
+        if v is None:
+            return None
+        return v / 60.0 if fn == "rate" else v
+
+
+@pytest.mark.parametrize(
+    ("kpi", "series", "expected"),
+    [
+        # vLLM (V1 names), its V0 names, SGLang: the same KPI from whichever is exported
+        ("gpu-kv-cache-usage", {"vllm:kv_cache_usage_perc": 0.97}, 0.97),
+        ("gpu-kv-cache-usage", {"vllm:gpu_cache_usage_perc": 0.96}, 0.96),
+        ("gpu-kv-cache-usage", {"sglang:token_usage": 0.95}, 0.95),
+        (
+            "gpu-itl-mean",
+            {"vllm:time_per_output_token_seconds_sum": 3.0,
+             "vllm:time_per_output_token_seconds_count": 100.0},
+            0.03,
+        ),
+        (
+            "gpu-prefix-cache-hit",
+            {"vllm:gpu_prefix_cache_hits_total": 30.0,
+             "vllm:gpu_prefix_cache_queries_total": 120.0},
+            0.25,
+        ),
+        (
+            "gpu-prefix-cache-hit",
+            {"sglang:cached_tokens_total": 60.0, "sglang:prompt_tokens_total": 120.0},
+            0.5,
+        ),
+        ("gpu-preemption-rate", {"sglang:num_retracted_requests_total": 30.0}, 0.5),
+        ("gpu-spec-accept-length", {"sglang:spec_accept_length": 2.4}, 2.4),
+        (
+            "gpu-spec-accept-length",
+            {"vllm:spec_decode_num_accepted_tokens_total": 140.0,
+             "vllm:spec_decode_num_drafts_total": 100.0},
+            2.4,
+        ),
+        ("gpu-requests-waiting", {"sglang:num_queue_reqs": 7.0}, 7.0),
+        # the current vLLM name wins where a version exports both
+        (
+            "gpu-kv-cache-usage",
+            {"vllm:kv_cache_usage_perc": 0.5, "vllm:gpu_cache_usage_perc": 0.9},
+            0.5,
+        ),
+    ],
+)  # fmt: skip
+def test_engine_kpis_read_whichever_exporter_runs(
+    pack: Pack, kpi: str, series: dict[str, float], expected: float
+) -> None:
+    value = pack.kpis[kpi].parsed.evaluate(_Exporter(series))
+    assert value is not None and abs(value - expected) < 1e-9
+    assert pack.kpis[kpi].parsed.evaluate(_Exporter({"tgi:queue_size": 3.0})) is None
