@@ -265,7 +265,8 @@ class RunState:
 
 
 class _EngineOut(NamedTuple):
-    """What a serving engine did over each tick, before an exporter names it."""
+    """What a serving engine did over each tick, before an exporter names it (``running``,
+    ``waiting`` and ``kv`` as its gauges read them)."""
 
     running: Arr
     waiting: Arr
@@ -884,7 +885,13 @@ class Generator:
             r_prev = r
         st.queue, st.running = q, r_prev
 
-        eng = _EngineOut(running, waiting, kv, pre, fin, abort, gen, prompt, hit, acc, ttft, itl)
+        # what the engine's gauges read (either exporter): the state with its jitter
+        eng = _EngineOut(
+            np.round(running * (1 + 0.03 * nz.normal(f"{ent}|run"))),
+            np.round(waiting * (1 + 0.05 * np.abs(nz.normal(f"{ent}|wait")))),
+            np.clip(kv * (1 + 0.01 * nz.normal(f"{ent}|kv")), 0.0, 1.0),
+            *(pre, fin, abort, gen, prompt, hit, acc, ttft, itl),
+        )
         if srv.engine == "sglang":
             self._sglang(c, ent, eng, cap)
         else:
@@ -932,22 +939,10 @@ class Generator:
 
     def _vllm(self, c: _Chunk, ent: str, e: _EngineOut) -> None:
         """A vLLM engine's series (``vllm:*``, research/telemetry.md §2.1)."""
-        nz, p = c.noise, self.p
-        c.gauge(
-            ent,
-            "vllm:num_requests_running",
-            np.round(e.running * (1 + 0.03 * nz.normal(f"{ent}|run"))),
-        )
-        c.gauge(
-            ent,
-            "vllm:num_requests_waiting",
-            np.round(e.waiting * (1 + 0.05 * np.abs(nz.normal(f"{ent}|wait")))),
-        )
-        c.gauge(
-            ent,
-            "vllm:kv_cache_usage_perc",
-            np.clip(e.kv * (1 + 0.01 * nz.normal(f"{ent}|kv")), 0.0, 1.0),
-        )
+        p = self.p
+        c.gauge(ent, "vllm:num_requests_running", e.running)
+        c.gauge(ent, "vllm:num_requests_waiting", e.waiting)
+        c.gauge(ent, "vllm:kv_cache_usage_perc", e.kv)
         c.count(ent, "vllm:num_preemptions_total", e.pre)
         stop = c.count(
             ent, skey("vllm:request_success_total", finished_reason="stop"), e.fin * 0.93
@@ -994,20 +989,11 @@ class Generator:
         quantities under SGLang's names and kinds, e.g. KV pool usage is ``token_usage``,
         preemptions are retractions, and speculative decoding and the prefix cache report
         gauges (``spec_accept_length``, ``cache_hit_rate``) beside token counters."""
-        nz, p = c.noise, self.p
-        c.gauge(
-            ent,
-            "sglang:num_running_reqs",
-            np.round(e.running * (1 + 0.03 * nz.normal(f"{ent}|run"))),
-        )
-        c.gauge(
-            ent,
-            "sglang:num_queue_reqs",
-            np.round(e.waiting * (1 + 0.05 * np.abs(nz.normal(f"{ent}|wait")))),
-        )
-        usage = np.clip(e.kv * (1 + 0.01 * nz.normal(f"{ent}|kv")), 0.0, 1.0)
-        c.gauge(ent, "sglang:token_usage", usage)
-        c.gauge(ent, "sglang:num_used_tokens", np.round(usage * cap))
+        p = self.p
+        c.gauge(ent, "sglang:num_running_reqs", e.running)
+        c.gauge(ent, "sglang:num_queue_reqs", e.waiting)
+        c.gauge(ent, "sglang:token_usage", e.kv)
+        c.gauge(ent, "sglang:num_used_tokens", np.round(e.kv * cap))
         c.gauge(ent, "sglang:max_total_num_tokens", np.round(cap))
         c.gauge(ent, "sglang:gen_throughput", e.gen, rel_noise=0.02)
         c.gauge(ent, "sglang:cache_hit_rate", e.hit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,24 +128,30 @@ def test_eval_run_end_to_end(tmp_path: Path) -> None:
     assert rep["samples"] == 300
 
 
-def test_pm_period_scenario_pages_on_one_sample(tmp_path: Path) -> None:
-    """At a 15-min PM period a fault spans one to three samples: the KPI window is one period
-    and one sample over the bar pages (before: four-period windows and two samples found 27 %
-    of this scenario's incidents; it is the one the change was checked on, seed 53)."""
+def _simulate_and_eval(tmp_path: Path, *simulate_args: str) -> dict[str, Any]:
+    """``noc simulate`` into ``tmp_path/sc`` with ``simulate_args``, then ``noc eval run`` on
+    it (inventory given); the report."""
     import json
 
-    from detectors.params import kpi_window_s, monitor_min_duration
-
-    assert (kpi_window_s(15.0), monitor_min_duration(15.0)) == (60.0, 2)  # scrapes unchanged
-    assert (kpi_window_s(900.0), monitor_min_duration(900.0)) == (900.0, 1)
     out = tmp_path / "sc"
-    sim = ["simulate", "--out", str(out), "--days", "10", "--interval", "900", "--seed", "53"]
-    assert cli_run(sim) == 0
+    assert cli_run(["simulate", "--out", str(out), *simulate_args]) == 0
     rep_path = tmp_path / "r.json"
     args = ["eval", "run", "--telemetry", str(out / "telemetry.jsonl")]
     args += ["--labels", str(out / "labels.json"), "--inventory", str(out / "inventory.json")]
     assert cli_run([*args, "--out", str(rep_path)]) == 0
-    rep = json.loads(rep_path.read_text())
+    report: dict[str, Any] = json.loads(rep_path.read_text())
+    return report
+
+
+def test_pm_period_scenario_pages_on_one_sample(tmp_path: Path) -> None:
+    """At a 15-min PM period a fault spans one to three samples: the KPI window is one period
+    and one sample over the bar pages (before: four-period windows and two samples found 27 %
+    of this scenario's incidents; it is the one the change was checked on, seed 53)."""
+    from detectors.params import kpi_window_s, monitor_min_duration
+
+    assert (kpi_window_s(15.0), monitor_min_duration(15.0)) == (60.0, 2)  # scrapes unchanged
+    assert (kpi_window_s(900.0), monitor_min_duration(900.0)) == (900.0, 1)
+    rep = _simulate_and_eval(tmp_path, "--days", "10", "--interval", "900", "--seed", "53")
     assert rep["incident_recall"] >= 0.6
     assert rep["detection_delay_s_p50"] <= 2 * 900.0
     # the first sample after a fault's start holds part of it: the delay after the signal
@@ -159,19 +166,11 @@ def test_sglang_servers_are_diagnosed_like_vllm_ones(tmp_path: Path) -> None:
     (``sglang:token_usage``, retractions, a ``spec_accept_length`` gauge); the pack's engine
     KPIs read whichever engine a server runs. Before, only the DCGM KPIs saw an SGLang server:
     on this scenario 2 of its 5 engine faults were found and 1 diagnosed."""
-    import json
-
-    out = tmp_path / "sc"
     faults = "kv_cache_saturation,spec_accept_collapse,long_context_kv_cost"
     faults += ",compressed_weights_high_concurrency,nccl_hang"
-    sim = ["simulate", "--out", str(out), "--days", "1", "--interval", "60", "--seed", "5"]
-    assert cli_run([*sim, "--faults", faults, "--serving-engine", "sglang"]) == 0
-    assert '"sglang:token_usage"' in (out / "telemetry.jsonl").read_text()
-    rep_path = tmp_path / "r.json"
-    args = ["eval", "run", "--telemetry", str(out / "telemetry.jsonl")]
-    args += ["--labels", str(out / "labels.json"), "--inventory", str(out / "inventory.json")]
-    assert cli_run([*args, "--out", str(rep_path)]) == 0
-    rep = json.loads(rep_path.read_text())
+    sim = ["--days", "1", "--interval", "60", "--seed", "5", "--faults", faults]
+    rep = _simulate_and_eval(tmp_path, *sim, "--serving-engine", "sglang")
+    assert '"sglang:token_usage"' in (tmp_path / "sc" / "telemetry.jsonl").read_text()
     assert rep["incidents_total"] == 5
     assert rep["incident_recall"] == 1.0
     assert rep["rca_ac1"] >= 0.8, rep["rca_failures"]
@@ -184,16 +183,9 @@ def test_phased_scrapes_keep_shares_quiet(tmp_path: Path) -> None:
     shares of events: inferring it from whole-number supports lost the binomial floor, and
     this scenario (60 s, seed 5, a tuning seed) went from 3 false alerts to 23 (0.87 per
     entity-day) and from 97 % recall to 93 %."""
-    import json
-
-    out = tmp_path / "sc"
-    sim = ["simulate", "--out", str(out), "--days", "2", "--interval", "60", "--seed", "5"]
-    assert cli_run([*sim, "--scrape-phases"]) == 0
-    rep_path = tmp_path / "r.json"
-    args = ["eval", "run", "--telemetry", str(out / "telemetry.jsonl")]
-    args += ["--labels", str(out / "labels.json"), "--inventory", str(out / "inventory.json")]
-    assert cli_run([*args, "--out", str(rep_path)]) == 0
-    rep = json.loads(rep_path.read_text())
+    rep = _simulate_and_eval(
+        tmp_path, "--days", "2", "--interval", "60", "--seed", "5", "--scrape-phases"
+    )
     assert rep["quarantined"] == 0
     assert rep["incident_recall"] >= 0.95
     assert rep["false_alerts_per_entity_day"] <= 0.2
