@@ -54,7 +54,7 @@ DEFAULT = (
     "4:60:31:mixed",
     "10:300:71:sglang",
     # a network three times larger (added in the ninth session), on a seed never inspected
-    "7:60:67:phases:mixed:x3",
+    "3:60:67:phases:mixed:x3",
 )
 FLAGS = {"phases": ", phased scrapes", "sglang": ", SGLang engines", "mixed": ", mixed engines"}
 SCALE = re.compile(r"^x([1-8])$")
