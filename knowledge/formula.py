@@ -65,13 +65,10 @@ SELECTORS = frozenset(
 )
 #: the selector of a whole entity's liveness; it reads no metric (see the module docstring)
 LIVENESS = "up"
-#: folds over expressions that have a value (``None`` ones are skipped); ``first`` keeps the
-#: first such value
-_AGGREGATES: dict[str, Callable[[float, float], float]] = {
-    "min": min,
-    "max": max,
-    "first": lambda kept, _later: kept,
-}
+#: folds over expressions that have a value (``None`` ones are skipped)
+_AGGREGATES: dict[str, Callable[[float, float], float]] = {"min": min, "max": max}
+#: the first of its expressions that has a value (the later ones are not evaluated)
+_FIRST = "first"
 _BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
@@ -163,7 +160,7 @@ def _up(source: SelectorSource) -> float | None:
 
 
 def _check(node: ast.expr, out: list[Selector]) -> None:
-    allowed = ", ".join(sorted(SELECTORS | set(_AGGREGATES) | {LIVENESS}))
+    allowed = ", ".join(sorted(SELECTORS | set(_AGGREGATES) | {_FIRST, LIVENESS}))
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
         return
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
@@ -175,7 +172,7 @@ def _check(node: ast.expr, out: list[Selector]) -> None:
         return
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name = node.func.id
-        if name in _AGGREGATES:
+        if name in _AGGREGATES or name == _FIRST:
             if node.keywords or len(node.args) < 2:
                 raise FormulaError(f"{name}() takes two or more expressions")
             for arg in node.args:
@@ -235,6 +232,17 @@ def _compile(node: ast.expr) -> _Node:
         return binop
     assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     name = node.func.id
+    if name == _FIRST:
+        options = [_compile(a) for a in node.args]
+
+        def first(source: SelectorSource) -> float | None:
+            for option in options:
+                v = option(source)
+                if v is not None:
+                    return v
+            return None
+
+        return first
     if name in _AGGREGATES:
         args, agg = [_compile(a) for a in node.args], _AGGREGATES[name]
 

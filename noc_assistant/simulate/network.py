@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -36,7 +36,7 @@ MAX_SCALE = 8
 ServingEngine = Literal["vllm", "sglang", "mixed"]
 #: what ``build_network(engine=...)`` accepts: every server on vLLM, every one on SGLang, or
 #: the two alternating (``gpu-srv-1`` vLLM, ``gpu-srv-2`` SGLang, …)
-SERVING_ENGINES: tuple[str, ...] = ("vllm", "sglang", "mixed")
+SERVING_ENGINES: tuple[str, ...] = get_args(ServingEngine)
 
 _PARTNER_POOL: tuple[tuple[str, str], ...] = (
     ("262-01", "partner-a"),

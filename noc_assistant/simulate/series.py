@@ -137,7 +137,8 @@ class _Builder:
         self.add(entity, base, f"{metric}_count", "histogram_count", scope=scope, extra=extra)
 
 
-def _vllm_series(b: _Builder, ent: str, base: dict[str, str]) -> None:
+def _vllm_series(b: _Builder, ent: str, model_name: str) -> None:
+    base = {"instance": ent, "model_name": model_name, "engine": "0"}
     sc = "engine"
     b.add(ent, base, "vllm:num_requests_running", "gauge", scope=sc)
     b.add(ent, base, "vllm:num_requests_waiting", "gauge", scope=sc)
@@ -304,7 +305,7 @@ def build_series(net: Network) -> list[SeriesDef]:
             if srv.engine == "sglang":
                 _sglang_series(b, ent, srv.model_name)
             else:
-                _vllm_series(b, ent, {"instance": ent, "model_name": srv.model_name, "engine": "0"})
+                _vllm_series(b, ent, srv.model_name)
             for gpu in srv.gpus:
                 gbase = {"instance": ent, "gpu": gpu}
                 for f in DCGM_FIELDS:
