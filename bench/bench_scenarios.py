@@ -11,10 +11,12 @@ targets, so that KPI windows cut scrape intervals as they do on real data; the `
 ``:mixed`` rows run the GPU servers on SGLang (all, or every other one: ``noc simulate
 --serving-engine``), on the seed of a vLLM row so that the two compare figure for figure; a
 ``:xN`` row runs a network N times larger (``noc simulate --scale N``: 2N AMFs, SMFs and GPU
-servers, 2N + 1 UPFs).
+servers, 2N + 1 UPFs); a ``:converged`` row adds an EPC beside the 5G core (``noc simulate
+--core converged``: MMEs, an HSS, an SGW, the gateway-selection DNS), where S1, attach-storm,
+DNS and S6a faults happen in half the incidents of those classes.
 
 Usage: .venv/bin/python bench/bench_scenarios.py [--work /tmp/noc-bench] [--keep]
-       [--scenario DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN] ...]
+       [--scenario DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN][:converged] ...]
 
 ``--keep`` leaves the telemetry on disk (a 14-day run is 4.7 GB) and reuses a finished
 scenario's report.json; the table names the git commit each report was measured at.
@@ -56,7 +58,12 @@ DEFAULT = (
     # a network three times larger (added in the ninth session), on a seed never inspected
     "3:60:67:phases:mixed:x3",
 )
-FLAGS = {"phases": ", phased scrapes", "sglang": ", SGLang engines", "mixed": ", mixed engines"}
+FLAGS = {
+    "phases": ", phased scrapes",
+    "sglang": ", SGLang engines",
+    "mixed": ", mixed engines",
+    "converged": ", converged EPC + 5GC",
+}
 SCALE = re.compile(r"^x([1-8])$")
 KEYS = (
     "incident_recall",
@@ -89,7 +96,8 @@ def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
     scales = [m.group(1) for f in flags if (m := SCALE.match(f))]
     if any(f not in FLAGS and not SCALE.match(f) for f in flags) or len(engines) > 1:
         raise SystemExit(
-            f"--scenario {spec}: expected DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN]"
+            f"--scenario {spec}: expected "
+            "DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN][:converged]"
         )
     phases = "phases" in flags
     out = work / "-".join([f"d{days}", f"i{interval}", f"s{seed}", *flags])
@@ -104,6 +112,7 @@ def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
         sim += ["--scrape-phases"] if phases else []
         sim += ["--serving-engine", engines[0]] if engines else []
         sim += ["--scale", scales[0]] if scales else []
+        sim += ["--core", "converged"] if "converged" in flags else []
         subprocess.run([*sim, "--faults", "all", "--out", str(out)], check=True, cwd=ROOT)
         t = time.perf_counter()
         subprocess.run(
@@ -158,7 +167,8 @@ def write(results: list[dict[str, Any]], path: Path) -> None:
         f"{' '.join(_arg(r) for r in results)}` "
         "(each: `noc simulate --days D --interval I --seed S --faults all` (`:phases`: with "
         "`--scrape-phases`, each entity scraped at its own offset after the tick; `:sglang` / "
-        "`:mixed`: with `--serving-engine`; `:xN`: with `--scale N`) then "
+        "`:mixed`: with `--serving-engine`; `:xN`: with `--scale N`; `:converged`: with "
+        "`--core converged`) then "
         "`noc eval run --telemetry … --labels … --inventory …`)",
         f"- machine: {cpu_name()}, 2 cores shared with other jobs, Python "
         f"{platform.python_version()}; written {now}",

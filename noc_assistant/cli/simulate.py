@@ -47,6 +47,13 @@ def simulate(
             "(1: 2 AMF, 2 SMF, 3 UPF, 2 GPU servers)."
         ),
     ] = 1,
+    core: Annotated[
+        str,
+        typer.Option(
+            help="5gc (a standalone 5G core) or converged (an EPC beside it: MMEs, an HSS, an "
+            "SGW, the gateway-selection DNS; S1, S6a and DNS faults happen there too)."
+        ),
+    ] = "5gc",
 ) -> None:
     """Simulate an operator network with injected faults and write telemetry.jsonl, labels.json
     and inventory.json."""
@@ -62,6 +69,7 @@ def simulate(
             scrape_phases=scrape_phases,
             serving_engine=serving_engine,
             scale=scale,
+            core=core,
         )
     except ValidationError as exc:
         raise ConfigError(

@@ -28,7 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from noc_assistant.simulate.faults import FAULT_IDS, FAULTS
 from noc_assistant.simulate.model import Generator, RunState
-from noc_assistant.simulate.network import MAX_SCALE, Network, ServingEngine, build_network
+from noc_assistant.simulate.network import (
+    MAX_SCALE,
+    Core,
+    Network,
+    ServingEngine,
+    build_network,
+)
 from noc_assistant.simulate.schedule import Schedule, make_schedule
 from noc_assistant.simulate.series import SeriesDef, build_series
 from noc_assistant.simulate.writer import format_lines, line_parts, write_json
@@ -72,6 +78,10 @@ class ScenarioConfig(BaseModel):
     #: network size: ``scale`` × 2 AMFs, SMFs and GPU servers, one UPF more than SMFs, each
     #: NF carrying a typical NF's traffic (a larger network, not thinner NFs)
     scale: int = Field(default=1, ge=1, le=MAX_SCALE)
+    #: ``5gc`` (a standalone 5G core) or ``converged`` (an EPC control plane beside it:
+    #: MMEs, an HSS, an SGW and the gateway-selection DNS; the faults that have an EPC form
+    #: happen in either core, one chance in two)
+    core: Core = "5gc"
 
     @field_validator("faults")
     @classmethod
@@ -145,7 +155,9 @@ class Scenario:
 
     def __init__(self, config: ScenarioConfig) -> None:
         self.config = config
-        self.network: Network = build_network(config.seed, config.serving_engine, config.scale)
+        self.network: Network = build_network(
+            config.seed, config.serving_engine, config.scale, config.core
+        )
         self.start = config.start.timestamp()
         self.interval_s = float(config.interval_s)
         self.n_ticks = max(1, round(config.days * 86400.0 / self.interval_s))

@@ -21,6 +21,16 @@ root NF produces), ``{other_services}`` (every service but ``nnrf-disc``), ``{al
 True
 >>> FAULTS["udm_timeout"].root_types
 ('udm',)
+
+A converged core (``noc simulate --core converged``) also serves LTE through an EPC control
+plane; there the fault classes of :data:`EPC_FAULTS` happen either in the 5G core or in their
+EPC form (S1 instead of N2, the HSS's S6a instead of the UDM's SBI, the MME's DNS lookups
+instead of NRF discovery), with the same durations.
+
+>>> sorted(EPC_FAULTS)
+['n2_sctp_loss', 'nrf_discovery_failure', 'registration_storm', 'udm_timeout']
+>>> all(EPC_FAULTS[f].duration_min == FAULTS[f].duration_min for f in EPC_FAULTS)
+True
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from typing import Literal
 
 __all__ = [
     "AMF_SERVICES",
+    "EPC_FAULTS",
     "FAULTS",
     "FAULT_IDS",
     "KNOBS",
@@ -65,6 +76,10 @@ KNOBS: Mapping[str, Combine] = {
     "sbi_unavail": "add",  # share answered 503
     "sbi_skip": "add",  # share never sent (producer could not be discovered)
     "disc_rate_mult": "mul",  # nnrf-disc request rate (cache misses, retries)
+    # EPC: an MME's knobs above are its eNB (S1) associations, UE contexts and attach (and
+    # tracking-area update) rates
+    "dns_fail": "add",  # MME: share of DNS queries for gateway selection failing
+    "s6a_error": "add",  # HSS: share of S6a AIR/ULR answered with an error
     # SMF
     "s8_fail": "add",  # share of S8 Create Session from a partner SGW lost (scope: plmn)
     # UPF
@@ -481,6 +496,69 @@ FAULTS: Mapping[str, FaultSpec] = dict(
                 ),
                 gaps=(Gap("engine", 0.68, 0.8),),
                 restarts=(Restart("engine", 0.8),),
+            )
+        ),
+    ]
+)
+
+#: The EPC form of the fault classes that have one (a converged core draws either form).
+EPC_FAULTS: Mapping[str, FaultSpec] = dict(
+    [
+        _fault(
+            FaultSpec(
+                id="n2_sctp_loss",
+                root_types=("mme",),
+                duration_min=FAULTS["n2_sctp_loss"].duration_min,
+                # S1-MME: the same drop, flapping and re-attach wave as N2
+                effects=FAULTS["n2_sctp_loss"].effects,
+                affected=("hss",),
+            )
+        ),
+        _fault(
+            FaultSpec(
+                id="registration_storm",
+                root_types=("mme",),
+                duration_min=FAULTS["registration_storm"].duration_min,
+                effects=(
+                    Effect(
+                        "root",
+                        "reg_init_mult",
+                        (6.0, 15.0),
+                        Shape(ramp_in_s=90, ramp_out_s=300, wave_period_s=240, wave_depth=0.5),
+                    ),
+                    Effect(
+                        "root",
+                        "reg_mob_mult",
+                        (2.0, 4.0),
+                        Shape(ramp_in_s=90, ramp_out_s=300, wave_period_s=240, wave_depth=0.5),
+                    ),
+                ),
+                affected=("hss",),
+            )
+        ),
+        _fault(
+            FaultSpec(
+                id="nrf_discovery_failure",
+                root_types=("dns",),
+                duration_min=FAULTS["nrf_discovery_failure"].duration_min,
+                # S-NAPTR lookups for SGW/PGW selection fail; the MMEs fall back to their
+                # static gateway lists, so attaches go on
+                effects=(
+                    Effect("mme", "dns_fail", (0.4, 0.8), Shape(ramp_in_s=60, ramp_out_s=120)),
+                ),
+                affected=("mme",),
+            )
+        ),
+        _fault(
+            FaultSpec(
+                id="udm_timeout",
+                root_types=("hss",),
+                duration_min=FAULTS["udm_timeout"].duration_min,
+                # the HSS (or its back-end) answers S6a with errors: too busy, unable to deliver
+                effects=(
+                    Effect("root", "s6a_error", (0.15, 0.5), Shape(ramp_in_s=300, ramp_out_s=120)),
+                ),
+                affected=("mme",),
             )
         ),
     ]

@@ -64,6 +64,16 @@ class TrafficProfile:
     ul_bytes_peak: float = 45e6  # N3 uplink bytes / s per UPF
     dl_bytes_peak: float = 320e6
     ul_packet_bytes: float = 420.0
+    # EPC (converged core), per MME
+    attach_peak: float = 6.0  # attaches (and PDN connectivity requests) / s
+    tau_peak: float = 18.0  # tracking-area updates / s
+    enb_per_mme: int = 30
+    enb_ue_peak: float = 6000.0  # UE contexts on S1
+    mme_sessions: float = 110_000.0  # PDN sessions of attached UEs
+    ue_context_s: float = 8.0  # how long an attaching UE holds an S1 context
+    s6a_base_fail: float = 0.002  # AIR/ULR answered with an error (unknown subscriber, roaming)
+    dns_base_fail: float = 5e-4
+    hss_provisioned: float = 400_000.0  # IMSIs provisioned in the HSS
     sbi_median_s: tuple[tuple[str, float], ...] = (
         ("nausf-auth", 0.008),
         ("nudm-uecm", 0.006),
@@ -401,6 +411,10 @@ class Generator:
             self._upf(c, e)
         for e in self.net.by_type("pcf"):
             self._pcf(c, e)
+        for e in self.net.by_type("mme"):
+            self._mme(c, e)
+        for e in self.net.by_type("hss"):
+            self._hss(c, e)
         for srv in self.net.gpu_servers:
             eng = state.engines.setdefault(srv.id, EngineState())
             self._gpu(c, srv, eng)
@@ -783,6 +797,60 @@ class Generator:
             np.round(sessions * 0.99 * up),
             0.002,
         )
+
+    # -- EPC (converged core) -----------------------------------------------------------------
+
+    def _s6a_fail(self, c: _Chunk) -> Arr:
+        """Share of S6a requests the HSS answers with an error (one HSS, as in Open5GS)."""
+        hss = self.net.by_type("hss")
+        extra = sum((c.knobs.frac(h.id, "s6a_error") for h in hss), np.zeros(c.n))
+        return np.asarray(np.clip(self.p.s6a_base_fail + extra, 0.0, 1.0), dtype=np.float64)
+
+    def _mme(self, c: _Chunk, e: Entity) -> None:
+        """S1 state, gateway-selection DNS lookups, and the S6a load it puts on the HSS.
+
+        An attach (or PDN connectivity request) asks the HSS for authentication vectors (AIR)
+        and registers the MME (ULR) and selects its SGW and PGW by DNS (TS 29.303); a
+        tracking-area update does so now and then. Failed S6a requests are retried."""
+        p, k, nz, ent = self.p, c.knobs, c.noise, e.id
+        up = 1.0 - k.frac(ent, "drain")
+        reach = (1.0 - k.frac(ent, "gnb_loss")) * up
+        s2 = self._load_share(e)
+        load = c.core * nz.wobble(f"{ent}|load")
+        c.gauge(ent, "enb", np.round(p.enb_per_mme * reach))
+        nominal = p.attach_peak * s2 * load * reach
+        lam_att = nominal * k.get(ent, "reg_init_mult")
+        lam_tau = p.tau_peak * s2 * load * k.get(ent, "reg_mob_mult") * reach
+        fail = self._s6a_fail(c)
+        keep = (1.0 - k.frac(ent, "sub_loss")) * reach
+        ue = p.enb_ue_peak * s2 * load * keep * (1.0 - 0.3 * (fail - p.s6a_base_fail))
+        ue = ue + p.ue_context_s * np.maximum(lam_att - nominal, 0.0)
+        c.gauge(ent, "enb_ue", np.round(ue), 0.01)
+        slow = (0.9 + 0.1 * c.core) * nz.wobble(f"{ent}|subs", 0.01)
+        c.gauge(ent, "mme_session", np.round(p.mme_sessions * s2 * slow * keep), 0.002)
+        lookups = lam_att + 0.05 * lam_tau
+        queries = c.count(ent, "dns_query_total", lookups)
+        f_dns = np.clip(p.dns_base_fail + k.get(ent, "dns_fail"), 0.0, 1.0)
+        failed = np.minimum(nz.poisson(f"{ent}|dnsfail", lookups * f_dns * c.dt), queries)
+        c.put(ent, "dns_query_failed", failed)
+        retry = 1.0 + 1.5 * fail
+        c.shared[f"{ent}|s6a_air"] = (lam_att + 0.02 * lam_tau) * retry
+        c.shared[f"{ent}|s6a_ulr"] = (lam_att * (1.0 - fail) + 0.05 * lam_tau) * retry
+        c.shared[f"{ent}|s6a_pur"] = 0.03 * lam_att * up
+
+    def _hss(self, c: _Chunk, e: Entity) -> None:
+        p, k, nz, ent = self.p, c.knobs, c.noise, e.id
+        up = 1.0 - k.frac(ent, "drain")
+        mmes = self.net.by_type("mme")
+        fail = self._s6a_fail(c)
+        for msg in ("air", "ulr"):
+            rate = sum((c.shared[f"{m.id}|s6a_{msg}"] for m in mmes), np.zeros(c.n)) * up
+            got = c.count(ent, f"s6a_rx_{msg}", rate)
+            err = np.minimum(nz.poisson(f"{ent}|{msg}err", rate * fail * c.dt), got)
+            c.put(ent, f"s6a_rx_{msg}_error", err)
+        pur = sum((c.shared[f"{m.id}|s6a_pur"] for m in mmes), np.zeros(c.n)) * up
+        c.count(ent, "s6a_rx_pur", pur)
+        c.gauge(ent, "hss_imsi", np.full(c.n, round(p.hss_provisioned * len(mmes) / 2)))
 
     # -- GPU serving --------------------------------------------------------------------------
 

@@ -15,9 +15,11 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 __all__ = [
+    "CORES",
     "EXPORTING_TYPES",
     "MAX_SCALE",
     "SERVING_ENGINES",
+    "Core",
     "Entity",
     "GpuServer",
     "Network",
@@ -27,7 +29,10 @@ __all__ = [
 ]
 
 #: Entity types that expose metrics (Open5GS NRF, UDM, AUSF and SEPP have no metrics module).
-EXPORTING_TYPES: frozenset[str] = frozenset({"amf", "smf", "upf", "pcf", "gpu_server"})
+#: The Open5GS MME and HSS export metrics; SGW-C/SGW-U and DNS do not.
+EXPORTING_TYPES: frozenset[str] = frozenset(
+    {"amf", "smf", "upf", "pcf", "mme", "hss", "gpu_server"}
+)
 
 HOME_PLMN = "999-70"
 #: the largest ``build_network(scale=...)``: 16 AMFs, 16 SMFs, 17 UPFs, 16 GPU servers
@@ -37,6 +42,13 @@ ServingEngine = Literal["vllm", "sglang", "mixed"]
 #: what ``build_network(engine=...)`` accepts: every server on vLLM, every one on SGLang, or
 #: the two alternating (``gpu-srv-1`` vLLM, ``gpu-srv-2`` SGLang, …)
 SERVING_ENGINES: tuple[str, ...] = get_args(ServingEngine)
+
+Core = Literal["5gc", "converged"]
+#: what ``build_network(core=...)`` accepts: a standalone 5G core, or a converged core that
+#: also serves LTE through an EPC control plane (MMEs, an HSS, an SGW and the DNS used for
+#: gateway selection) beside it, its SMFs acting as PGW-C and its UPFs as PGW-U, as Open5GS
+#: runs them
+CORES: tuple[str, ...] = get_args(Core)
 
 _PARTNER_POOL: tuple[tuple[str, str], ...] = (
     ("262-01", "partner-a"),
@@ -153,12 +165,16 @@ def _shares(rng: np.random.Generator, n: int) -> list[float]:
     return [float(x) for x in raw / raw.sum()]
 
 
-def build_network(seed: int, engine: ServingEngine = "vllm", scale: int = 1) -> Network:
+def build_network(
+    seed: int, engine: ServingEngine = "vllm", scale: int = 1, core: Core = "5gc"
+) -> Network:
     """Build the operator network for ``seed`` (names never hint at faults); ``engine`` is the
     GPU servers' serving engine (:data:`SERVING_ENGINES`), drawn after everything else so that
     the rest of the network is the same whatever it is. ``scale`` multiplies the AMFs, SMFs and
     GPU servers (2 each at 1) and gives one UPF more than SMFs: each SMF has a UPF of its own
-    and one UPF serves them all (N4), as at scale 1.
+    and one UPF serves them all (N4), as at scale 1. ``core="converged"`` adds the EPC
+    control plane (``scale`` × 2 MMEs, an HSS, an SGW, a DNS), drawn from a stream of its own so
+    that the 5G core is the same entity for entity.
 
     >>> big = build_network(7, scale=3)
     >>> [len(big.by_type(t)) for t in ("amf", "smf", "upf", "gpu_server", "pcf")]
@@ -171,9 +187,17 @@ def build_network(seed: int, engine: ServingEngine = "vllm", scale: int = 1) -> 
     >>> a, b = build_network(7, "sglang"), build_network(7)
     >>> a.gpu_servers[0].kv_tokens == b.gpu_servers[0].kv_tokens, a.entities == b.entities
     (True, True)
+
+    >>> cv = build_network(7, core="converged")
+    >>> [e.id for e in cv.entities if e.type in ("mme", "hss", "sgw", "dns")]
+    ['mme-1', 'mme-2', 'hss-1', 'sgw-1', 'dns-1']
+    >>> [e for e in cv.entities if e.type not in ("mme", "hss", "sgw", "dns")] == list(b.entities)
+    True
     """
     if not 1 <= scale <= MAX_SCALE:
         raise ValueError(f"network scale {scale} out of range (1 to {MAX_SCALE})")
+    if core not in CORES:
+        raise ValueError(f"unknown core {core!r} (known: {', '.join(CORES)})")
     rng = np.random.default_rng([seed, 11])
     n = 2 * scale
     entities: list[Entity] = []
@@ -223,6 +247,15 @@ def build_network(seed: int, engine: ServingEngine = "vllm", scale: int = 1) -> 
     uptime = {
         e.id: float(rng.uniform(2, 40) * 86400) for e in entities if e.type in EXPORTING_TYPES
     }
+    if core == "converged":
+        epc = np.random.default_rng([seed, 13])
+        lte = [Entity(f"mme-{i}", "mme", s) for i, s in enumerate(_shares(epc, n), 1)]
+        lte += [Entity("hss-1", "hss"), Entity("sgw-1", "sgw"), Entity("dns-1", "dns")]
+        uptime.update(
+            {e.id: float(epc.uniform(2, 40) * 86400) for e in lte if e.type in EXPORTING_TYPES}
+        )
+        cut = next(i for i, e in enumerate(entities) if e.type == "gpu_server")
+        entities[cut:cut] = lte
     return Network(
         entities=tuple(entities),
         home_plmn=HOME_PLMN,

@@ -20,6 +20,7 @@ import numpy as np
 
 from noc_assistant.simulate.faults import (
     AMF_SERVICES,
+    EPC_FAULTS,
     FAULTS,
     KNOBS,
     SERVICES_OF,
@@ -401,9 +402,15 @@ class _Planner:
                     a = g.snap(start)
                     plans.append((a, f, a + dur))
         plans.sort()
+        # a converged core: each incident of a class with an EPC form is in the EPC or the 5G
+        # core, one chance in two (a stream of its own: the 5G core's plan is unchanged)
+        epc = np.random.default_rng([self.seed, 404]) if self.net.by_type("mme") else None
         spans = []
         for n, (a, f, b) in enumerate(plans, 1):
-            self._incident(rng, f"inc-{n:03d}", FAULTS[f], a, b)
+            spec = FAULTS[f]
+            if epc is not None and f in EPC_FAULTS and epc.random() < 0.5:
+                spec = EPC_FAULTS[f]
+            self._incident(rng, f"inc-{n:03d}", spec, a, b)
             spans.append((a, b))
         return spans
 

@@ -42,6 +42,10 @@ PROMPT_LE: tuple[str, ...] = ("1000", "10000", "50000", "+Inf")
 #: §2.2), shortened to the ones a healthy or a faulty server reaches here
 SGLANG_TTFT_LE: tuple[str, ...] = ("0.1", "0.2", "0.4", "0.6", "0.8", "1", "2", "4", "+Inf")
 SGLANG_ITL_LE: tuple[str, ...] = ("0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "+Inf")
+#: Open5GS MME gauges (``src/mme/metrics.c``): eNBs on S1, UE contexts on S1, PDN sessions
+MME_GAUGES: tuple[str, ...] = ("enb", "enb_ue", "mme_session")
+#: Open5GS HSS S6a receive counters rendered (``s6a_rx_<x>``)
+HSS_S6A: tuple[str, ...] = ("air", "air_error", "ulr", "ulr_error", "pur")
 DCGM_FIELDS: tuple[str, ...] = (
     "DCGM_FI_DEV_SM_CLOCK",
     "DCGM_FI_DEV_GPU_TEMP",
@@ -300,6 +304,17 @@ def build_series(net: Network) -> list[SeriesDef]:
             b.add(
                 ent, base, "fivegs_pcffunction_pa_sessionnbr", "gauge", plmnid=home, snssai=SNSSAI
             )
+        elif e.type == "mme":
+            base = {"instance": ent, "nf": "mme"}
+            for m in MME_GAUGES:
+                b.add(ent, base, m, "gauge")
+            for m in ("dns_query_total", "dns_query_failed"):
+                b.add(ent, base, m, "counter")
+        elif e.type == "hss":
+            base = {"instance": ent, "nf": "hss"}
+            for m in HSS_S6A:
+                b.add(ent, base, f"s6a_rx_{m}", "counter")
+            b.add(ent, base, "hss_imsi", "gauge")
         elif e.type == "gpu_server":
             srv = net.server(ent)
             if srv.engine == "sglang":

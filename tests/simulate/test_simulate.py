@@ -25,6 +25,7 @@ from noc_assistant.simulate import (
     build_scenario,
     write_scenario,
 )
+from noc_assistant.simulate.faults import EPC_FAULTS
 from noc_assistant.simulate.network import EXPORTING_TYPES
 
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)$")
@@ -506,6 +507,88 @@ def test_fault_changes_affected_telemetry(fault: str, baseline: Frame) -> None:
         diff = ~np.isclose(a.v[rows][:, w], baseline.v[rows][:, w], equal_nan=True)
         assert diff.any(), f"{fault}: no change on {ent}"
     assert CHECKS[fault](a, baseline, w, inc), fault
+
+
+# -- a converged core (EPC beside the 5G core) --------------------------------------------------
+
+EPC_CHECKS: dict[str, Check] = {
+    "n2_sctp_loss": lambda a, b, w, i: (
+        a.mean(w, _root(i), "enb") < 0.8 * b.mean(w, _root(i), "enb")
+        and a.mean(w, _root(i), "mme_session") < 0.9 * b.mean(w, _root(i), "mme_session")
+    ),
+    "registration_storm": lambda a, b, w, i: (
+        a.rate(w, _root(i), "dns_query_total") > 3 * b.rate(w, _root(i), "dns_query_total")
+        and a.rate(w, "hss-1", "s6a_rx_air") > 1.5 * b.rate(w, "hss-1", "s6a_rx_air")
+    ),
+    "nrf_discovery_failure": lambda a, b, w, i: all(
+        a.rate(w, m, "dns_query_failed") > 0.2 * a.rate(w, m, "dns_query_total")
+        and b.rate(w, m, "dns_query_failed") < 0.01 * b.rate(w, m, "dns_query_total")
+        for m in ("mme-1", "mme-2")
+    ),
+    "udm_timeout": lambda a, b, w, i: (
+        a.rate(w, _root(i), "s6a_rx_air_error") > 0.1 * a.rate(w, _root(i), "s6a_rx_air")
+        and b.rate(w, _root(i), "s6a_rx_air_error") < 0.01 * b.rate(w, _root(i), "s6a_rx_air")
+        # the MMEs retry what failed
+        and a.rate(w, _root(i), "s6a_rx_air") > b.rate(w, _root(i), "s6a_rx_air")
+    ),
+}
+CONVERGED = {"seed": 21, "core": "converged", **FAST}
+
+
+@pytest.fixture(scope="module")
+def converged_baseline() -> Frame:
+    return Frame(build_scenario(ScenarioConfig(days=0.3, faults="none", **CONVERGED)))
+
+
+def test_converged_core_adds_an_epc_and_leaves_the_5g_core_alone() -> None:
+    """``core="converged"`` adds an EPC control plane: MMEs and an HSS exporting what the
+    Open5GS MME and HSS export (research/telemetry.md §1.2), an SGW and a DNS that export
+    nothing; every 5G-core and GPU series is the same, value for value, as without it."""
+    cfg = {"days": 0.05, "faults": "none", "seed": 4, **FAST}
+    five, conv = (build_scenario(ScenarioConfig(core=c, **cfg)) for c in ("5gc", "converged"))
+    types = {e["id"]: e["type"] for e in conv.inventory["entities"]}
+    assert {k: v for k, v in types.items() if v in ("mme", "hss", "sgw", "dns")} == {
+        "mme-1": "mme",
+        "mme-2": "mme",
+        "hss-1": "hss",
+        "sgw-1": "sgw",
+        "dns-1": "dns",
+    }
+    metrics = {(s.entity, s.metric) for s in conv.series if s.entity in ("mme-1", "hss-1")}
+    for m in ("enb", "enb_ue", "mme_session", "dns_query_total", "dns_query_failed"):
+        assert ("mme-1", m) in metrics
+    for m in ("s6a_rx_air", "s6a_rx_air_error", "s6a_rx_ulr", "s6a_rx_ulr_error", "hss_imsi"):
+        assert ("hss-1", m) in metrics
+    assert not any(s.entity in ("sgw-1", "dns-1") for s in conv.series)
+    fa, fc = Frame(five), Frame(conv)
+    index = {(s.entity, s.key): i for i, s in enumerate(conv.series)}
+    for i, s in enumerate(five.series):
+        assert np.array_equal(fa.v[i], fc.v[index[(s.entity, s.key)]], equal_nan=True), s.key
+    with pytest.raises(ValidationError, match="core"):
+        ScenarioConfig(core="4g", **cfg)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fault", sorted(EPC_CHECKS))
+def test_epc_form_of_a_fault_changes_the_epc_telemetry(
+    fault: str, converged_baseline: Frame
+) -> None:
+    """In a converged core a fault class with an EPC form may happen there (seed 21 draws
+    the EPC form of each): S1 associations lost on an MME, an attach storm, failing
+    gateway-selection DNS, an HSS answering S6a with errors."""
+    assert set(EPC_FAULTS) == set(EPC_CHECKS)
+    sc = build_scenario(ScenarioConfig(days=0.3, faults=[fault], **CONVERGED))
+    (inc,) = sc.labels["incidents"]
+    types = {e["id"]: e["type"] for e in sc.inventory["entities"]}
+    assert types[_root(inc)] == EPC_FAULTS[fault].root_types[0]
+    a, b = Frame(sc), converged_baseline
+    start, end = epoch(inc["start"]), epoch(inc["end"])
+    assert np.array_equal(a.v[:, a.t < start], b.v[:, b.t < start], equal_nan=True)
+    w = a.window(start, end)
+    for ent in inc["affected"]:
+        if types[ent] in EXPORTING_TYPES:
+            rows = [i for i, s in enumerate(sc.series) if s.entity == ent]
+            assert (~np.isclose(a.v[rows][:, w], b.v[rows][:, w], equal_nan=True)).any(), ent
+    assert EPC_CHECKS[fault](a, b, w, inc), fault
 
 
 @pytest.mark.parametrize("interval", [1800.0, 3600.0])
