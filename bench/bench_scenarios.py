@@ -57,6 +57,12 @@ DEFAULT = (
     "10:300:71:sglang",
     # a network three times larger (added in the ninth session), on a seed never inspected
     "3:60:67:phases:mixed:x3",
+    # a converged core, EPC beside the 5G core (added in the tenth session): the seeds of the
+    # 60 s, 300 s and 900 s rows, and a phased 15 s run on a seed never inspected
+    "4:60:31:converged",
+    "10:300:71:converged",
+    "20:900:83:converged",
+    "3:15:59:phases:converged",
 )
 FLAGS = {
     "phases": ", phased scrapes",
