@@ -19,7 +19,9 @@ the sessions of its UPFs with it: Alertmanager's inhibition, with the maintenanc
 A finding that an entity stopped answering (detector ``liveness``) joins an open incident of
 that entity however long ago its last new symptom: a target that goes down during a fault (a
 GPU node rebooted after an Xid error, an NF restarted by its watchdog) is that fault's
-consequence, not a new page.
+consequence, not a new page. So does a finding the incident's leading diagnosis expects to
+follow (``aftermath``: the re-attach wave when the eNBs of an MME come back twenty minutes
+after they were lost is part of that S1 incident, not an attach storm of its own).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ __all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow", "inhibit_rules", 
 
 Related = Callable[[str, str], bool]
 Scope = Callable[[Finding], str | None]
+Aftermath = Callable[[Finding, Incident], bool]
 
 
 def series_id(kpi: str, labels: tuple[tuple[str, str], ...] = ()) -> str:
@@ -108,6 +111,7 @@ class Correlator:
         related: Related | None = None,
         maintenance: Iterable[MaintenanceWindow] = (),
         scope: Scope | None = None,
+        aftermath: Aftermath | None = None,
     ) -> None:
         self.window_s = window_s
         self.resolve_after_s = resolve_after_s
@@ -118,6 +122,8 @@ class Correlator:
         self.notice_s = notice_s
         self.related = related
         self.scope = scope
+        #: whether a finding is one the open incident's leading diagnosis expects to follow
+        self.aftermath = aftermath
         self.maintenance = list(maintenance)
         self._open: list[_Open] = []
         self._recent: list[Incident] = []
@@ -179,6 +185,7 @@ class Correlator:
             if o.alarms(key, finding.direction)
             or self._near(finding, o)
             or self._consequence(finding, o)
+            or (self.aftermath is not None and self.aftermath(finding, o.incident))
         ]
         if candidates:
             # a further reading of an alarming series goes to the incident it alarms in

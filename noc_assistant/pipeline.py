@@ -109,6 +109,7 @@ class Pipeline:
             resolve_after_s=settings.resolve_after_s,
             related=self._related,
             scope=self._scope,
+            aftermath=self._aftermath,
         )
         self.rca = rca
         self.diagnoses: dict[str, Diagnosis] = {}
@@ -164,6 +165,30 @@ class Pipeline:
         # findings about one PLMN (a roaming partner's subscribers) on any AMF share one cause
         plmn = dict(finding.labels).get("plmnid")
         return f"plmn:{plmn}" if plmn else None
+
+    def _aftermath(self, finding: Finding, incident: Incident) -> bool:
+        """Whether ``finding`` is what the leading hypothesis of ``incident`` expects to come
+        after its anchor (a support condition of its rule with ``order: after``), on an
+        entity the condition's scope allows: the incident's own entities for ``anchor`` and
+        ``root``, also their topology neighbours for ``related``, anywhere for ``any``."""
+        top = incident.hypotheses[0] if incident.hypotheses else None
+        rule = self.pack.rules.get(top.rule_id) if top is not None and top.rule_id else None
+        if rule is None:
+            return False
+        for cond in rule.support:
+            if (
+                cond.order != "after"
+                or finding.kpi not in cond.kpis
+                or cond.direction not in ("both", finding.direction)
+            ):
+                continue
+            if cond.scope == "any" or finding.entity in incident.entities:
+                return True
+            if cond.scope == "related" and any(
+                self._related(finding.entity, e) for e in incident.entities
+            ):
+                return True
+        return False
 
     # -- input -----------------------------------------------------------------------------
 
