@@ -186,18 +186,19 @@ class Ensemble(EnsembleParams):
         both = self.bad_direction == "both"
         return gaussian_bar(qp, both), cusum_bar(qs, self.shift_k, both)
 
-    def bars(self) -> tuple[float, float]:
-        """Current bars of the two members (inf during grace and warm-up)."""
+    def bars(self, floors: tuple[float, float] | None = None) -> tuple[float, float]:
+        """Current bars of the two members (inf during grace and warm-up); ``floors``: the
+        :meth:`floors` of this step when the caller has them."""
         (qp, qs), warm = self.risk(), self.warmup_n()
-        fp, fs = self.floors()
+        fp, fs = floors if floors is not None else self.floors()
         return self.tails_[0].bar(qp, fp, warm), self.tails_[1].bar(qs, fs, warm)
 
-    def _point_bar(self, bar: float) -> float:
+    def _point_bar(self, bar: float, floor: float) -> float:
         """The bar the point member is judged against: its bar, or in the warm-up (after the
-        grace) ``warmup_outlier`` × its iid bar where ``warmup_alarm`` is on."""
+        grace) ``warmup_outlier`` × its iid bar ``floor`` where ``warmup_alarm`` is on."""
         if math.isfinite(bar) or not self.warmup_alarm or self.level_.n_ < self.grace:
             return bar
-        return self.warmup_outlier * self.floors()[0]
+        return self.warmup_outlier * floor
 
     def _noise_floor(self, ref: float, support: float | None) -> float:
         """Floor of the scale: the resolution's rounding noise
@@ -285,8 +286,9 @@ class Ensemble(EnsembleParams):
         self.expected_ = ref
         self.scale_ = scale
         scores = self.member_scores(x, t, support)
-        bars = self.bars()
-        point_bar = self._point_bar(bars[0])
+        floors = self.floors()
+        bars = self.bars(floors)
+        point_bar = self._point_bar(bars[0], floors[0])
         point = scores[0] / point_bar
         shift = scores[1] / bars[1] if point >= self.shift_gate else 0.0
         ratios = (point, shift)
@@ -320,13 +322,11 @@ class Ensemble(EnsembleParams):
                 self.cov_ += a * (zc * self.z_prev_ - self.cov_)
                 self.var_ += a * (zc * zc - self.var_)
                 lag = self.tail_lag_n()
-                admit = bars  # in the warm-up (no bar yet) peaks beyond warmup_outlier x floor wait
-                if not (math.isfinite(bars[0]) and math.isfinite(bars[1])):
-                    fl = self.floors()
-                    admit = (
-                        bars[0] if math.isfinite(bars[0]) else self.warmup_outlier * fl[0],
-                        bars[1] if math.isfinite(bars[1]) else self.warmup_outlier * fl[1],
-                    )
+                # in the warm-up (no bar yet) peaks beyond warmup_outlier x floor wait
+                admit = tuple(
+                    b if math.isfinite(b) else self.warmup_outlier * f
+                    for b, f in zip(bars, floors, strict=True)
+                )
                 for s, b, tail in zip(scores, admit, self.tails_, strict=True):
                     tail.learn_one(s, b, lag)
             else:

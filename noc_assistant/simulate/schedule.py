@@ -403,7 +403,8 @@ class _Planner:
                     plans.append((a, f, a + dur))
         plans.sort()
         # a converged core: each incident of a class with an EPC form is in the EPC or the 5G
-        # core, one chance in two (a stream of its own: the 5G core's plan is unchanged)
+        # core, one chance in two, from a stream of its own (the incidents' times and classes
+        # are the 5G core's; roots and sizes drawn after the first EPC one differ)
         epc = np.random.default_rng([self.seed, 404]) if self.net.by_type("mme") else None
         spans = []
         for n, (a, f, b) in enumerate(plans, 1):
