@@ -211,6 +211,12 @@ class Pipeline:
             for ev in self.correlator.close_all(self._last_ts + (self.interval_s or 0.0)):
                 self._emit(ev)
 
+    def replay(self, points: Iterable[Point]) -> Pipeline:
+        """Feed ``points`` to the end of input (:meth:`finish`); the pipeline itself."""
+        self.feed_all(points)
+        self.finish()
+        return self
+
     # -- clock -----------------------------------------------------------------------------
 
     def _learn_interval(self, ts: float, delta: float | None) -> None:
@@ -545,8 +551,7 @@ def run_replay(
     )
     pipe.correlator.maintenance.extend(maintenance)
     pipe.store.scrape_log = {}
-    pipe.feed_all(read_replay(telemetry, quarantine))
-    pipe.finish()
+    pipe.replay(read_replay(telemetry, quarantine))
     return ReplayResult(
         incidents=list(pipe.correlator.incidents.values()),
         findings=pipe.findings,

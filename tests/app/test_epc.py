@@ -61,10 +61,7 @@ def epc_points(
 
 
 def run(points: list[Point]) -> Pipeline:
-    pipe = Pipeline()
-    pipe.feed_all(points)
-    pipe.finish()
-    return pipe
+    return Pipeline().replay(points)
 
 
 def test_a_healthy_epc_core_is_quiet() -> None:

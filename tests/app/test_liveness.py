@@ -43,9 +43,7 @@ def points(
 def run(pts: list[Point], maintenance: list[MaintenanceWindow] | None = None) -> Pipeline:
     pipe = Pipeline()
     pipe.correlator.maintenance.extend(maintenance or [])
-    pipe.feed_all(pts)
-    pipe.finish()
-    return pipe
+    return pipe.replay(pts)
 
 
 def test_a_silent_entity_is_down_once_and_clears_when_it_answers() -> None:

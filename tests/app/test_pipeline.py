@@ -54,10 +54,7 @@ def amf_points(
 
 
 def run(points: list[Point]) -> Pipeline:
-    pipe = Pipeline()
-    pipe.feed_all(points)
-    pipe.finish()
-    return pipe
+    return Pipeline().replay(points)
 
 
 def test_counter_reset_alone_raises_no_alert() -> None:
@@ -208,9 +205,7 @@ def test_pm_periods_give_the_monitor_a_faster_level() -> None:
 
     labels = (("instance", "amf-1"), ("nf", "amf"))
     for step, want in ((600.0, 0.08), (15.0, 0.02)):
-        pipe = Pipeline()
-        pipe.feed_all([Point(T0 + i * step, "gnb", labels, 12.0, "gauge") for i in range(40)])
-        pipe.finish()
+        pipe = run([Point(T0 + i * step, "gnb", labels, 12.0, "gauge") for i in range(40)])
         assert pipe.monitors is not None
         assert pipe.monitors._params["alpha"] == monitor_alpha(step) == pytest.approx(want, 1e-3)
 
