@@ -54,6 +54,13 @@ def simulate(
             "SGW, the gateway-selection DNS; S1, S6a and DNS faults happen there too)."
         ),
     ] = "5gc",
+    sbi_metrics: Annotated[
+        bool,
+        typer.Option(
+            help="Export SBI client metrics (free5gc_sbi_*) from the AMFs and SMFs; "
+            "--no-sbi-metrics: none, as a plain Open5GS deployment."
+        ),
+    ] = True,
 ) -> None:
     """Simulate an operator network with injected faults and write telemetry.jsonl, labels.json
     and inventory.json."""
@@ -70,6 +77,7 @@ def simulate(
             serving_engine=serving_engine,
             scale=scale,
             core=core,
+            sbi_metrics=sbi_metrics,
         )
     except ValidationError as exc:
         raise ConfigError(

@@ -82,6 +82,10 @@ class ScenarioConfig(BaseModel):
     #: MMEs, an HSS, an SGW and the gateway-selection DNS; the faults that have an EPC form
     #: happen in either core, one chance in two)
     core: Core = "5gc"
+    #: whether the AMFs and SMFs export SBI client metrics (``free5gc_sbi_*`` request counts
+    #: and latency by target service and status); a plain Open5GS deployment exports none,
+    #: and subscriber-data timeouts show only in its reject and failure causes
+    sbi_metrics: bool = True
 
     @field_validator("faults")
     @classmethod
@@ -169,7 +173,7 @@ class Scenario:
             seed=config.seed,
             fault_ids=config.fault_ids,
         )
-        self.series: list[SeriesDef] = build_series(self.network)
+        self.series: list[SeriesDef] = build_series(self.network, config.sbi_metrics)
         #: per series, seconds after the tick its samples are stamped (all 0 without
         #: ``scrape_phases``)
         self.offsets: list[float] = [

@@ -507,6 +507,13 @@ class Generator:
             err[svc] = np.clip(e, 0.0, 1.0)
         return err
 
+    @staticmethod
+    def _sbi_timeouts(c: _Chunk, ent: str, svc: str) -> Arr:
+        """Share of ``svc`` calls answered 504 (a producer that does not answer in time; an
+        unavailable one that is not the NRF times out too, see :meth:`_sbi_emit`)."""
+        k = c.knobs
+        return np.clip(k.get(ent, f"sbi_timeout:{svc}") + k.get(ent, f"sbi_unavail:{svc}"), 0, 1)
+
     def _sbi_emit(self, c: _Chunk, ent: str, svc: str, rate: Arr, load: Arr) -> None:
         k = c.knobs
         skip = k.frac(ent, f"sbi_skip:{svc}")
@@ -558,7 +565,8 @@ class Generator:
 
         err = self._sbi_state(c, ent, AMF_SERVICES)
         cong = k.frac(ent, "congestion_reject")
-        f_sbi = 1.0 - (1.0 - err["nausf-auth"]) * (1.0 - err["nudm-uecm"]) * (1.0 - err["nudm-sdm"])
+        reg_calls = ("nausf-auth", "nudm-uecm", "nudm-sdm")  # what a registration waits for
+        f_sbi = 1.0 - np.prod([1.0 - err[svc] for svc in reg_calls], axis=0)
         lam_init = p.reg_init_peak * s2 * load * k.get(ent, "reg_init_mult") * reach
         plmns = [
             (
@@ -587,7 +595,20 @@ class Generator:
             lam_init * (p.reg_base_fail * 0.3 + cong) / np.maximum(exp_fail, 1e-9), 0.0, 1.0
         )
         c22 = np.minimum(nz.sround(f"{ent}|c22", fail_total * share22), fail_total)
-        causes = {"22": c22, "111": fail_total - c22}
+        # an AUSF or UDM answer that timed out (504) is rejected with 5GMM cause #90, "payload
+        # was not forwarded" (Open5GS gmm_cause_from_sbi); other failures with #111
+        timeouts = 1.0 - np.prod(
+            [1.0 - self._sbi_timeouts(c, ent, svc) for svc in reg_calls], axis=0
+        )
+        share90 = np.clip(
+            lam_init
+            * (p.reg_base_fail * 0.1 + (1.0 - cong) * timeouts)
+            / np.maximum(exp_fail, 1e-9),
+            0.0,
+            1.0,
+        )
+        c90 = np.minimum(nz.sround(f"{ent}|c90", fail_total * share90), fail_total - c22)
+        causes = {"22": c22, "90": c90, "111": fail_total - c22 - c90}
         for cause in AMF_REG_CAUSES:
             c.put(ent, skey("fivegs_amffunction_rm_reginitfail", cause=cause), causes[cause])
         c.shared[f"{ent}|reg_succ_rate"] = succ_rate

@@ -22,7 +22,9 @@ __all__ = [
 ]
 
 SNSSAI = "1-000001"
-AMF_REG_CAUSES: tuple[str, ...] = ("22", "111")
+#: 5GMM causes of Registration Reject: 22 congestion, 90 payload not forwarded (an AUSF/UDM
+#: answer timed out), 111 protocol error (the rest)
+AMF_REG_CAUSES: tuple[str, ...] = ("22", "90", "111")
 AMF_AUTH_CAUSES: tuple[str, ...] = ("20", "21")
 SMF_PDU_CAUSES: tuple[str, ...] = ("403", "500", "504")
 SMF_N4_CAUSES: tuple[str, ...] = ("72", "74", "77")
@@ -221,8 +223,10 @@ def _sbi(b: _Builder, ent: str, base: dict[str, str], services: tuple[str, ...])
         )
 
 
-def build_series(net: Network) -> list[SeriesDef]:
-    """Every series of the network, in file order (entity by entity)."""
+def build_series(net: Network, sbi_metrics: bool = True) -> list[SeriesDef]:
+    """Every series of the network, in file order (entity by entity); without
+    ``sbi_metrics`` the AMFs and SMFs export no SBI client series (``free5gc_sbi_*``), as a
+    plain Open5GS deployment does."""
     b = _Builder()
     home = plmn_digits(net.home_plmn)
     plmns = [home] + [plmn_digits(p.plmn) for p in net.partners]
@@ -256,7 +260,8 @@ def build_series(net: Network) -> list[SeriesDef]:
                     plmnid=p,
                     snssai=SNSSAI,
                 )
-            _sbi(b, ent, base, AMF_SERVICES)
+            if sbi_metrics:
+                _sbi(b, ent, base, AMF_SERVICES)
         elif e.type == "smf":
             base = {"instance": ent, "nf": "smf"}
             b.add(
@@ -287,7 +292,8 @@ def build_series(net: Network) -> list[SeriesDef]:
             )
             for partner in net.partners:
                 b.add(ent, base, "gtp_node_s5c_rx_createsession", "counter", addr=partner.s8_peer)
-            _sbi(b, ent, base, SMF_SERVICES)
+            if sbi_metrics:
+                _sbi(b, ent, base, SMF_SERVICES)
         elif e.type == "upf":
             base = {"instance": ent, "nf": "upf"}
             b.add(ent, base, "fivegs_upffunction_upf_sessionnbr", "gauge")

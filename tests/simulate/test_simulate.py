@@ -405,6 +405,8 @@ def _plmn(inc: dict[str, Any]) -> str:
 
 
 OUT = "free5gc_sbi_outbound_request_total"
+REJECT = "fivegs_amffunction_rm_reginitfail"
+PDU_FAIL = "fivegs_smffunction_sm_pdusessioncreationfail"
 CHECKS: dict[str, Check] = {
     "n2_sctp_loss": lambda a, b, w, i: (
         a.mean(w, _root(i), "gnb") < 0.8 * b.mean(w, _root(i), "gnb")
@@ -434,6 +436,10 @@ CHECKS: dict[str, Check] = {
     "udm_timeout": lambda a, b, w, i: (
         a.rate(w, "amf-1", OUT, **_sbi("504", "nudm-sdm")) > 1
         and a.rate(w, "amf-1", OUT, **_sbi("0")) == 0
+        # timed-out answers are rejected with 5GMM cause 90, failed sessions counted as 504
+        and a.rate(w, "amf-1", REJECT, cause="90") > 1 + 10 * b.rate(w, "amf-1", REJECT, cause="90")
+        and a.rate(w, "smf-1", PDU_FAIL, cause="504")
+        > 1 + 10 * b.rate(w, "smf-1", PDU_FAIL, cause="504")
     ),
     "sbi_cert_expiry": lambda a, b, w, i: (
         sum(a.rate(w, e, OUT, **_sbi("0")) for e in i["affected"] if e[:3] in ("amf", "smf")) > 10
@@ -507,6 +513,20 @@ def test_fault_changes_affected_telemetry(fault: str, baseline: Frame) -> None:
         diff = ~np.isclose(a.v[rows][:, w], baseline.v[rows][:, w], equal_nan=True)
         assert diff.any(), f"{fault}: no change on {ent}"
     assert CHECKS[fault](a, baseline, w, inc), fault
+
+
+def test_without_sbi_metrics_only_the_sbi_series_are_gone() -> None:
+    """``sbi_metrics=False`` is a plain Open5GS deployment: no ``free5gc_sbi_*`` series, every
+    other series the same value for value."""
+    cfg = {"days": 0.05, "faults": "udm_timeout", "seed": 4, **FAST}
+    full, bare = (build_scenario(ScenarioConfig(sbi_metrics=m, **cfg)) for m in (True, False))
+    assert any(s.metric.startswith("free5gc_sbi_") for s in full.series)
+    assert not any(s.metric.startswith("free5gc_sbi_") for s in bare.series)
+    ff, fb = Frame(full), Frame(bare)
+    index = {(s.entity, s.key): i for i, s in enumerate(full.series)}
+    for i, s in enumerate(bare.series):
+        assert np.array_equal(fb.v[i], ff.v[index[(s.entity, s.key)]], equal_nan=True), s.key
+    assert bare.labels == full.labels
 
 
 # -- a converged core (EPC beside the 5G core) --------------------------------------------------
