@@ -13,10 +13,11 @@ targets, so that KPI windows cut scrape intervals as they do on real data; the `
 ``:xN`` row runs a network N times larger (``noc simulate --scale N``: 2N AMFs, SMFs and GPU
 servers, 2N + 1 UPFs); a ``:converged`` row adds an EPC beside the 5G core (``noc simulate
 --core converged``: MMEs, an HSS, an SGW, the gateway-selection DNS), where S1, attach-storm,
-DNS and S6a faults happen in half the incidents of those classes.
+DNS and S6a faults happen in half the incidents of those classes; a ``:nosbi`` row exports no
+SBI client metrics (``noc simulate --no-sbi-metrics``: a plain Open5GS deployment).
 
 Usage: .venv/bin/python bench/bench_scenarios.py [--work /tmp/noc-bench] [--keep]
-       [--scenario DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN][:converged] ...]
+       [--scenario DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN][:converged][:nosbi] ...]
 
 ``--keep`` leaves the telemetry on disk (a 14-day run is 4.7 GB) and reuses a finished
 scenario's report.json; the table names the git commit each report was measured at.
@@ -63,12 +64,17 @@ DEFAULT = (
     "10:300:71:converged",
     "20:900:83:converged",
     "3:15:59:phases:converged",
+    # a plain Open5GS deployment, no SBI client metrics (added in the tenth session): the
+    # seeds of the 60 s and 300 s rows
+    "4:60:31:nosbi",
+    "10:300:71:nosbi",
 )
 FLAGS = {
     "phases": ", phased scrapes",
     "sglang": ", SGLang engines",
     "mixed": ", mixed engines",
     "converged": ", converged EPC + 5GC",
+    "nosbi": ", no SBI metrics",
 }
 SCALE = re.compile(r"^x([1-8])$")
 KEYS = (
@@ -103,7 +109,7 @@ def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
     if any(f not in FLAGS and not SCALE.match(f) for f in flags) or len(engines) > 1:
         raise SystemExit(
             f"--scenario {spec}: expected "
-            "DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN][:converged]"
+            "DAYS:INTERVAL:SEED[:phases][:sglang|:mixed][:xN][:converged][:nosbi]"
         )
     phases = "phases" in flags
     out = work / "-".join([f"d{days}", f"i{interval}", f"s{seed}", *flags])
@@ -119,6 +125,7 @@ def run_one(spec: str, work: Path, keep: bool) -> dict[str, Any]:
         sim += ["--serving-engine", engines[0]] if engines else []
         sim += ["--scale", scales[0]] if scales else []
         sim += ["--core", "converged"] if "converged" in flags else []
+        sim += ["--no-sbi-metrics"] if "nosbi" in flags else []
         subprocess.run([*sim, "--faults", "all", "--out", str(out)], check=True, cwd=ROOT)
         t = time.perf_counter()
         subprocess.run(
@@ -174,7 +181,7 @@ def write(results: list[dict[str, Any]], path: Path) -> None:
         "(each: `noc simulate --days D --interval I --seed S --faults all` (`:phases`: with "
         "`--scrape-phases`, each entity scraped at its own offset after the tick; `:sglang` / "
         "`:mixed`: with `--serving-engine`; `:xN`: with `--scale N`; `:converged`: with "
-        "`--core converged`) then "
+        "`--core converged`; `:nosbi`: with `--no-sbi-metrics`) then "
         "`noc eval run --telemetry … --labels … --inventory …`)",
         f"- machine: {cpu_name()}, 2 cores shared with other jobs, Python "
         f"{platform.python_version()}; written {now}",
