@@ -187,6 +187,14 @@ def _fault(spec: FaultSpec) -> tuple[str, FaultSpec]:
     return spec.id, spec
 
 
+_STORM = Shape(ramp_in_s=90, ramp_out_s=300, wave_period_s=240, wave_depth=0.5)
+#: a registration (attach) storm's waves of initial and mobility registrations
+_STORM_WAVE: tuple[Effect, ...] = (
+    Effect("root", "reg_init_mult", (6.0, 15.0), _STORM),
+    Effect("root", "reg_mob_mult", (2.0, 4.0), _STORM),
+)
+
+
 FAULTS: Mapping[str, FaultSpec] = dict(
     [
         _fault(
@@ -242,18 +250,7 @@ FAULTS: Mapping[str, FaultSpec] = dict(
                 root_types=("amf",),
                 duration_min=(15, 40),
                 effects=(
-                    Effect(
-                        "root",
-                        "reg_init_mult",
-                        (6.0, 15.0),
-                        Shape(ramp_in_s=90, ramp_out_s=300, wave_period_s=240, wave_depth=0.5),
-                    ),
-                    Effect(
-                        "root",
-                        "reg_mob_mult",
-                        (2.0, 4.0),
-                        Shape(ramp_in_s=90, ramp_out_s=300, wave_period_s=240, wave_depth=0.5),
-                    ),
+                    *_STORM_WAVE,
                     Effect(
                         "root",
                         "congestion_reject",
@@ -501,65 +498,34 @@ FAULTS: Mapping[str, FaultSpec] = dict(
     ]
 )
 
+
+def _epc(
+    fault: str, root: str, effects: tuple[Effect, ...], affected: tuple[str, ...]
+) -> tuple[str, FaultSpec]:
+    """The EPC form of ``fault``: rooted at ``root``, as long as its 5G-core form."""
+    return _fault(FaultSpec(fault, (root,), FAULTS[fault].duration_min, effects, affected))
+
+
 #: The EPC form of the fault classes that have one (a converged core draws either form).
 EPC_FAULTS: Mapping[str, FaultSpec] = dict(
     [
-        _fault(
-            FaultSpec(
-                id="n2_sctp_loss",
-                root_types=("mme",),
-                duration_min=FAULTS["n2_sctp_loss"].duration_min,
-                # S1-MME: the same drop, flapping and re-attach wave as N2
-                effects=FAULTS["n2_sctp_loss"].effects,
-                affected=("hss",),
-            )
+        # S1-MME: the same drop, flapping and re-attach wave as N2
+        _epc("n2_sctp_loss", "mme", FAULTS["n2_sctp_loss"].effects, ("hss",)),
+        _epc("registration_storm", "mme", _STORM_WAVE, ("hss",)),
+        # S-NAPTR lookups for SGW/PGW selection fail; the MMEs fall back to their static
+        # gateway lists, so attaches go on
+        _epc(
+            "nrf_discovery_failure",
+            "dns",
+            (Effect("mme", "dns_fail", (0.4, 0.8), Shape(ramp_in_s=60, ramp_out_s=120)),),
+            ("mme",),
         ),
-        _fault(
-            FaultSpec(
-                id="registration_storm",
-                root_types=("mme",),
-                duration_min=FAULTS["registration_storm"].duration_min,
-                effects=(
-                    Effect(
-                        "root",
-                        "reg_init_mult",
-                        (6.0, 15.0),
-                        Shape(ramp_in_s=90, ramp_out_s=300, wave_period_s=240, wave_depth=0.5),
-                    ),
-                    Effect(
-                        "root",
-                        "reg_mob_mult",
-                        (2.0, 4.0),
-                        Shape(ramp_in_s=90, ramp_out_s=300, wave_period_s=240, wave_depth=0.5),
-                    ),
-                ),
-                affected=("hss",),
-            )
-        ),
-        _fault(
-            FaultSpec(
-                id="nrf_discovery_failure",
-                root_types=("dns",),
-                duration_min=FAULTS["nrf_discovery_failure"].duration_min,
-                # S-NAPTR lookups for SGW/PGW selection fail; the MMEs fall back to their
-                # static gateway lists, so attaches go on
-                effects=(
-                    Effect("mme", "dns_fail", (0.4, 0.8), Shape(ramp_in_s=60, ramp_out_s=120)),
-                ),
-                affected=("mme",),
-            )
-        ),
-        _fault(
-            FaultSpec(
-                id="udm_timeout",
-                root_types=("hss",),
-                duration_min=FAULTS["udm_timeout"].duration_min,
-                # the HSS (or its back-end) answers S6a with errors: too busy, unable to deliver
-                effects=(
-                    Effect("root", "s6a_error", (0.15, 0.5), Shape(ramp_in_s=300, ramp_out_s=120)),
-                ),
-                affected=("mme",),
-            )
+        # the HSS (or its back-end) answers S6a with errors: too busy, unable to deliver
+        _epc(
+            "udm_timeout",
+            "hss",
+            (Effect("root", "s6a_error", (0.15, 0.5), Shape(ramp_in_s=300, ramp_out_s=120)),),
+            ("mme",),
         ),
     ]
 )
