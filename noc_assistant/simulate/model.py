@@ -509,20 +509,21 @@ class Generator:
 
     @staticmethod
     def _sbi_timeouts(c: _Chunk, ent: str, svc: str) -> Arr:
-        """Share of ``svc`` calls answered 504 (a producer that does not answer in time; an
-        unavailable one that is not the NRF times out too, see :meth:`_sbi_emit`)."""
+        """Share of ``svc`` calls answered 504: a producer that does not answer in time; an
+        unavailable one times out too, but for the NRF, which answers 503."""
         k = c.knobs
-        return np.clip(k.get(ent, f"sbi_timeout:{svc}") + k.get(ent, f"sbi_unavail:{svc}"), 0, 1)
+        to = k.frac(ent, f"sbi_timeout:{svc}")
+        if svc == "nnrf-disc":
+            return to
+        return np.clip(to + k.frac(ent, f"sbi_unavail:{svc}"), 0.0, 1.0)
 
     def _sbi_emit(self, c: _Chunk, ent: str, svc: str, rate: Arr, load: Arr) -> None:
         k = c.knobs
         skip = k.frac(ent, f"sbi_skip:{svc}")
         sent = rate * (1.0 - skip)
-        to = k.frac(ent, f"sbi_timeout:{svc}")
+        to = self._sbi_timeouts(c, ent, svc)
         ce = k.frac(ent, f"sbi_connerr:{svc}")
         un = k.frac(ent, f"sbi_unavail:{svc}") if svc == "nnrf-disc" else np.zeros(c.n)
-        if svc != "nnrf-disc":
-            to = np.clip(to + k.frac(ent, f"sbi_unavail:{svc}"), 0.0, 1.0)
         ok_share = np.clip(1.0 - to - ce - un, 0.0, 1.0)
         ok = c.count(ent, _sbi_keys(svc, SBI_OK[svc][1]), sent * ok_share)
         c.count(ent, _sbi_keys(svc, "504"), sent * to)
