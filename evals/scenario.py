@@ -259,10 +259,23 @@ def _counts(
         hit_windows += int((hits & normal).sum())
     delays = [first_tp[i.id] - i.start for i in incidents if i.id in first_tp]
     after_signal: list[float] = []
+    detected: list[dict[str, Any]] = []
     for inc in incidents:
-        signal = _signal_start(inc, scrapes) if scrapes and inc.id in first_tp else None
+        if inc.id not in first_tp:
+            continue
+        signal = _signal_start(inc, scrapes) if scrapes else None
         if signal is not None:
             after_signal.append(max(0.0, first_tp[inc.id] - signal))
+        detected.append(
+            {
+                "incident": inc.id,
+                "first_alert_at": _iso(first_tp[inc.id]),
+                "delay_s": first_tp[inc.id] - inc.start,
+                "delay_after_signal_s": (
+                    None if signal is None else max(0.0, first_tp[inc.id] - signal)
+                ),
+            }
+        )
     return {
         "alerts": len(alerts),
         "false_positives": len(fps),
@@ -274,6 +287,7 @@ def _counts(
         "delays": delays,
         "after_signal": after_signal,
         "fps": fps,
+        "detected": detected,
         "missed": [i.id for i in incidents if i.id not in first_tp],
     }
 
@@ -311,6 +325,8 @@ def score_scenario(
     ('a2', '1970-01-01T01:23:20Z')
     >>> r["missed_incidents"]
     []
+    >>> r["detected_incidents"][0]["incident"], r["detected_incidents"][0]["delay_s"]
+    ('i1', 300.0)
     >>> scrapes = {"smf-1": [990.0, 1050.0, 1110.0, 1290.0], "upf-3": [1020.0, 1080.0]}
     >>> r = score_scenario(alerts, labels, ["smf-1", "upf-3", "amf-1"], (0.0, 86400.0),
     ...                    scrapes=scrapes, interval_s=60.0)
@@ -368,4 +384,5 @@ def score_scenario(
             for a in c["fps"]
         ],
         "missed_incidents": c["missed"],
+        "detected_incidents": c["detected"],
     }

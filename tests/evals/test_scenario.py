@@ -71,6 +71,15 @@ def test_counts_on_hand_made_alerts() -> None:
     ]
     assert r["false_alert_list"][1]["opened_at"] == "1970-01-02T16:00:00Z"
     assert r["missed_incidents"] == ["i2"]
+    # and each detected one's first alert (a1, not the later a2), without scrape times
+    assert r["detected_incidents"] == [
+        {
+            "incident": "i1",
+            "first_alert_at": "1970-01-01T10:02:00Z",
+            "delay_s": 120.0,
+            "delay_after_signal_s": None,
+        }
+    ]
 
 
 def test_no_alerts_and_wilson() -> None:
