@@ -135,6 +135,12 @@ class Pack:
             raise KeyError(f"pack has no param {name!r}")
         return default
 
+    def roles(self, nf_type: str) -> frozenset[str]:
+        """The type itself and the types it acts as (``acts_as``): an EPC PGW is also an SMF
+        and a UPF. An unknown type is only itself."""
+        nf = self.nf_types.get(nf_type)
+        return frozenset((nf_type, *nf.acts_as)) if nf is not None else frozenset((nf_type,))
+
     @property
     def partners(self) -> tuple[Partner, ...]:
         """Roaming partners declared by the operator overlay (may be empty)."""
@@ -369,6 +375,11 @@ def _check(pack: Pack) -> None:
         for i, dep in enumerate(nf.depends_on):
             if dep not in pack.nf_types:
                 raise fail("nf_type", nf.id, f"depends_on.{i}", f"unknown NF type {dep!r}")
+        for i, role in enumerate(nf.acts_as):
+            if role not in pack.nf_types:
+                raise fail("nf_type", nf.id, f"acts_as.{i}", f"unknown NF type {role!r}")
+            if role == nf.id or pack.nf_types[role].acts_as:
+                raise fail("nf_type", nf.id, f"acts_as.{i}", f"{role!r} is not a plain role")
         for dep in nf.interfaces:
             if dep not in nf.depends_on:
                 raise fail("nf_type", nf.id, f"interfaces.{dep}", "interface to a non-dependency")

@@ -119,8 +119,18 @@ def _labels(f: FindingLike) -> dict[str, str]:
     return dict(f.labels)
 
 
-def _entity_type(f: FindingLike, topology: Topology) -> str:
-    return topology.type_of(f.entity) or f.entity_type
+def _acts_as(f: FindingLike, nf_type: str, topology: Topology, pack: Pack) -> bool:
+    """Whether the finding's entity is of ``nf_type`` (the inventory's type, else the one the
+    finding was raised with), or acts as one in this finding: it plays that role (an EPC PGW
+    plays the SMF's and the UPF's) and the finding's KPI is one of that role's. A PGW-C's
+    lost PFCP peers are an SMF's symptom, so the UPF behind it is the root, not the PGW-C."""
+    declared = topology.type_of(f.entity) or f.entity_type
+    if declared == nf_type:
+        return True
+    if nf_type not in pack.roles(declared):
+        return False
+    kpi = pack.kpis.get(f.kpi)
+    return kpi is None or kpi.applies_to(nf_type)
 
 
 def _series(f: FindingLike) -> tuple[str, str, tuple[tuple[str, str], ...]]:
@@ -209,7 +219,7 @@ def _roots(
         return []
     if kind == "type":
         wanted = rule.root.type or ""
-        if _entity_type(anchor, topology) == wanted:
+        if _acts_as(anchor, wanted, topology, pack):
             return [(anchor.entity, None, "anchor", 0.0)]
         cands = topology.upstream_candidates(anchor.entity, wanted, max_depth=1)
         cands = cands or topology.upstream_candidates(anchor.entity, wanted)

@@ -103,6 +103,10 @@ class NfType(_Strict):
     depends_on: tuple[str, ...] = ()
     interfaces: dict[str, str] = Field(default_factory=dict)
     exports_metrics: bool = True
+    acts_as: tuple[str, ...] = ()
+    """Types whose role this one also plays: their KPIs apply, their dependencies are its own,
+    and a rule looking for them finds it (an EPC PGW is PGW-C and PGW-U, the SMF's and the
+    UPF's roles; in Open5GS the SMF and UPF daemons are the PGW)."""
     description: str = ""
 
 

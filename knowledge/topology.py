@@ -111,6 +111,9 @@ class Topology:
     partners: tuple[PartnerLink, ...] = ()
     home_plmns: tuple[str, ...] = ()
     attributes: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    roles: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
+    """Per entity, its type and the types it acts as (the pack's ``acts_as``); an entity not
+    listed plays its own type only."""
     _reverse: dict[str, set[str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -180,22 +183,25 @@ class Topology:
         pack: Pack,
         attributes: dict[str, dict[str, Any]],
     ) -> Topology:
+        roles = {e: pack.roles(t) for e, t in types.items()}
         by_type: dict[str, list[str]] = {}
-        for entity, t in types.items():
-            by_type.setdefault(t, []).append(entity)
+        for entity, played in roles.items():
+            for t in played:
+                by_type.setdefault(t, []).append(entity)
         edges: dict[str, set[str]] = {e: set() for e in types}
-        for entity, t in types.items():
+        for entity, played in roles.items():
             peers = [p for p in explicit.get(entity, ()) if p]
-            peer_types = {types.get(p, "") for p in peers}
+            peer_types = {r for p in peers for r in roles.get(p, ("",))}
             for p in peers:
                 edges[entity].add(p)
-            nf = pack.nf_types.get(t)
-            if nf is None:
-                continue
-            for dep_type in nf.depends_on:
-                if dep_type in peer_types:
+            for t in sorted(played):
+                nf = pack.nf_types.get(t)
+                if nf is None:
                     continue
-                edges[entity].update(x for x in by_type.get(dep_type, ()) if x != entity)
+                for dep_type in nf.depends_on:
+                    if dep_type in peer_types:
+                        continue
+                    edges[entity].update(x for x in by_type.get(dep_type, ()) if x != entity)
         # overlay partners add contacts and S8 peers to what the inventory says
         merged: dict[str, PartnerLink] = {plmn_digits(p.plmn): p for p in partners}
         for op in pack.partners:
@@ -209,7 +215,7 @@ class Topology:
                 name=op.name,
             )
         home = pack.operator.home_plmns if pack.operator else ()
-        return cls(types, edges, tuple(merged.values()), tuple(home), attributes)
+        return cls(types, edges, tuple(merged.values()), tuple(home), attributes, roles)
 
     def with_entities(self, entity_types: Mapping[str, str], pack: Pack | None = None) -> Topology:
         """A copy that also knows entities seen only in telemetry (type-level edges)."""
@@ -229,8 +235,14 @@ class Topology:
         """The entity's type, ``""`` if the topology does not know it."""
         return self.types.get(entity, "")
 
+    def plays(self, entity: str, nf_type: str) -> bool:
+        """Whether ``entity`` is of ``nf_type`` or acts as one (an EPC PGW acts as an SMF)."""
+        played = self.roles.get(entity)
+        return nf_type in played if played is not None else self.types.get(entity) == nf_type
+
     def entities_of_type(self, nf_type: str) -> list[str]:
-        return sorted(e for e, t in self.types.items() if t == nf_type)
+        """Entities of ``nf_type``, or acting as one."""
+        return sorted(e for e in self.types if self.plays(e, nf_type))
 
     def depends_on(self, entity: str) -> tuple[str, ...]:
         """Entities ``entity`` directly depends on (sorted)."""
@@ -270,7 +282,7 @@ class Topology:
                 if dep in seen:
                     continue
                 seen.add(dep)
-                if nf_type is None or self.types.get(dep) == nf_type:
+                if nf_type is None or self.plays(dep, nf_type):
                     out.append(dep)
                 queue.append((dep, depth + 1))
         return out

@@ -104,6 +104,7 @@ class Pipeline:
         self.topology = topology
         self._types = dict(topology.types) if topology is not None else {}
         self._inferred: Topology | None = None
+        self._role_metrics: dict[str, dict[str, frozenset[str]]] = {}
         self.correlator = correlator or Correlator(
             window_s=settings.correlation_window_s,
             resolve_after_s=settings.resolve_after_s,
@@ -262,16 +263,40 @@ class Pipeline:
             return "gpu_server"
         return ""
 
+    def _roles(self, entity: str, metrics: Iterable[str]) -> frozenset[str]:
+        """The roles ``entity`` plays: its type, and of the types it may act as (an EPC PGW:
+        the SMF's, the UPF's) those whose own metrics it exports. A PGW-C and a PGW-U both
+        export ``pfcp_peers_active``, read by the SMF's and the UPF's KPIs alike, so the shared
+        names say nothing; if no role's own metric is there, every role is kept."""
+        etype = self.entity_type(entity)
+        roles = self.pack.roles(etype)
+        if len(roles) == 1:
+            return roles
+        own = self._role_metrics.get(etype)
+        if own is None:
+            read: dict[str, set[str]] = {r: set() for r in roles - {etype}}
+            for k in self.kpis.values():
+                for r in read.keys() & set(k.entity_types):
+                    read[r].update(canonical_metric(m, "counter") for m in k.parsed.metrics)
+            own = {
+                r: frozenset(names - set().union(*(read[o] for o in read if o != r)))
+                for r, names in read.items()
+            }
+            self._role_metrics[etype] = own
+        names = set(metrics)
+        shown = {r for r, excl in own.items() if excl & names}
+        return frozenset({etype, *shown}) if shown else roles
+
     def _kpis_for(self, entity: str) -> list[KpiDef]:
         metrics = self.store.metrics_of(entity)
         cached = self._applicable.get(entity)
         if cached is not None and cached[0] == len(metrics):
             return cached[1]
-        etype = self.entity_type(entity)
+        played = self._roles(entity, metrics)
         chosen = [
             k
             for k in self.kpis.values()
-            if k.applies_to(etype)
+            if any(k.applies_to(t) for t in played)
             and any(canonical_metric(m, "counter") in metrics for m in k.parsed.metrics)
         ]
         self._applicable[entity] = (len(metrics), chosen)
@@ -401,7 +426,8 @@ class Pipeline:
                     # still silent when its maintenance window ended: that is a page now
                 if silent_for < grace or up != 0.0:
                     continue
-                if not kpi.applies_to(self.entity_type(entity)):
+                played = self._roles(entity, self.store.metrics_of(entity))
+                if not any(kpi.applies_to(t) for t in played):
                     continue
                 self._down[key] = self.correlator.in_maintenance(entity, at)
                 self._open(kpi, entity, (), _silence(at, 0.0, 1.0, silent_for / grace))

@@ -92,6 +92,24 @@ def test_unknown_field(tmp_path: Path) -> None:
     assert "unknown field" in str(err.value)
 
 
+def test_acts_as_names_known_plain_types(tmp_path: Path) -> None:
+    root = _copy_pack(tmp_path)
+
+    def pgw(d: dict, roles: list[str]) -> None:  # type: ignore[type-arg]
+        next(t for t in d["nf_types"] if t["id"] == "pgw")["acts_as"] = roles
+
+    _edit(root / "topology.yaml", lambda d: pgw(d, ["smf", "ggsn"]))
+    with pytest.raises(PackError) as err:
+        load_pack(root)
+    assert err.value.file is not None and err.value.file.endswith("topology.yaml")
+    assert (err.value.field or "").endswith(".acts_as.1") and "unknown NF type 'ggsn'" in str(
+        err.value
+    )
+    _edit(root / "topology.yaml", lambda d: pgw(d, ["pgw"]))
+    with pytest.raises(PackError, match="'pgw' is not a plain role"):
+        load_pack(root)
+
+
 def test_unknown_kpi_in_rule(tmp_path: Path) -> None:
     root = _copy_pack(tmp_path)
     _edit(

@@ -1,0 +1,96 @@
+"""An EPC inventory that types Open5GS's SMF and UPF daemons as PGWs (PGW-C, PGW-U; FORMATS §4
+lists `pgw`): the pack's `acts_as` gives them the SMF's and the UPF's KPIs and rules, each only
+the role its own metrics show, so a lost PFCP association is still blamed on the user plane."""
+
+from __future__ import annotations
+
+import random
+
+from knowledge.pack import load_pack
+from knowledge.topology import Topology
+from noc_assistant.ingest import Point
+from noc_assistant.pipeline import Pipeline
+
+T0 = 1_795_910_400.0  # 2026-11-29T00:00:00Z
+STEP = 60.0
+HOURS = 8
+
+INVENTORY = {
+    "entities": [
+        {"id": "pgwc-1", "type": "pgw", "peers": ["pgwu-1", "pgwu-2"]},
+        {"id": "pgwu-1", "type": "pgw"},
+        {"id": "pgwu-2", "type": "pgw"},
+        {"id": "hss-1", "type": "hss"},
+    ]
+}
+
+
+def pgw_points(*, n4_loss: tuple[float, float] | None = None) -> list[Point]:
+    """A PGW-C (Open5GS smfd: PFCP peers, N4 and session counters) with two PGW-Us (upfd:
+    PFCP peer, sessions, N3 packets), ~20 session requests/s; ``n4_loss``: PGW-U 2 loses its
+    association over that span (the PGW-C sees one peer, half its N4 requests fail, PGW-U 2
+    holds no sessions). Seconds after ``T0``."""
+    rng = random.Random(5)
+    c = (("instance", "pgwc-1"), ("nf", "smf"))
+    u = {k: (("instance", k), ("nf", "upf")) for k in ("pgwu-1", "pgwu-2")}
+    req = succ = n4 = n4_fail = 0.0
+    pkts = {k: 0.0 for k in u}
+    out: list[Point] = []
+    for i in range(int(HOURS * 3600 / STEP)):
+        t = i * STEP
+        ts = T0 + t
+        lost = bool(n4_loss and n4_loss[0] <= t < n4_loss[1])
+        n = rng.randint(1100, 1300)
+        fail = sum(1 for _ in range(n) if rng.random() < (0.5 if lost else 0.002))
+        req, succ = req + n, succ + n - fail
+        n4, n4_fail = n4 + n, n4_fail + fail
+        out += [
+            Point(ts, "pfcp_peers_active", c, 1.0 if lost else 2.0, "gauge"),
+            Point(ts, "fivegs_smffunction_sm_pdusessioncreationreq", c, req, "counter"),
+            Point(ts, "fivegs_smffunction_sm_pdusessioncreationsucc", c, succ, "counter"),
+            Point(ts, "fivegs_smffunction_sm_n4sessionestabreq", c, n4, "counter"),
+            Point(ts, "fivegs_smffunction_sm_n4sessionestabfail", c, n4_fail, "counter"),
+        ]
+        for k, labels in u.items():
+            down = lost and k == "pgwu-2"
+            pkts[k] += 0.0 if down else rng.randint(90_000, 110_000)
+            sessions = 0.0 if down else float(rng.randint(4800, 5200))
+            out += [
+                Point(ts, "pfcp_peers_active", labels, 0.0 if down else 1.0, "gauge"),
+                Point(ts, "fivegs_upffunction_upf_sessionnbr", labels, sessions, "gauge"),
+                Point(ts, "fivegs_ep_n3_gtp_indatapktn3upf", labels, pkts[k], "counter"),
+            ]
+    return out
+
+
+def run(points: list[Point]) -> Pipeline:
+    topo = Topology.from_inventory(INVENTORY, load_pack())
+    return Pipeline(topology=topo).replay(points)
+
+
+def test_each_pgw_gets_the_kpis_of_the_role_its_metrics_show() -> None:
+    pipe = run(pgw_points())
+    assert pipe.findings == []
+    kpis = {e: {k for k, ent in pipe.kpi_history if ent == e} for e in ("pgwc-1", "pgwu-1")}
+    assert {"smf-pfcp-peers", "smf-n4-establishment-failure"} <= kpis["pgwc-1"]
+    assert "upf-pfcp-peers" not in kpis["pgwc-1"]  # the shared gauge read as the SMF's only
+    assert {"upf-pfcp-peers", "upf-sessions"} <= kpis["pgwu-1"]
+    assert "smf-pfcp-peers" not in kpis["pgwu-1"]
+
+
+def test_a_lost_pfcp_association_is_blamed_on_the_pgw_u() -> None:
+    start, end = 5 * 3600.0, 5 * 3600.0 + 1200.0
+    pipe = run(pgw_points(n4_loss=(start, end)))
+    (incident,) = pipe.correlator.incidents.values()
+    assert set(incident.entities) == {"pgwc-1", "pgwu-2"}
+    diag = pipe.diagnoses[incident.id]
+    assert (diag.top.fault, diag.top.entity) == ("pfcp_association_loss", "pgwu-2")
+
+
+def test_a_pgw_plays_the_smf_and_upf_roles_in_the_topology() -> None:
+    topo = Topology.from_inventory(INVENTORY, load_pack())
+    assert topo.plays("pgwu-1", "upf") and topo.plays("pgwc-1", "smf")
+    assert not topo.plays("hss-1", "upf")
+    # the PGW-C's PFCP peers narrow its UPF dependency, as an SMF's do
+    assert topo.upstream_candidates("pgwc-1", "upf", max_depth=1) == ["pgwu-1", "pgwu-2"]
+    assert topo.entities_of_type("upf") == ["pgwc-1", "pgwu-1", "pgwu-2"]
