@@ -39,7 +39,7 @@ from detectors.params import (
 )
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
-from knowledge.topology import Topology
+from knowledge.topology import Topology, guess_type
 from noc_assistant.correlate import Correlator, IncidentEvent, MaintenanceWindow, series_id
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
@@ -55,6 +55,27 @@ FindingSink = Callable[[Finding], None]
 IncidentSink = Callable[[IncidentEvent], None]
 
 _GPU_PREFIXES = ("vllm_", "sglang_", "DCGM_")
+
+
+def own_metrics(kpis: Iterable[KpiDef], types: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Per type of ``types``, the metrics its KPIs read and no other type's of them does (an
+    SMF's and a UPF's KPIs both read ``pfcp_peers_active``: it belongs to neither).
+
+    >>> from knowledge.pack import load_pack
+    >>> own = own_metrics(load_pack().kpis.values(), ["smf", "upf"])
+    >>> "pfcp_peers_active" in own["smf"] | own["upf"]
+    False
+    >>> "fivegs_upffunction_upf_sessionnbr" in own["upf"]
+    True
+    """
+    read: dict[str, set[str]] = {t: set() for t in types}
+    for k in kpis:
+        for t in read.keys() & set(k.entity_types):
+            read[t].update(canonical_metric(m, "counter") for m in k.parsed.metrics)
+    return {
+        t: frozenset(names - set().union(*(read[o] for o in read if o != t)))
+        for t, names in read.items()
+    }
 
 
 @dataclass
@@ -105,6 +126,8 @@ class Pipeline:
         self._types = dict(topology.types) if topology is not None else {}
         self._inferred: Topology | None = None
         self._role_metrics: dict[str, dict[str, frozenset[str]]] = {}
+        self._own_by_type: dict[str, frozenset[str]] | None = None
+        self._guessed: dict[str, tuple[int, str]] = {}
         self.correlator = correlator or Correlator(
             window_s=settings.correlation_window_s,
             resolve_after_s=settings.resolve_after_s,
@@ -256,12 +279,30 @@ class Pipeline:
     # -- evaluation ------------------------------------------------------------------------
 
     def entity_type(self, entity: str) -> str:
+        """The inventory's type, else the ``nf`` label's, else what the entity exports says
+        (GPU serving metrics, the id by the operator's naming rules or its prefix, or the type
+        whose own metrics it exports: a CSV replay need not carry ``nf``)."""
         t = self._types.get(entity) or self.store.entity_hint(entity)
         if t:
             return t
-        if any(m.startswith(_GPU_PREFIXES) for m in self.store.metrics_of(entity)):
+        metrics = self.store.metrics_of(entity)
+        if any(m.startswith(_GPU_PREFIXES) for m in metrics):
             return "gpu_server"
-        return ""
+        cached = self._guessed.get(entity)
+        if cached is not None and cached[0] == len(metrics):
+            return cached[1]
+        guess = guess_type(entity, self.pack) or self._type_by_metrics(metrics)
+        self._guessed[entity] = (len(metrics), guess)
+        return guess
+
+    def _type_by_metrics(self, metrics: set[str]) -> str:
+        """The one type whose own metrics (read by its KPIs only) ``metrics`` hold most of."""
+        if self._own_by_type is None:
+            self._own_by_type = own_metrics(self.kpis.values(), self.pack.nf_types)
+        counts = {t: len(own & metrics) for t, own in self._own_by_type.items()}
+        best = max(counts.values(), default=0)
+        top = [t for t, c in counts.items() if c == best]
+        return top[0] if best > 0 and len(top) == 1 else ""
 
     def _roles(self, entity: str, metrics: Iterable[str]) -> frozenset[str]:
         """The roles ``entity`` plays: its type, and of the types it may act as (an EPC PGW:
@@ -274,14 +315,7 @@ class Pipeline:
             return roles
         own = self._role_metrics.get(etype)
         if own is None:
-            read: dict[str, set[str]] = {r: set() for r in roles - {etype}}
-            for k in self.kpis.values():
-                for r in read.keys() & set(k.entity_types):
-                    read[r].update(canonical_metric(m, "counter") for m in k.parsed.metrics)
-            own = {
-                r: frozenset(names - set().union(*(read[o] for o in read if o != r)))
-                for r, names in read.items()
-            }
+            own = own_metrics(self.kpis.values(), roles - {etype})
             self._role_metrics[etype] = own
         names = set(metrics)
         shown = {r for r, excl in own.items() if excl & names}

@@ -1,6 +1,10 @@
-"""An EPC inventory that types Open5GS's SMF and UPF daemons as PGWs (PGW-C, PGW-U; FORMATS §4
+"""What an entity is, when the inventory or the telemetry says it another way.
+
+An EPC inventory that types Open5GS's SMF and UPF daemons as PGWs (PGW-C, PGW-U; FORMATS §4
 lists `pgw`): the pack's `acts_as` gives them the SMF's and the UPF's KPIs and rules, each only
-the role its own metrics show, so a lost PFCP association is still blamed on the user plane."""
+the role its own metrics show, so a lost PFCP association is still blamed on the user plane.
+Without an inventory and without the `nf` label (a CSV replay need not carry it), the type
+comes from the id's prefix or from the metrics only one type's KPIs read."""
 
 from __future__ import annotations
 
@@ -25,14 +29,19 @@ INVENTORY = {
 }
 
 
-def pgw_points(*, n4_loss: tuple[float, float] | None = None) -> list[Point]:
+def pgw_points(*, n4_loss: tuple[float, float] | None = None, nf: bool = True) -> list[Point]:
     """A PGW-C (Open5GS smfd: PFCP peers, N4 and session counters) with two PGW-Us (upfd:
     PFCP peer, sessions, N3 packets), ~20 session requests/s; ``n4_loss``: PGW-U 2 loses its
     association over that span (the PGW-C sees one peer, half its N4 requests fail, PGW-U 2
-    holds no sessions). Seconds after ``T0``."""
+    holds no sessions). Seconds after ``T0``. Without ``nf`` the series carry no ``nf`` label.
+    """
     rng = random.Random(5)
-    c = (("instance", "pgwc-1"), ("nf", "smf"))
-    u = {k: (("instance", k), ("nf", "upf")) for k in ("pgwu-1", "pgwu-2")}
+
+    def labels(instance: str, kind: str) -> tuple[tuple[str, str], ...]:
+        return (("instance", instance), ("nf", kind)) if nf else (("instance", instance),)
+
+    c = labels("pgwc-1", "smf")
+    u = {k: labels(k, "upf") for k in ("pgwu-1", "pgwu-2")}
     req = succ = n4 = n4_fail = 0.0
     pkts = {k: 0.0 for k in u}
     out: list[Point] = []
@@ -51,14 +60,14 @@ def pgw_points(*, n4_loss: tuple[float, float] | None = None) -> list[Point]:
             Point(ts, "fivegs_smffunction_sm_n4sessionestabreq", c, n4, "counter"),
             Point(ts, "fivegs_smffunction_sm_n4sessionestabfail", c, n4_fail, "counter"),
         ]
-        for k, labels in u.items():
+        for k, own in u.items():
             down = lost and k == "pgwu-2"
             pkts[k] += 0.0 if down else rng.randint(90_000, 110_000)
             sessions = 0.0 if down else float(rng.randint(4800, 5200))
             out += [
-                Point(ts, "pfcp_peers_active", labels, 0.0 if down else 1.0, "gauge"),
-                Point(ts, "fivegs_upffunction_upf_sessionnbr", labels, sessions, "gauge"),
-                Point(ts, "fivegs_ep_n3_gtp_indatapktn3upf", labels, pkts[k], "counter"),
+                Point(ts, "pfcp_peers_active", own, 0.0 if down else 1.0, "gauge"),
+                Point(ts, "fivegs_upffunction_upf_sessionnbr", own, sessions, "gauge"),
+                Point(ts, "fivegs_ep_n3_gtp_indatapktn3upf", own, pkts[k], "counter"),
             ]
     return out
 
@@ -94,3 +103,20 @@ def test_a_pgw_plays_the_smf_and_upf_roles_in_the_topology() -> None:
     # the PGW-C's PFCP peers narrow its UPF dependency, as an SMF's do
     assert topo.upstream_candidates("pgwc-1", "upf", max_depth=1) == ["pgwu-1", "pgwu-2"]
     assert topo.entities_of_type("upf") == ["pgwc-1", "pgwu-1", "pgwu-2"]
+
+
+def test_without_inventory_or_nf_label_the_metrics_tell_the_type() -> None:
+    start, end = 5 * 3600.0, 5 * 3600.0 + 1200.0
+    pipe = Pipeline().replay(pgw_points(n4_loss=(start, end), nf=False))
+    # "pgwc" and "pgwu" are no type's prefix: the SMF's and the UPF's own metrics decide
+    assert [pipe.entity_type(e) for e in ("pgwc-1", "pgwu-1")] == ["smf", "upf"]
+    (incident,) = pipe.correlator.incidents.values()
+    diag = pipe.diagnoses[incident.id]
+    assert (diag.top.fault, diag.top.entity) == ("pfcp_association_loss", "pgwu-2")
+
+
+def test_an_id_prefix_names_the_type_before_the_metrics() -> None:
+    pipe = Pipeline().replay(
+        [Point(T0, "pfcp_peers_active", (("instance", "upf-7"),), 1.0, "gauge")]
+    )
+    assert pipe.entity_type("upf-7") == "upf"  # the shared gauge alone would say nothing
