@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from knowledge.pack import Pack, load_pack
 
@@ -74,6 +74,12 @@ class InventoryEntity(BaseModel):
     peers: list[str] = Field(default_factory=list)
     partners: list[_InventoryPartner] = Field(default_factory=list)
     gpus: list[str] = Field(default_factory=list)
+
+    @field_validator("type")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        """FORMATS §4 types are lower case; a CMDB's ``"AMF"`` means the pack's ``amf``."""
+        return value.lower()
 
 
 class _Inventory(BaseModel):

@@ -145,7 +145,7 @@ class SeriesStore:
             self._by_entity.setdefault(entity, {}).setdefault(canon, []).append(state)
             nf = labels.get("nf")
             if nf:
-                self._entity_nf.setdefault(entity, nf)
+                self._entity_nf.setdefault(entity, nf.lower())  # "AMF" is the pack's "amf"
         previous = state.last_ts
         state.add(point.ts, point.value, self.horizon_s)
         if point.value is not None and point.ts > self.last_seen.get(state.entity, -math.inf):

@@ -120,3 +120,12 @@ def test_an_id_prefix_names_the_type_before_the_metrics() -> None:
         [Point(T0, "pfcp_peers_active", (("instance", "upf-7"),), 1.0, "gauge")]
     )
     assert pipe.entity_type("upf-7") == "upf"  # the shared gauge alone would say nothing
+
+
+def test_types_in_capitals_are_the_packs_types() -> None:
+    topo = Topology.from_inventory({"entities": [{"id": "x-1", "type": "PGW"}]}, load_pack())
+    assert topo.type_of("x-1") == "pgw" and topo.plays("x-1", "upf")
+    pipe = Pipeline().replay(
+        [Point(T0, "pfcp_peers_active", (("instance", "y-1"), ("nf", "SMF")), 1.0, "gauge")]
+    )
+    assert pipe.entity_type("y-1") == "smf"
