@@ -214,7 +214,8 @@ def _roots(
             if link is None:
                 continue
             seps = topology.entities_of_type("sepp")
-            root = link.sepp or (seps[0] if len(seps) == 1 else anchor.entity)
+            # no SEPP known (no inventory): the border is named by its type, as a target is
+            root = link.sepp or (seps[0] if len(seps) == 1 else anchor.entity if seps else "sepp")
             return [(root, link.plmn, "partner", 0.0)]
         return []
     if kind == "type":

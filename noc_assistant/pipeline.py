@@ -39,7 +39,7 @@ from detectors.params import (
 )
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
-from knowledge.topology import Topology, guess_type
+from knowledge.topology import PartnerLink, Topology, guess_type
 from noc_assistant.correlate import Correlator, IncidentEvent, MaintenanceWindow, series_id
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
@@ -125,6 +125,10 @@ class Pipeline:
         self.topology = topology
         self._types = dict(topology.types) if topology is not None else {}
         self._inferred: Topology | None = None
+        self._inferred_plmns: set[str] = set()
+        self._plmn_counts: dict[tuple[str, str], float] = {}
+        """Without an inventory: (PLMN id, entity) → its latest per-PLMN count (registered
+        subscribers), which tells the home PLMN from the roaming partners"""
         self._role_metrics: dict[str, dict[str, frozenset[str]]] = {}
         self._own_by_type: dict[str, frozenset[str]] | None = None
         self._guessed: dict[str, tuple[int, str]] = {}
@@ -175,9 +179,24 @@ class Pipeline:
         if self.topology is not None:
             return self.topology
         entities = [e for e in self.store.entities if e]
-        if self._inferred is None or set(self._inferred.types) != set(entities):
-            self._inferred = Topology.infer({e: self.entity_type(e) for e in entities}, self.pack)
-        return self._inferred
+        plmns = {p for p, _ in self._plmn_counts}
+        known = self._inferred
+        if known is None or set(known.types) != set(entities) or plmns != self._inferred_plmns:
+            topo = Topology.infer({e: self.entity_type(e) for e in entities}, self.pack)
+            self._inferred_plmns = plmns
+            if len(plmns) > 1:
+                # without an inventory, the PLMN with the most subscribers is home and the
+                # others are roaming partners (inbound roamers are a small share anywhere)
+                totals: dict[str, float] = {}
+                for (plmn, _), count in self._plmn_counts.items():
+                    totals[plmn] = totals.get(plmn, 0.0) + count
+                home = max(sorted(totals), key=lambda p: totals[p])
+                topo.home_plmns = (home,)
+                topo.partners = tuple(
+                    PartnerLink(plmn=f"{p[:3]}-{p[3:]}") for p in sorted(plmns - {home})
+                )
+            self._inferred = known = topo
+        return known
 
     def _related(self, a: str, b: str) -> bool:
         return self.current_topology().related(a, b)
@@ -378,6 +397,10 @@ class Pipeline:
                     if kpi.reads_presence and window < grace:
                         self._missed_scrape(kpi, entity, group, now, window, value)
                     key = (series_id(kpi.id, group), entity)
+                    if self.topology is None and kpi.unit == "count":
+                        plmn = dict(group).get("plmnid")
+                        if plmn and plmn.isdigit() and len(plmn) in (5, 6):
+                            self._plmn_counts[(plmn, entity)] = value
                     hist = self.kpi_history.get(key)
                     if hist is None:
                         hist = self.kpi_history[key] = deque(maxlen=self._history)

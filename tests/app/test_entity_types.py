@@ -129,3 +129,53 @@ def test_types_in_capitals_are_the_packs_types() -> None:
         [Point(T0, "pfcp_peers_active", (("instance", "y-1"), ("nf", "SMF")), 1.0, "gauge")]
     )
     assert pipe.entity_type("y-1") == "smf"
+
+
+def plmn_points(outage: tuple[float, float]) -> list[Point]:
+    """An AMF serving its home PLMN 999-70 (~100,000 subscribers, ~50 registrations/s) and
+    roamers of partner 262-01 (~1,500, ~0.5/s); over ``outage`` the partner's registrations
+    all fail and its registered roamers decay. No ``nf`` label, no inventory."""
+    rng = random.Random(7)
+    req = {"99970": 0.0, "26201": 0.0}
+    succ = dict(req)
+    out: list[Point] = []
+    for i in range(int(HOURS * 3600 / STEP)):
+        t = i * STEP
+        down = outage[0] <= t < outage[1]
+        for plmn, rate, registered in (("99970", 50.0, 100_000), ("26201", 0.5, 1_500)):
+            n = rng.randint(int(rate * STEP * 0.9), int(rate * STEP * 1.1))
+            ok = 0 if down and plmn == "26201" else n - sum(rng.random() < 0.002 for _ in range(n))
+            req[plmn] += n
+            succ[plmn] += ok
+            decay = 0.5 ** ((t - outage[0]) / 600) if down and plmn == "26201" else 1.0
+            labels = (("instance", "amf-1"), ("plmnid", plmn))
+            out += [
+                Point(
+                    ts := T0 + t, "fivegs_amffunction_rm_reginitreq", labels, req[plmn], "counter"
+                ),
+                Point(ts, "fivegs_amffunction_rm_reginitsucc", labels, succ[plmn], "counter"),
+                Point(
+                    ts,
+                    "fivegs_amffunction_rm_registeredsubnbr",
+                    labels,
+                    float(round(registered * decay * (1 + 0.002 * rng.gauss(0, 1)))),
+                    "gauge",
+                ),
+            ]
+    return out
+
+
+def test_without_inventory_the_largest_plmn_is_home_and_the_others_are_partners() -> None:
+    start, end = 5 * 3600.0, 5 * 3600.0 + 1800.0
+    pipe = Pipeline().replay(plmn_points((start, end)))
+    topo = pipe.current_topology()
+    assert topo.home_plmns == ("99970",)
+    assert [p.plmn for p in topo.partners] == ["262-01"]
+    # (the partner's 1 % of all registrations later dents the AMF-wide ratio too: no fault)
+    incident = next(
+        i
+        for i in pipe.correlator.incidents.values()
+        if "amf-registration-success-by-plmn" in i.kpis
+    )
+    top = pipe.diagnoses[incident.id].top
+    assert (top.fault, top.partner, top.entity) == ("roaming_partner_outage", "262-01", "sepp")
