@@ -181,6 +181,37 @@ def _read_jsonl(path: Path, quarantine: Quarantine) -> Iterator[Point]:
                     quarantine.add(source, lineno, f"invalid JSON: {exc}", _text(raw))
 
 
+_LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def _csv_extra_columns(header: list[str], source: str) -> tuple[int | None, list[tuple[int, str]]]:
+    """The columns after ``ts,metric,instance,value``: the ``type`` column's index (None if
+    absent) and the label columns as (index, label name). A label column is ``label=NAME``,
+    as FORMATS writes it, or ``NAME`` alone (a Prometheus label name), as exports often do.
+
+    >>> _csv_extra_columns(["ts", "metric", "instance", "value", "type", "label=nf", "plmnid"], "f")
+    (4, [(5, 'nf'), (6, 'plmnid')])
+    """
+    type_col: int | None = None
+    labels: list[tuple[int, str]] = []
+    seen = {"instance"}
+    for i, col in enumerate(header[4:], start=4):
+        if col == "type" and type_col is None:
+            type_col = i
+            continue
+        name = col[len("label=") :] if col.startswith("label=") else col
+        if not _LABEL_RE.match(name) or name in seen:
+            why = "a repeated label" if name in seen else "not a label name"
+            raise ReplayFormatError(
+                f"CSV column {col!r} is {why} (expected 'type', 'label=NAME' or 'NAME')",
+                source=source,
+                line=1,
+            )
+        seen.add(name)
+        labels.append((i, name))
+    return type_col, labels
+
+
 def _read_csv(path: Path, quarantine: Quarantine) -> Iterator[Point]:
     source = str(path)
     with _open(path) as binary:
@@ -196,15 +227,7 @@ def _read_csv(path: Path, quarantine: Quarantine) -> Iterator[Point]:
                 source=source,
                 line=1,
             )
-        extra = header[4:]
-        has_type = bool(extra) and extra[0] == "type"
-        label_cols = extra[1:] if has_type else extra
-        for col in label_cols:
-            if not col.startswith("label="):
-                raise ReplayFormatError(
-                    f"CSV column {col!r} must be 'type' or 'label=NAME'", source=source, line=1
-                )
-        label_names = [c[len("label=") :] for c in label_cols]
+        type_col, label_cols = _csv_extra_columns(header, source)
         for row in reader:
             lineno = reader.line_num
             if not row:
@@ -213,11 +236,10 @@ def _read_csv(path: Path, quarantine: Quarantine) -> Iterator[Point]:
                 if len(row) != len(header):
                     raise _LineError(f"expected {len(header)} fields, got {len(row)}")
                 labels = {"instance": row[2]}
-                values = row[len(header) - len(label_names) :]
-                for name, val in zip(label_names, values, strict=True):
-                    if val != "":
-                        labels[name] = val
-                type_ = (row[4] or None) if has_type else None
+                for col, name in label_cols:
+                    if row[col] != "":
+                        labels[name] = row[col]
+                type_ = (row[type_col] or None) if type_col is not None else None
                 yield _point(row[0], row[1], labels, row[3], type_)
             except _LineError as exc:
                 quarantine.add(source, lineno, str(exc), ",".join(row))

@@ -96,6 +96,23 @@ def test_csv_replay_and_bad_header(tmp_path: Path) -> None:
     assert "header" in str(err.value)
 
 
+def test_csv_label_columns_may_be_bare_names(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "ts,metric,instance,value,nf,type,label=plmnid\n"
+        "1795946400,fivegs_amffunction_rm_reginitreq,amf-1,10,amf,counter,99970\n"
+    )
+    q = Quarantine()
+    (point,) = read_replay(path, q)
+    assert point.labels == (("instance", "amf-1"), ("nf", "amf"), ("plmnid", "99970"))
+    assert point.type == "counter" and q.count == 0
+    for header, why in (("nf,label=nf", "a repeated label"), ("my nf", "not a label name")):
+        path.write_text(f"ts,metric,instance,value,{header}\n")
+        with pytest.raises(ReplayFormatError, match=why) as err:
+            list(read_replay(path, Quarantine()))
+        assert f"{path}:1" in str(err.value)
+
+
 def test_missing_file_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ReplayFormatError, match=r"nope\.jsonl"):
         read_replay(tmp_path / "nope.jsonl")
