@@ -27,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from detectors import MonitorBank, MonitorEvent, Observation
@@ -37,6 +38,7 @@ from detectors.params import (
     monitor_min_duration,
     monitor_settle,
 )
+from knowledge.formula import LIVENESS, Formula
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
 from knowledge.topology import PartnerLink, Topology, guess_type
@@ -57,6 +59,27 @@ IncidentSink = Callable[[IncidentEvent], None]
 _GPU_PREFIXES = ("vllm_", "sglang_", "DCGM_")
 
 
+@lru_cache(maxsize=1024)
+def stored_names(formula: Formula) -> frozenset[str]:
+    """The names under which the series a formula reads are stored: each metric's canonical
+    name and, for a histogram's mean, its ``_count`` series as sent without a ``type``
+    (FORMATS' default is a gauge, so the parts keep their own names; ``hist_mean`` reads them
+    so too).
+
+    >>> from knowledge.formula import parse_formula
+    >>> sorted(stored_names(parse_formula('hist_mean("vllm:e2e_request_latency_seconds")')))
+    ['vllm_e2e_request_latency_seconds', 'vllm_e2e_request_latency_seconds_count']
+    """
+    names: set[str] = set()
+    for sel in formula.selectors:
+        if sel.fn == LIVENESS:
+            continue
+        names.add(canonical_metric(sel.metric, "counter"))
+        if sel.fn == "hist_mean":
+            names.add(canonical_metric(sel.metric + "_count"))
+    return frozenset(names)
+
+
 def own_metrics(kpis: Iterable[KpiDef], types: Iterable[str]) -> dict[str, frozenset[str]]:
     """Per type of ``types``, the metrics its KPIs read and no other type's of them does (an
     SMF's and a UPF's KPIs both read ``pfcp_peers_active``: it belongs to neither).
@@ -71,7 +94,7 @@ def own_metrics(kpis: Iterable[KpiDef], types: Iterable[str]) -> dict[str, froze
     read: dict[str, set[str]] = {t: set() for t in types}
     for k in kpis:
         for t in read.keys() & set(k.entity_types):
-            read[t].update(canonical_metric(m, "counter") for m in k.parsed.metrics)
+            read[t].update(stored_names(k.parsed))
     return {
         t: frozenset(names - set().union(*(read[o] for o in read if o != t)))
         for t, names in read.items()
@@ -350,7 +373,7 @@ class Pipeline:
             k
             for k in self.kpis.values()
             if any(k.applies_to(t) for t in played)
-            and any(canonical_metric(m, "counter") in metrics for m in k.parsed.metrics)
+            and not stored_names(k.parsed).isdisjoint(metrics)
         ]
         self._applicable[entity] = (len(metrics), chosen)
         return chosen
@@ -363,8 +386,7 @@ class Pipeline:
         cached = self._groups.get((entity, kpi.id))
         if cached is not None and cached[0] == size:
             return cached[1]
-        metrics = {canonical_metric(m, "counter") for m in kpi.parsed.metrics}
-        groups = sorted(self.store.label_groups(entity, metrics, kpi.group_by))
+        groups = sorted(self.store.label_groups(entity, stored_names(kpi.parsed), kpi.group_by))
         self._groups[(entity, kpi.id)] = (size, groups)
         return groups
 

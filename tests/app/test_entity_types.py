@@ -1,4 +1,4 @@
-"""What an entity is, when the inventory or the telemetry says it another way.
+"""What an entity is and what it sends, when the inventory or the telemetry says it another way.
 
 An EPC inventory that types Open5GS's SMF and UPF daemons as PGWs (PGW-C, PGW-U; FORMATS §4
 lists `pgw`): the pack's `acts_as` gives them the SMF's and the UPF's KPIs and rules, each only
@@ -179,3 +179,23 @@ def test_without_inventory_the_largest_plmn_is_home_and_the_others_are_partners(
     )
     top = pipe.diagnoses[incident.id].top
     assert (top.fault, top.partner, top.entity) == ("roaming_partner_outage", "262-01", "sepp")
+
+
+def test_histogram_parts_sent_without_a_type_are_read() -> None:
+    """FORMATS §1's `type` is optional (default gauge): a histogram's `_sum` and `_count`
+    then arrive as plain series under their own names, and the mean is still computed."""
+    rng = random.Random(9)
+    total = count = 0.0
+    points: list[Point] = []
+    for i in range(60):
+        n = rng.randint(90, 110)
+        total, count = total + n * rng.uniform(0.18, 0.22), count + n
+        labels = (("instance", "gpu-srv-1"), ("model_name", "m"))
+        points += [
+            Point(T0 + i * STEP, "vllm:num_requests_running", labels, 12.0, "gauge"),
+            Point(T0 + i * STEP, "vllm:time_to_first_token_seconds_sum", labels, total),
+            Point(T0 + i * STEP, "vllm:time_to_first_token_seconds_count", labels, count),
+        ]
+    pipe = Pipeline().replay(points)
+    history = pipe.kpi_history[("gpu-ttft-mean", "gpu-srv-1")]
+    assert 0.15 < history[-1][1] < 0.25
