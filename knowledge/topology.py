@@ -315,14 +315,28 @@ class Topology:
 
 
 def guess_type(entity: str, pack: Pack) -> str:
-    """Type of an entity id from the overlay's naming rules, else its alphabetic prefix."""
+    """Type of an entity id (or of an ``nf``/``job`` label) from the overlay's naming rules,
+    else its alphabetic prefix, else the first of its words that names a type (a daemon's
+    trailing ``d`` dropped: Open5GS runs ``open5gs-amfd``).
+
+    >>> pack = load_pack()
+    >>> [guess_type(e, pack) for e in ("amf-1", "open5gs-smfd-0", "core-upf-edge-3", "ne07")]
+    ['amf', 'smf', 'upf', '']
+    """
     if pack.operator is not None:
         for rule in pack.operator.naming:
             if re.search(rule.pattern, entity):
                 return rule.type
-    match = re.match(r"[a-z_]+", entity.lower())
+    text = entity.lower()
+    match = re.match(r"[a-z_]+", text)
     prefix = match.group(0).rstrip("_") if match else ""
-    return prefix if prefix in pack.nf_types else ""
+    if prefix in pack.nf_types:
+        return prefix
+    for word in re.split(r"[^a-z0-9_]+", text):
+        for name in (word, word[:-1] if word.endswith("d") else ""):
+            if name and name in pack.nf_types:
+                return name
+    return ""
 
 
 def load_inventory(path: Path | str, pack: Pack | None = None) -> Topology:

@@ -321,19 +321,27 @@ class Pipeline:
     # -- evaluation ------------------------------------------------------------------------
 
     def entity_type(self, entity: str) -> str:
-        """The inventory's type, else the ``nf`` label's, else what the entity exports says
-        (GPU serving metrics, the id by the operator's naming rules or its prefix, or the type
-        whose own metrics it exports: a CSV replay need not carry ``nf``)."""
-        t = self._types.get(entity) or self.store.entity_hint(entity)
+        """The inventory's type, else the ``nf`` label's (or ``job``'s) when it names one, else
+        what the entity exports says (GPU serving metrics, the label or the id by the
+        operator's naming rules, a prefix or a word, or the type whose own metrics it exports:
+        a CSV replay need not carry ``nf``)."""
+        t = self._types.get(entity)
         if t:
             return t
+        hint = self.store.entity_hint(entity)
+        if hint in self.pack.nf_types:
+            return hint
         metrics = self.store.metrics_of(entity)
         if any(m.startswith(_GPU_PREFIXES) for m in metrics):
             return "gpu_server"
         cached = self._guessed.get(entity)
         if cached is not None and cached[0] == len(metrics):
             return cached[1]
-        guess = guess_type(entity, self.pack) or self._type_by_metrics(metrics)
+        guess = (
+            (guess_type(hint, self.pack) if hint else "")
+            or guess_type(entity, self.pack)
+            or self._type_by_metrics(metrics)
+        )
         self._guessed[entity] = (len(metrics), guess)
         return guess
 

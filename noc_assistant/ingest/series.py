@@ -123,7 +123,7 @@ class SeriesStore:
         return sorted(self._by_entity)
 
     def entity_hint(self, entity: str) -> str:
-        """The ``nf`` label seen on the entity's series, if any."""
+        """The ``nf`` label seen on the entity's series, else its ``job`` label, if any."""
         return self._entity_nf.get(entity, "")
 
     def metrics_of(self, entity: str) -> set[str]:
@@ -144,8 +144,10 @@ class SeriesStore:
                 self._canon[(point.metric, point.type)] = canon
             self._by_entity.setdefault(entity, {}).setdefault(canon, []).append(state)
             nf = labels.get("nf")
-            if nf:
-                self._entity_nf.setdefault(entity, nf.lower())  # "AMF" is the pack's "amf"
+            if nf:  # the nf label wins over a job label seen first
+                self._entity_nf[entity] = nf.lower()  # "AMF" is the pack's "amf"
+            elif labels.get("job"):
+                self._entity_nf.setdefault(entity, labels["job"].lower())
         previous = state.last_ts
         state.add(point.ts, point.value, self.horizon_s)
         if point.value is not None and point.ts > self.last_seen.get(state.entity, -math.inf):

@@ -199,3 +199,15 @@ def test_histogram_parts_sent_without_a_type_are_read() -> None:
     pipe = Pipeline().replay(points)
     history = pipe.kpi_history[("gpu-ttft-mean", "gpu-srv-1")]
     assert 0.15 < history[-1][1] < 0.25
+
+
+def test_a_job_label_or_a_daemon_name_tells_the_type() -> None:
+    pipe = Pipeline().replay(
+        [
+            Point(T0, "pfcp_peers_active", (("instance", "ne01"), ("job", "open5gs-smfd")), 1.0),
+            Point(T0, "pfcp_peers_active", (("instance", "ne02"), ("nf", "open5gs-upfd")), 1.0),
+            Point(T0, "pfcp_peers_active", (("instance", "open5gs-upfd-7"),), 1.0),
+        ]
+    )
+    types = [pipe.entity_type(e) for e in ("ne01", "ne02", "open5gs-upfd-7")]
+    assert types == ["smf", "upf", "upf"]
