@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
+import numbers
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,8 +21,27 @@ __all__ = ["app"]
 app = typer.Typer(help="eval commands", no_args_is_help=True)
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float as ``null``: a figure that is undefined (the
+    no-fault accuracy of a run without no-fault windows) is JSON's null, not ``NaN``, which
+    strict JSON readers refuse.
+
+    >>> import numpy as np
+    >>> _json_safe({"a": [float("nan"), 1.0], "b": np.float32("inf"), "c": 2})
+    {'a': [None, 1.0], 'b': None, 'c': 2}
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        number = float(value)  # numpy's floats too
+        return number if math.isfinite(number) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def _write(report: dict[str, Any], out: Path | None) -> None:
-    text = json.dumps(report, indent=2, sort_keys=True, default=float)
+    text = json.dumps(_json_safe(report), indent=2, sort_keys=True, default=float, allow_nan=False)
     if out is None:
         console.print_json(text)
         return
