@@ -137,6 +137,7 @@ class Pipeline:
         correlator: Correlator | None = None,
         quarantine: Quarantine | None = None,
         lateness_s: float = 60.0,
+        lateness_intervals: float = 0.0,
         on_finding: FindingSink | None = None,
         on_incident: IncidentSink | None = None,
         history: int = 480,
@@ -167,6 +168,10 @@ class Pipeline:
         self._by_id: dict[str, Finding] = {}
         self.quarantine = quarantine if quarantine is not None else Quarantine()
         self.buffer = ReorderBuffer(lateness_s=lateness_s, quarantine=self.quarantine)
+        self._lateness = (lateness_s, lateness_intervals)
+        """Points are held ``lateness_s``, or ``lateness_intervals`` scrape intervals once the
+        interval is known if that is longer: a replay file's lines may be out of order by a
+        few intervals (FORMATS §1), which at 5-min periods is a quarter of an hour."""
         self.store = SeriesStore()
         self.on_finding = on_finding
         self.on_incident = on_incident
@@ -292,6 +297,10 @@ class Pipeline:
             self._deltas.append(delta)
             if len(self._deltas) % 8 == 0 or len(self._deltas) < 8:
                 self.interval_s = statistics.median(self._deltas)
+                base, intervals = self._lateness
+                wanted = max(base, intervals * self.interval_s)
+                if wanted != self.buffer.lateness_s:
+                    self.buffer.allow(wanted)
         if self._last_ts is None or ts > self._last_ts:
             self._last_ts = ts
 
@@ -628,6 +637,11 @@ def _strongest(event: IncidentEvent) -> bool:
     return f.score >= event.incident.max_score
 
 
+#: How many scrape intervals a replay file's lines may be out of order (FORMATS §1: "a few")
+#: before a line counts as late; a file is read whole, so waiting costs no detection time.
+REPLAY_LATENESS_INTERVALS = 3.0
+
+
 def run_replay(
     telemetry: Path,
     *,
@@ -661,6 +675,7 @@ def run_replay(
         on_finding=on_finding,
         on_incident=on_incident,
         rca=rca,
+        lateness_intervals=REPLAY_LATENESS_INTERVALS,
     )
     pipe.correlator.maintenance.extend(maintenance)
     pipe.store.scrape_log = {}

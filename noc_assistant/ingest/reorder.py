@@ -47,6 +47,12 @@ class ReorderBuffer:
         self.late = 0
         self.max_ts = float("-inf")
 
+    def allow(self, lateness_s: float) -> None:
+        """Hold points for ``lateness_s`` from now on (the watermark moves back with it;
+        what was released stays released)."""
+        self.lateness_s = lateness_s
+        self.watermark = self.max_ts - lateness_s
+
     def push(self, point: Point) -> None:
         if point.ts > self.max_ts:
             self.max_ts = point.ts
