@@ -41,7 +41,7 @@ from detectors.params import (
 from knowledge.formula import LIVENESS, Formula
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
-from knowledge.topology import PartnerLink, Topology, guess_type
+from knowledge.topology import PartnerLink, Topology, guess_type, plmn_digits
 from noc_assistant.correlate import Correlator, IncidentEvent, MaintenanceWindow, series_id
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
@@ -437,8 +437,8 @@ class Pipeline:
                         self._missed_scrape(kpi, entity, group, now, window, value)
                     key = (series_id(kpi.id, group), entity)
                     if self.topology is None and kpi.unit == "count":
-                        plmn = dict(group).get("plmnid")
-                        if plmn and plmn.isdigit() and len(plmn) in (5, 6):
+                        plmn = plmn_digits(dict(group).get("plmnid", ""))  # 26201, 262-01
+                        if len(plmn) in (5, 6):
                             self._plmn_counts[(plmn, entity)] = value
                     hist = self.kpi_history.get(key)
                     if hist is None:

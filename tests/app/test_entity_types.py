@@ -134,20 +134,21 @@ def test_types_in_capitals_are_the_packs_types() -> None:
 def plmn_points(outage: tuple[float, float]) -> list[Point]:
     """An AMF serving its home PLMN 999-70 (~100,000 subscribers, ~50 registrations/s) and
     roamers of partner 262-01 (~1,500, ~0.5/s); over ``outage`` the partner's registrations
-    all fail and its registered roamers decay. No ``nf`` label, no inventory."""
+    all fail and its registered roamers decay. No ``nf`` label, no inventory; the partner's
+    PLMN id written with a dash, the home one without."""
     rng = random.Random(7)
-    req = {"99970": 0.0, "26201": 0.0}
+    req = {"99970": 0.0, "262-01": 0.0}
     succ = dict(req)
     out: list[Point] = []
     for i in range(int(HOURS * 3600 / STEP)):
         t = i * STEP
         down = outage[0] <= t < outage[1]
-        for plmn, rate, registered in (("99970", 50.0, 100_000), ("26201", 0.5, 1_500)):
+        for plmn, rate, registered in (("99970", 50.0, 100_000), ("262-01", 0.5, 1_500)):
             n = rng.randint(int(rate * STEP * 0.9), int(rate * STEP * 1.1))
-            ok = 0 if down and plmn == "26201" else n - sum(rng.random() < 0.002 for _ in range(n))
+            ok = 0 if down and plmn == "262-01" else n - sum(rng.random() < 0.002 for _ in range(n))
             req[plmn] += n
             succ[plmn] += ok
-            decay = 0.5 ** ((t - outage[0]) / 600) if down and plmn == "26201" else 1.0
+            decay = 0.5 ** ((t - outage[0]) / 600) if down and plmn == "262-01" else 1.0
             labels = (("instance", "amf-1"), ("plmnid", plmn))
             out += [
                 Point(
