@@ -78,6 +78,7 @@ def test_counts_on_hand_made_alerts() -> None:
             "first_alert_at": "1970-01-01T10:02:00Z",
             "delay_s": 120.0,
             "delay_after_signal_s": None,
+            "delay_after_signal_intervals": None,
         }
     ]
 
