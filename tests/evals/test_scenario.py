@@ -247,3 +247,29 @@ def test_phased_scrapes_keep_shares_quiet(tmp_path: Path) -> None:
     assert rep["quarantined"] == 0
     assert rep["incident_recall"] >= 0.95
     assert rep["false_alerts_per_entity_day"] <= 0.2
+
+
+def test_delay_in_intervals_is_on_the_incidents_own_scrapes() -> None:
+    """A core on 60-s periods beside GPU servers scraped every 15 s: an incident of the core
+    found one period after its signal is one interval late, not four."""
+    labels = {
+        "incidents": [
+            {
+                "id": "i1",
+                "start": 1000,
+                "end": 2000,
+                "root_cause": {"entity": "upf-3", "fault": "upf_gtpu_drop"},
+            }
+        ]
+    }
+    scrapes = {
+        "upf-3": [960.0 + 60 * k for k in range(30)],
+        "gpu-1": [15.0 * k for k in range(200)],
+    }
+    alerts = [Alert("upf-3", 1080.0, ("ensemble:point",), "a1")]  # signal at 1020, one period
+    r = score_scenario(
+        alerts, labels, ["upf-3", "gpu-1"], (0.0, 86400.0), scrapes=scrapes, interval_s=15.0
+    )
+    assert r["detection_delay_after_signal_s_p50"] == 60.0
+    assert r["detection_delay_intervals_p50"] == 1.0
+    assert r["detected_incidents"][0]["delay_after_signal_intervals"] == 1.0
