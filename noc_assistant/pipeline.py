@@ -169,6 +169,12 @@ class Pipeline:
         self.quarantine = quarantine if quarantine is not None else Quarantine()
         self.buffer = ReorderBuffer(lateness_s=lateness_s, quarantine=self.quarantine)
         self._lateness = (lateness_s, lateness_intervals)
+        self._probe: dict[tuple[str, tuple[tuple[str, str], ...]], float] | None = (
+            {} if lateness_intervals > 0 else None
+        )
+        self._probe_steps: list[float] = []
+        if self._probe is not None:
+            self.buffer.allow(math.inf)  # hold everything until the interval is guessed
         """Points are held ``lateness_s``, or ``lateness_intervals`` scrape intervals once the
         interval is known if that is longer: a replay file's lines may be out of order by a
         few intervals (FORMATS §1), which at 5-min periods is a quarter of an hour."""
@@ -266,9 +272,30 @@ class Pipeline:
     def feed(self, point: Point) -> None:
         """Push one point; evaluation happens as the data's clock advances."""
         self.samples += 1
+        if self._probe is not None:
+            self._probe_interval(point)
         self.buffer.push(point)
         if self.buffer.watermark >= (self._next_eval or float("-inf")):
             self._apply(self.buffer.pop_ready())
+
+    def _probe_interval(self, point: Point) -> None:
+        """Before anything is released, guess the scrape interval from the points pushed (the
+        median of the first eight steps between a series' samples) so that a replay holds its
+        lines for ``lateness_intervals`` from the start, not a minute (lines of the first
+        intervals may be out of order too); until then nothing is released, and the released
+        data's interval takes over once it is known."""
+        probe = self._probe
+        assert probe is not None
+        key = (point.metric, point.labels)
+        last = probe.get(key)
+        probe[key] = point.ts if last is None else max(last, point.ts)
+        if last is not None and point.ts > last:
+            self._probe_steps.append(point.ts - last)
+            if len(self._probe_steps) >= 8:
+                base, intervals = self._lateness
+                self.buffer.allow(max(base, intervals * statistics.median(self._probe_steps)))
+                self._probe = None
+                self._probe_steps = []
 
     def feed_all(self, points: Iterable[Point]) -> None:
         for p in points:
