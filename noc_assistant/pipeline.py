@@ -292,8 +292,7 @@ class Pipeline:
         if last is not None and point.ts > last:
             self._probe_steps.append(point.ts - last)
             if len(self._probe_steps) >= 8:
-                base, intervals = self._lateness
-                self.buffer.allow(max(base, intervals * statistics.median(self._probe_steps)))
+                self._hold_for(statistics.median(self._probe_steps))
                 self._probe = None
                 self._probe_steps = []
 
@@ -324,12 +323,17 @@ class Pipeline:
             self._deltas.append(delta)
             if len(self._deltas) % 8 == 0 or len(self._deltas) < 8:
                 self.interval_s = statistics.median(self._deltas)
-                base, intervals = self._lateness
-                wanted = max(base, intervals * self.interval_s)
-                if wanted != self.buffer.lateness_s:
-                    self.buffer.allow(wanted)
+                self._hold_for(self.interval_s)
         if self._last_ts is None or ts > self._last_ts:
             self._last_ts = ts
+
+    def _hold_for(self, step: float) -> None:
+        """Hold points ``lateness_s``, or ``lateness_intervals`` scrape intervals of ``step``
+        if that is longer."""
+        base, intervals = self._lateness
+        wanted = max(base, intervals * step)
+        if wanted != self.buffer.lateness_s:
+            self.buffer.allow(wanted)
 
     def _apply(self, points: Iterable[Point]) -> None:
         store = self.store
@@ -463,7 +467,7 @@ class Pipeline:
                     if kpi.reads_presence and window < grace:
                         self._missed_scrape(kpi, entity, group, now, window, value)
                     key = (series_id(kpi.id, group), entity)
-                    if self.topology is None and kpi.unit == "count":
+                    if self.topology is None and kpi.unit == "count" and "plmnid" in kpi.group_by:
                         plmn = plmn_digits(dict(group).get("plmnid", ""))  # 26201, 262-01
                         if len(plmn) in (5, 6):
                             self._plmn_counts[(plmn, entity)] = value
