@@ -203,10 +203,18 @@ def _predict(
     s: NDArray[Any], g: NDArray[Any], i: int, b0: int, b1: int, w: float, day: float,
     p: KernelParams, min_days: float,
 ) -> tuple[float, float, bool]:  # fmt: skip
-    """Expected value, scale and maturity of one profile between bins ``b0`` and ``b1``."""
+    """Expected value, scale and maturity of one profile between bins ``b0`` and ``b1`` (a
+    bin the series skips leaves its neighbour alone, as in
+    :meth:`detectors.seasonal.SeasonalProfile.predict`)."""
     l0, d0 = _folded(s, g, i, b0, day, p.seasonal_alpha, min_days)
     l1, d1 = _folded(s, g, i, b1, day, p.seasonal_alpha, min_days)
-    ok = min(d0, d1) + 1.0 >= min_days
+    ok = True
+    if s[b1, i].cnt == 0 and d0 >= min_days:
+        w = 0.0
+    elif s[b0, i].cnt == 0 and d1 >= min_days:
+        w = 1.0
+    else:
+        ok = min(d0, d1) + 1.0 >= min_days
     mid = (1.0 - w) * l0 + w * l1
     mad = max((1.0 - w) * s[b0, i].mad + w * s[b1, i].mad, g[i, 0])
     scale = max(MAD_TO_SIGMA * mad, REL_FLOOR * abs(mid))

@@ -130,7 +130,13 @@ class SeasonalProfile:
         b0, b1, w = self._neighbours(t)
         l0, d0 = self._folded(b0, day)
         l1, d1 = self._folded(b1, day)
-        if min(d0, d1) + 1 < self.min_days:
+        # a bin the series skips (an hourly series has a value in every other half-hour bin)
+        # leaves its neighbour alone once that one was seen on min_days days
+        if self.cur_n_[b1] == 0 and d0 >= self.min_days:
+            w = 0.0
+        elif self.cur_n_[b0] == 0 and d1 >= self.min_days:
+            w = 1.0
+        elif min(d0, d1) + 1 < self.min_days:
             return None
         mid = (1.0 - w) * l0 + w * l1
         mad = max((1.0 - w) * self.mad_[b0] + w * self.mad_[b1], self.global_mad_)

@@ -186,6 +186,22 @@ def test_weekly_profile_learns_the_weekend() -> None:
     assert not daily.opened[0].any()
 
 
+def test_hourly_series_pages_on_a_dip_only_its_daily_profile_sees() -> None:
+    """Hourly values (every other bin of the 48-bin daily profile): on day 12 (before the
+    weekly profile's third week) the value at the day's peak hour falls to the daily mean,
+    well inside the series' range. Only the daily profile sees it; the bank pages there and
+    nowhere else, and equals the per-series ensemble."""
+    rng = np.random.default_rng(5)
+    t = 1_795_910_400.0 + np.arange(0.0, 16 * 86400.0, 3600.0)
+    x = 100 + 50 * np.sin(2 * np.pi * t / 86400.0) + rng.normal(0, 1, (1, len(t)))
+    peak = int(np.flatnonzero(t >= t[0] + 12 * 86400.0 + 6 * 3600.0)[0])
+    x[0, peak] = 100.0
+    kw: dict[str, Any] = {"warmup": 200, "min_duration": 1, "target_rate": 0.1}
+    res = EnsembleBank(1, **kw).run(x, t)
+    assert np.flatnonzero(res.opened[0]).tolist() == [peak]
+    _assert_matches_ensembles(res, x, t, kw)
+
+
 def test_interval_is_the_median_step_not_the_smallest() -> None:
     """One 60 s step among 5-min ones (NAB's realTraffic files), scrape jitter and a gap: the
     interval behind the per-sample risk stays near 300 s in the bank and in the ensemble."""

@@ -53,6 +53,23 @@ def test_profile_interpolates_between_bins() -> None:
     assert max(errors) < 0.05  # a staircase of 0.5-unit bins would be off by up to 0.25
 
 
+def test_hourly_series_has_a_daily_profile() -> None:
+    """Values on the hour fill every other half-hour bin. A bin the series never visits does
+    not hold its neighbour back: from the third day on (the visited bin seen on two days) the
+    profile predicts the hour's own level; a series that starts mid-day is not affected (a
+    bin not yet visited today keeps its neighbour waiting, as before)."""
+    prof = SeasonalProfile(n_bins=48)
+    hours = np.arange(0.0, 4 * DAY, 3600.0)
+    for t in hours[hours < 2 * DAY]:
+        prof.learn_one(10.0 + (t % DAY) / 3600.0, T0 + t)
+    pred = prof.predict(T0 + 2 * DAY + 5 * 3600.0)
+    assert pred is not None and abs(pred[0] - 15.0) < 1e-9
+    late = SeasonalProfile(n_bins=48)
+    for t in np.arange(DAY / 2, DAY + 3600.0, 60.0):  # from noon to 01:00 the next day
+        late.learn_one(1.0, T0 + t)
+    assert late.predict(T0 + DAY + 3600.0) is None  # 01:00's bin: first seen today
+
+
 def test_smooth_daily_gauge_does_not_page() -> None:
     """A registered-subscribers gauge: integer, smooth, slowly wandering day to day."""
     rng = np.random.default_rng(2)
