@@ -23,7 +23,9 @@ class SeasonalProfile:
     The expected value at ``t`` is interpolated linearly between the levels of the two nearest
     bin centres (a smooth daily trend is not a staircase), and it exists only when both bins
     were visited on ``min_days`` separate days (today counted): otherwise the profile is not
-    :meth:`mature` and scores 0 (callers fall back to a level detector). The scale is the
+    :meth:`mature` and scores 0 (callers fall back to a level detector). A bin the series never
+    visits (hourly values fill every other half-hour bin) leaves its neighbour to predict
+    alone once that one was seen on ``min_days`` days. The scale is the
     larger of the series-wide and the (interpolated) per-bin deviation of the values from the
     expected value, learnt from mature predictions only; the profile is :meth:`ready` once
     ``min_residuals`` of them were seen. The score is linear in the deviation (no saturation).
