@@ -205,21 +205,33 @@ def _signal_start(inc: _Interval, scrapes: Mapping[str, Sequence[float]]) -> flo
     return min(firsts) if firsts else None
 
 
-def _scrape_step(inc: _Interval, scrapes: Mapping[str, Sequence[float]]) -> float | None:
+def _scrape_step(
+    inc: _Interval,
+    scrapes: Mapping[str, Sequence[float]],
+    medians: dict[str, float | None] | None = None,
+) -> float | None:
     """The scrape interval of ``inc``'s entities: the shortest of their median steps (a GPU
     server scraped every 15 s beside a core on 60-s periods is judged on its own clock).
+    ``medians`` keeps each entity's median step across calls (incidents share entities).
 
     >>> _scrape_step(_Interval(frozenset({"a", "b"}), 0.0, 1.0), {"a": [0, 60, 120, 300],
     ...                                                          "b": [0, 15, 30]})
     15.0
     """
+    medians = {} if medians is None else medians
     steps = []
     for ent in inc.entities:
-        times = scrapes.get(ent)
-        if times and len(times) > 1:
-            steps.append(float(np.median(np.diff(np.asarray(times, np.float64)))))
-    positive = [s for s in steps if s > 0]
-    return min(positive) if positive else None
+        if ent not in medians:
+            times = scrapes.get(ent)
+            medians[ent] = (
+                float(np.median(np.diff(np.asarray(times, np.float64))))
+                if times and len(times) > 1
+                else None
+            )
+        step = medians[ent]
+        if step is not None and step > 0:
+            steps.append(step)
+    return min(steps) if steps else None
 
 
 def _counts(
@@ -278,13 +290,14 @@ def _counts(
     delays = [first_tp[i.id] - i.start for i in incidents if i.id in first_tp]
     after_signal: list[float] = []
     in_intervals: list[float] = []
+    medians: dict[str, float | None] = {}
     detected: list[dict[str, Any]] = []
     for inc in incidents:
         if inc.id not in first_tp:
             continue
         signal = _signal_start(inc, scrapes) if scrapes else None
         after = None if signal is None else max(0.0, first_tp[inc.id] - signal)
-        step = _scrape_step(inc, scrapes) if scrapes else None
+        step = _scrape_step(inc, scrapes, medians) if scrapes else None
         intervals = after / step if after is not None and step else None
         if after is not None:
             after_signal.append(after)

@@ -169,15 +169,15 @@ class Pipeline:
         self.quarantine = quarantine if quarantine is not None else Quarantine()
         self.buffer = ReorderBuffer(lateness_s=lateness_s, quarantine=self.quarantine)
         self._lateness = (lateness_s, lateness_intervals)
+        """Points are held ``lateness_s``, or ``lateness_intervals`` scrape intervals once the
+        interval is known if that is longer: a replay file's lines may be out of order by a
+        few intervals (FORMATS §1), which at 5-min periods is a quarter of an hour."""
         self._probe: dict[tuple[str, tuple[tuple[str, str], ...]], float] | None = (
             {} if lateness_intervals > 0 else None
         )
         self._probe_steps: list[float] = []
         if self._probe is not None:
             self.buffer.allow(math.inf)  # hold everything until the interval is guessed
-        """Points are held ``lateness_s``, or ``lateness_intervals`` scrape intervals once the
-        interval is known if that is longer: a replay file's lines may be out of order by a
-        few intervals (FORMATS §1), which at 5-min periods is a quarter of an hour."""
         self.store = SeriesStore()
         self.on_finding = on_finding
         self.on_incident = on_incident
