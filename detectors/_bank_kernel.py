@@ -11,7 +11,7 @@ State is laid out series-major so that one series' state is one contiguous row: 
 the series then streams through memory (the series-minor layout of a numpy bank, one row per
 quantity, made the fused loop wait on ~80 concurrent streams and ran slower than numpy).
 Season state is one ``(bins, series)`` record array per profile (:func:`season_dtype`) and
-a ``(series, 2)`` array of its series-wide ``(gmad, rtotal)``; tail state is ``(series, 14,
+a ``(series, 8)`` array of its series-wide state (:data:`SERIES_KEYS`); tail state is ``(series, 14,
 2)``: :data:`TAIL_KEYS` × member (point, shift).
 """
 
@@ -33,10 +33,12 @@ from detectors.params import (
     resolution_floor,
 )
 from detectors.robust_zscore import MAD_TO_SIGMA, update_clip
+from detectors.seasonal import TREND_DAY, trend_fold, trend_ratio
 from detectors.spot import tail_shape
 
 __all__ = [
     "SEASON_KEYS",
+    "SERIES_KEYS",
     "TAIL_KEYS",
     "KernelParams",
     "ensemble_step",
@@ -49,6 +51,10 @@ REL_FLOOR = 1e-6
 MIN_RESIDUALS = 30
 
 SEASON_KEYS = ("level", "mad", "sum", "days", "resn", "cnt", "cday")
+#: per series and profile: the series-wide deviation and residual count, then the trend term
+#: (:meth:`detectors.seasonal.SeasonalProfile.trend`): its day, that day's clipped residuals
+#: and predictions, the days' running mean, variance and count (unused by the weekly profile)
+SERIES_KEYS = ("gmad", "rtotal", "tday", "tsum", "tden", "tm", "tv", "tk")
 
 
 def season_dtype(dtype: Any) -> np.dtype[np.void]:
@@ -87,6 +93,8 @@ _tail_shape = _inline(tail_shape)  # the per-series POT's moment fit of ξ, comp
 _resolution = _inline(resolution)  # the smallest step and its count (detectors.params)
 _resolution_floor = _inline(resolution_floor)
 _update_clip = _inline(update_clip)  # the level's Huber clip (grace included), compiled
+_trend_fold = _inline(trend_fold)  # the profiles' trend term (detectors.seasonal)
+_trend_ratio = _inline(trend_ratio)
 
 
 class KernelParams(NamedTuple):
@@ -171,9 +179,11 @@ def _noise_floor(ref: float, counted: float, whole: float, sup: float, has_sup: 
 
 @_inline
 def _folded(
-    s: NDArray[Any], g: NDArray[Any], i: int, b: int, day: float, alpha: float, min_days: float
-) -> tuple[float, float]:
-    """Level and day count of bin ``b`` once its pending day (if any) is folded in."""
+    s: NDArray[Any], g: NDArray[Any], i: int, b: int, day: float, alpha: float, min_days: float,
+    trend: float,
+) -> tuple[float, float]:  # fmt: skip
+    """Level and day count of bin ``b`` once its pending day (if any) is folded in (the clip
+    centred on the trend's lag ``trend``, as in :class:`detectors.seasonal.SeasonalProfile`)."""
     lvl = float(s[b, i].level)
     days = float(s[b, i].days)
     cnt = float(s[b, i].cnt)
@@ -181,10 +191,11 @@ def _folded(
         return lvl, days
     mean = s[b, i].sum / cnt
     a = max(alpha, 1.0 / (days + 1.0))
-    lim = math.inf
+    r = mean - lvl
     if days + 1.0 >= min_days and s[b, i].resn > 0:
         lim = CLIP * (MAD_TO_SIGMA * max(float(s[b, i].mad), float(g[i, 0])))
-    r = min(max(mean - lvl, -lim), lim)
+        off = trend * abs(lvl)
+        r = off + min(max(r - off, -lim), lim)
     return (mean if days == 0 else lvl + a * r), days + 1.0
 
 
@@ -201,13 +212,21 @@ def _place(t: float, period: float, nb: int) -> tuple[int, int, float, int, floa
 @_inline
 def _predict(
     s: NDArray[Any], g: NDArray[Any], i: int, b0: int, b1: int, w: float, day: float,
-    p: KernelParams, min_days: float,
-) -> tuple[float, float, bool]:  # fmt: skip
+    p: KernelParams, min_days: float, tday: float, follow: bool,
+) -> tuple[float, float, bool, float]:  # fmt: skip
     """Expected value, scale and maturity of one profile between bins ``b0`` and ``b1`` (a
     bin the series skips leaves its neighbour alone, as in
-    :meth:`detectors.seasonal.SeasonalProfile.predict`)."""
-    l0, d0 = _folded(s, g, i, b0, day, p.seasonal_alpha, min_days)
-    l1, d1 = _folded(s, g, i, b1, day, p.seasonal_alpha, min_days)
+    :meth:`detectors.seasonal.SeasonalProfile.predict`), and the trend term's part of the
+    expected value (``tday``: the trend's day of ``t``; ``follow``: whether this profile
+    follows a trend)."""
+    trend = 0.0
+    if follow:
+        tm, tv, tk = float(g[i, 5]), float(g[i, 6]), float(g[i, 7])
+        if g[i, 2] < tday:
+            tm, tv, tk = _trend_fold(tm, tv, tk, float(g[i, 3]), float(g[i, 4]))
+        trend = _trend_ratio(tm, tv, tk)
+    l0, d0 = _folded(s, g, i, b0, day, p.seasonal_alpha, min_days, trend)
+    l1, d1 = _folded(s, g, i, b1, day, p.seasonal_alpha, min_days, trend)
     ok = True
     if s[b1, i].cnt == 0 and d0 >= min_days:
         w = 0.0
@@ -215,20 +234,32 @@ def _predict(
         w = 1.0
     else:
         ok = min(d0, d1) + 1.0 >= min_days
-    mid = (1.0 - w) * l0 + w * l1
+    raw = (1.0 - w) * l0 + w * l1
+    off = trend * abs(raw)
+    mid = raw + off
     mad = max((1.0 - w) * s[b0, i].mad + w * s[b1, i].mad, g[i, 0])
     scale = max(MAD_TO_SIGMA * mad, REL_FLOOR * abs(mid))
-    return mid, max(scale, 1e-12), ok
+    return mid, max(scale, 1e-12), ok, off
 
 
 @_inline
 def _learn_season(
     s: NDArray[Any], g: NDArray[Any], i: int, x: float, b: int, day: float, p: KernelParams,
-    min_days: float, mid: float, scale: float, ok: bool, floor: float, x_young: float,
+    min_days: float, mid: float, scale: float, ok: bool, off: float, tday: float,
+    follow: bool, floor: float, x_young: float,
 ) -> None:  # fmt: skip
-    """One value into bin ``b`` of one profile (``mid``, ``scale``, ``ok``: its prediction;
-    ``x_young``: the value a profile too young to predict learns)."""
-    lvl, days = _folded(s, g, i, b, day, p.seasonal_alpha, min_days)
+    """One value into bin ``b`` of one profile (``mid``, ``scale``, ``ok``, ``off``: its
+    prediction and the trend's part of it; ``tday``: the trend's day, ``follow``: whether the
+    profile follows a trend; ``x_young``: the value a profile too young to predict learns)."""
+    trend = 0.0
+    if follow:
+        if tday > g[i, 2]:
+            g[i, 5], g[i, 6], g[i, 7] = _trend_fold(
+                float(g[i, 5]), float(g[i, 6]), float(g[i, 7]), float(g[i, 3]), float(g[i, 4])
+            )
+            g[i, 2], g[i, 3], g[i, 4] = tday, 0.0, 0.0
+        trend = _trend_ratio(float(g[i, 5]), float(g[i, 6]), float(g[i, 7]))
+    lvl, days = _folded(s, g, i, b, day, p.seasonal_alpha, min_days, trend)
     cday = s[b, i].cday
     new_day = cday != day
     ssum = 0.0 if new_day else float(s[b, i].sum)
@@ -240,7 +271,11 @@ def _learn_season(
     r = x - mid
     dev = min(abs(r), limit)
     if ok:
-        ssum += mid + min(max(r, -limit), limit)
+        rc = min(max(r, -limit), limit)
+        ssum += mid + rc
+        if follow:
+            g[i, 3] += off + rc
+            g[i, 4] += abs(mid - off)
         mad = gmad if resn == 0 else mad_old
         s[b, i].mad = mad + 0.02 * (dev - mad)
         rt = g[i, 1] + 1.0
@@ -318,6 +353,7 @@ def ensemble_step(
     t0 = t[0] if t.shape[0] > 0 else 0.0
     a0, c0, w0, e0, day0 = _place(t0, p.period0, nb0)
     a1, c1, w1, e1, day1 = _place(t0, p.period1, nb1)
+    tday = math.floor(t0 / TREND_DAY)
     for i in range(x.shape[0]):
         opened[i] = False
         closed[i] = False
@@ -344,17 +380,20 @@ def ensemble_step(
         l_scale = max(max(l_scale, REL_FLOOR * abs(m_l)), 1e-12)
         scored = n_l >= p.grace
         ref, scale, best = m_l, l_scale, d_l
-        mid0 = sc0 = mid1 = sc1 = 0.0
+        mid0 = sc0 = mid1 = sc1 = off0 = off1 = 0.0
         ok0 = ok1 = False
         if n_seasons > 0:
             if not shared:
                 a0, c0, w0, e0, day0 = _place(t[i], p.period0, nb0)
                 a1, c1, w1, e1, day1 = _place(t[i], p.period1, nb1)
-            mid0, sc0, ok0 = _predict(s0, g0, i, a0, c0, w0, day0, p, p.min_days0)
+                tday = math.floor(t[i] / TREND_DAY)
+            mid0, sc0, ok0, off0 = _predict(s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, True)
             if ok0 and g0[i, 1] >= MIN_RESIDUALS and g0[i, 0] < best:
                 ref, scale, best = mid0, sc0, float(g0[i, 0])
             if n_seasons > 1:
-                mid1, sc1, ok1 = _predict(s1, g1, i, a1, c1, w1, day1, p, p.min_days1)
+                mid1, sc1, ok1, off1 = _predict(
+                    s1, g1, i, a1, c1, w1, day1, p, p.min_days1, tday, False
+                )
                 if ok1 and g1[i, 1] >= MIN_RESIDUALS and g1[i, 0] < best:
                     ref, scale, best = mid1, sc1, float(g1[i, 0])
         res_floor = _resolution_floor(float(st[i, 13]), float(st[i, 14]))
@@ -436,9 +475,15 @@ def ensemble_step(
             xy = xi_
             if held and scored:
                 xy = min(max(xi_, m_l - CLIP * lscale), m_l + CLIP * lscale)
-            _learn_season(s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, floor, xy)
+            _learn_season(
+                s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, off0, tday, True,
+                floor, xy,
+            )  # fmt: skip
             if n_seasons > 1:
-                _learn_season(s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, floor, xy)
+                _learn_season(
+                    s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, off1, tday, False,
+                    floor, xy,
+                )  # fmt: skip
         n1 = n_l + 1.0
         inv = 1.0 / n1
         if n1 == 1.0:

@@ -87,7 +87,7 @@ class EnsembleBank(EnsembleParams):
         self.state_[:, _ST_ROWS.index("x_prev")] = np.nan
         #: per series: :data:`detectors._bank_kernel.TAIL_KEYS` × member (point, shift)
         self.tails_ = np.zeros((n, len(kernel.TAIL_KEYS), 2), dt)
-        # daily and weekly profiles, (bins, series, keys) and series-wide (series, 2), allocated
+        # daily and weekly profiles, (bins, series, keys) and series-wide (series, keys), allocated
         # with the first timestamp
         self.seasons_: list[tuple[float, int, float]] = [(self.period, self.n_bins, 2.0)]
         if self.week_bins > 0:
@@ -172,10 +172,12 @@ class EnsembleBank(EnsembleParams):
 
     def _new_profile(self, bins: int, n: int) -> tuple[Arr, Arr]:
         """Fresh state of one profile: ``(bins, n)`` records (no day seen yet) and the
-        series-wide ``(n, 2)`` pair."""
+        series-wide ``(n, len(SERIES_KEYS))`` state (:data:`detectors._bank_kernel.SERIES_KEYS`)."""
         s = np.zeros((bins, n), kernel.season_dtype(self.dtype_))
         s["cday"] = -1.0
-        return s, np.zeros((n, 2), self.dtype_)
+        g = np.zeros((n, len(kernel.SERIES_KEYS)), self.dtype_)
+        g[:, kernel.SERIES_KEYS.index("tday")] = -np.inf
+        return s, g
 
     def _param_values(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(EnsembleParams)}

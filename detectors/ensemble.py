@@ -116,6 +116,7 @@ class Ensemble(EnsembleParams):
                 n_bins=self.week_bins,
                 alpha=self.seasonal_alpha,
                 min_days=self.week_min,
+                follow_trend=False,
             )
             if self.week_bins > 0
             else None

@@ -6,7 +6,60 @@ import math
 
 from detectors.robust_zscore import MAD_TO_SIGMA, Direction, directional
 
-__all__ = ["SeasonalProfile"]
+__all__ = ["TREND_DAY", "SeasonalProfile", "trend_fold", "trend_ratio"]
+
+#: the trend term's accounting unit: a day's residuals make one observation of the lag
+TREND_DAY = 86400.0
+#: weight of a new day's ratio in the trend term's running mean and variance (a week)
+TREND_ALPHA = 1.0 / 7.0
+#: days of residuals before the trend term may move a prediction
+TREND_MIN_DAYS = 5.0
+#: how clear (in standard errors) the days' mean lag must be to be used in full
+TREND_T = 3.0
+#: largest relative lag one day may report (a fault's day is Huber-clipped already)
+TREND_MAX = 0.5
+
+
+def trend_fold(
+    m: float, v: float, k: float, tsum: float, tden: float
+) -> tuple[float, float, float]:
+    """Fold one day's relative lag ``tsum / tden`` into the running mean ``m``, variance ``v``
+    and day count ``k`` of the trend term (a day without mature predictions changes nothing).
+
+    >>> m = v = k = 0.0
+    >>> for _ in range(6):
+    ...     m, v, k = trend_fold(m, v, k, 5.0, 100.0)
+    >>> round(m, 3), round(v, 6), k
+    (0.05, 0.0, 6.0)
+    """
+    if not tden > 0.0:
+        return m, v, k
+    d = min(max(tsum / tden, -TREND_MAX), TREND_MAX)
+    k += 1.0
+    a = max(TREND_ALPHA, 1.0 / k)
+    diff = d - m
+    m += a * diff
+    v = (1.0 - a) * (v + a * diff * diff)
+    return m, v, k
+
+
+def trend_ratio(m: float, v: float, k: float) -> float:
+    """Relative correction of a profile's prediction: the days' mean lag ``m`` shrunk toward 0
+    by its standard error (``m · max(0, 1 − T² se² / m²)``, :data:`TREND_T`), 0 before
+    :data:`TREND_MIN_DAYS` days. A series that trends lags its profile by the same share every
+    day (a small ``se``); a wandering or noisy one does not, and keeps its profile as it is.
+
+    >>> trend_ratio(0.08, 0.0001, 10.0) > 0.07   # a steady 8 % lag: corrected
+    True
+    >>> trend_ratio(0.02, 0.01, 10.0)            # days scattered ±10 %: left alone
+    0.0
+    >>> trend_ratio(0.08, 0.0, 3.0)              # too few days
+    0.0
+    """
+    if k < TREND_MIN_DAYS or m == 0.0:
+        return 0.0
+    n_eff = min(k, (2.0 - TREND_ALPHA) / TREND_ALPHA)
+    return m * max(0.0, 1.0 - TREND_T * TREND_T * v / (n_eff * m * m))
 
 
 class SeasonalProfile:
@@ -30,6 +83,17 @@ class SeasonalProfile:
     expected value, learnt from mature predictions only; the profile is :meth:`ready` once
     ``min_residuals`` of them were seen. The score is linear in the deviation (no saturation).
 
+    **A trend term.** A per-day EWMA trails a growing series: at 3 % a day a bin's level sits
+    ~10 % low, that lag enters the scale, and short dips hide under the bar. Each day the
+    profile's Huber-clipped residuals are summed against its predictions into one relative
+    lag; the days' running mean, shrunk toward 0 by its standard error (:func:`trend_ratio`:
+    used in full only when the lag is steady, several standard errors from 0, over at least
+    :data:`TREND_MIN_DAYS` days), raises or lowers every prediction by that share, and a
+    bin's new day is clipped around it. A series that wanders from day to day (no steady
+    sign) keeps its profile untouched. ``follow_trend = False`` leaves the term out (the
+    ensemble's weekly profile: its level is a running mean over its first weeks, so its lag
+    grows by itself, and over months it would extrapolate five weeks of a seasonal drift).
+
     Parameters
     ----------
     period
@@ -46,6 +110,10 @@ class SeasonalProfile:
         Mature predictions seen before the scale is trusted (:meth:`ready`).
     bad_direction
         ``"up"``, ``"down"`` or ``"both"``.
+    rel_floor
+        Floor of the scale relative to the expected value.
+    follow_trend
+        Learn and apply the trend term (:meth:`trend`).
 
     Examples
     --------
@@ -76,6 +144,7 @@ class SeasonalProfile:
         min_residuals: int = 30,
         bad_direction: Direction = "both",
         rel_floor: float = 1e-6,
+        follow_trend: bool = True,
     ) -> None:
         self.period = period
         self.n_bins = n_bins
@@ -85,6 +154,7 @@ class SeasonalProfile:
         self.min_residuals = min_residuals
         self.bad_direction = bad_direction
         self.rel_floor = rel_floor
+        self.follow_trend = follow_trend
         self.level_ = [0.0] * n_bins
         self.mad_ = [0.0] * n_bins
         self.days_ = [0] * n_bins
@@ -95,6 +165,14 @@ class SeasonalProfile:
         self.global_mad_ = 0.0
         self.res_total_ = 0
         self.n_ = 0
+        # the trend term: today's (TREND_DAY) clipped residuals and predictions, and the
+        # running mean, variance and count of the days' relative lags (trend_fold)
+        self.trend_day_ = -math.inf
+        self.trend_sum_ = 0.0
+        self.trend_den_ = 0.0
+        self.trend_m_ = 0.0
+        self.trend_v_ = 0.0
+        self.trend_k_ = 0.0
 
     def _bin(self, t: float) -> int:
         return int((t % self.period) / self.period * self.n_bins) % self.n_bins
@@ -105,8 +183,9 @@ class SeasonalProfile:
     def _bin_scale(self, b: int) -> float:
         return max(MAD_TO_SIGMA * self.mad_[b], MAD_TO_SIGMA * self.global_mad_)
 
-    def _folded(self, b: int, day: float) -> tuple[float, int]:
-        """Level and day count of bin ``b`` as seen on ``day`` (an earlier visit folded in)."""
+    def _folded(self, b: int, day: float, trend: float = 0.0) -> tuple[float, int]:
+        """Level and day count of bin ``b`` as seen on ``day`` (an earlier visit folded in;
+        ``trend``: the relative lag the Huber clip is centred on, :meth:`trend`)."""
         lvl, days = self.level_[b], self.days_[b]
         n = self.cur_n_[b]
         if n == 0 or self.cur_day_[b] >= day:
@@ -117,8 +196,10 @@ class SeasonalProfile:
         a = max(self.alpha, 1.0 / (days + 1))
         r = mean - lvl
         if days + 1 >= self.min_days and self.res_n_[b] > 0:
+            # a trending series' day sits off the level by the lag: clip around it
+            off = trend * abs(lvl)
             limit = self.clip * self._bin_scale(b)
-            r = max(-limit, min(limit, r))
+            r = off + max(-limit, min(limit, r - off))
         return lvl + a * r, days + 1
 
     def _neighbours(self, t: float) -> tuple[int, int, float]:
@@ -126,12 +207,28 @@ class SeasonalProfile:
         lo = math.floor(pos)
         return lo % self.n_bins, (lo + 1) % self.n_bins, pos - lo
 
+    def trend(self, t: float) -> float:
+        """Relative correction of the predictions at ``t`` (:func:`trend_ratio`), the days
+        before ``t``'s folded in."""
+        if not self.follow_trend:
+            return 0.0
+        m, v, k = self.trend_m_, self.trend_v_, self.trend_k_
+        if self.trend_day_ < math.floor(t / TREND_DAY):
+            m, v, k = trend_fold(m, v, k, self.trend_sum_, self.trend_den_)
+        return trend_ratio(m, v, k)
+
     def predict(self, t: float) -> tuple[float, float] | None:
         """Expected value and scale at ``t``; None while the profile is not mature there."""
+        pred = self._predict(t)
+        return None if pred is None else pred[:2]
+
+    def _predict(self, t: float) -> tuple[float, float, float] | None:
+        """:meth:`predict` and the trend term's part of the expected value."""
         day = self._day(t)
+        trend = self.trend(t)
         b0, b1, w = self._neighbours(t)
-        l0, d0 = self._folded(b0, day)
-        l1, d1 = self._folded(b1, day)
+        l0, d0 = self._folded(b0, day, trend)
+        l1, d1 = self._folded(b1, day, trend)
         # a bin the series skips (an hourly series has a value in every other half-hour bin)
         # leaves its neighbour alone once that one was seen on min_days days
         if self.cur_n_[b1] == 0 and d0 >= self.min_days:
@@ -140,10 +237,12 @@ class SeasonalProfile:
             w = 1.0
         elif min(d0, d1) + 1 < self.min_days:
             return None
-        mid = (1.0 - w) * l0 + w * l1
+        raw = (1.0 - w) * l0 + w * l1
+        off = trend * abs(raw)
+        mid = raw + off
         mad = max((1.0 - w) * self.mad_[b0] + w * self.mad_[b1], self.global_mad_)
         scale = max(MAD_TO_SIGMA * mad, self.rel_floor * abs(mid), 1e-12)
-        return mid, scale
+        return mid, scale, off
 
     def learn_one(
         self, x: float, t: float | None = None, floor: float = 0.0, young: float | None = None
@@ -154,10 +253,16 @@ class SeasonalProfile:
         while an alarm is open (:meth:`detectors.ensemble.Ensemble.update`)."""
         if t is None or math.isnan(x):
             return
-        pred = self.predict(t)
+        pred = self._predict(t)
+        tday = math.floor(t / TREND_DAY)
+        if self.follow_trend and tday > self.trend_day_:
+            self.trend_m_, self.trend_v_, self.trend_k_ = trend_fold(
+                self.trend_m_, self.trend_v_, self.trend_k_, self.trend_sum_, self.trend_den_
+            )
+            self.trend_sum_, self.trend_den_, self.trend_day_ = 0.0, 0.0, tday
         day = self._day(t)
         b = self._bin(t)
-        self.level_[b], self.days_[b] = self._folded(b, day)
+        self.level_[b], self.days_[b] = self._folded(b, day, self.trend(t))
         if self.cur_day_[b] != day:
             self.cur_sum_[b], self.cur_n_[b], self.cur_day_[b] = 0.0, 0, day
         self.n_ += 1
@@ -165,11 +270,14 @@ class SeasonalProfile:
             self.cur_sum_[b] += x if young is None else young
             self.cur_n_[b] += 1
             return
-        mid, scale = pred
+        mid, scale, off = pred
         limit = self.clip * max(scale, floor) if self.res_n_[b] > 0 else math.inf
         r = x - mid
         dev = min(abs(r), limit)
-        self.cur_sum_[b] += mid + max(-limit, min(limit, r))
+        rc = max(-limit, min(limit, r))
+        self.cur_sum_[b] += mid + rc
+        self.trend_sum_ += off + rc
+        self.trend_den_ += abs(mid - off)
         self.cur_n_[b] += 1
         if self.res_n_[b] == 0:  # a bin's own deviation starts from the series-wide one
             self.mad_[b] = self.global_mad_

@@ -53,6 +53,34 @@ def test_profile_interpolates_between_bins() -> None:
     assert max(errors) < 0.05  # a staircase of 0.5-unit bins would be off by up to 0.25
 
 
+def test_trend_term_follows_growth_and_leaves_a_wandering_series_alone() -> None:
+    """A series growing 3 % a day: without the trend term the profile (a per-day EWMA)
+    trails it by 10 % on day 12; with it, by 3 % (the term is shrunk toward 0 by its
+    standard error over its first days). A series whose daily level wanders ±10 % at random
+    (no trend) gets no correction at all."""
+    rng = np.random.default_rng(3)
+    grow, fixed, wander = SeasonalProfile(), SeasonalProfile(follow_trend=False), SeasonalProfile()
+    level = 1.0
+    for day in range(12):
+        level = float(np.exp(rng.normal(0.0, 0.1)))
+        for t in np.arange(0.0, DAY, 300.0):
+            ts = T0 + day * DAY + float(t)
+            shape = 1 + 0.5 * math.sin(2 * math.pi * t / DAY)
+            grown = 1000.0 * shape * (1 + 0.03 * (day + t / DAY))
+            grow.learn_one(grown + rng.normal(0, 5), ts)
+            fixed.learn_one(grown + rng.normal(0, 5), ts)
+            wander.learn_one(1000.0 * shape * level + rng.normal(0, 5), ts)
+    ts = T0 + 12 * DAY + 6 * 3600.0
+    truth = 1500.0 * (1 + 0.03 * 12.25)
+    with_trend, without = grow.predict(ts), fixed.predict(ts)
+    assert with_trend is not None and without is not None
+    assert abs(with_trend[0] / truth - 1) < 0.04
+    assert without[0] / truth < 0.92
+    assert grow.trend(ts) > 0.05
+    assert fixed.trend(ts) == 0.0
+    assert wander.trend(ts) == 0.0
+
+
 def test_hourly_series_has_a_daily_profile() -> None:
     """Values on the hour fill every other half-hour bin. A bin the series never visits does
     not hold its neighbour back: from the third day on (the visited bin seen on two days) the
