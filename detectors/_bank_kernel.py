@@ -53,7 +53,7 @@ MIN_RESIDUALS = 30
 SEASON_KEYS = ("level", "mad", "sum", "days", "resn", "cnt", "cday")
 #: per series and profile: the series-wide deviation and residual count, then the trend term
 #: (:meth:`detectors.seasonal.SeasonalProfile.trend`): its day, that day's clipped residuals
-#: and predictions, the days' running mean, variance and count (unused by the weekly profile)
+#: and predictions, the days' running mean, variance and count
 SERIES_KEYS = ("gmad", "rtotal", "tday", "tsum", "tden", "tm", "tv", "tk")
 
 
@@ -99,7 +99,8 @@ _trend_ratio = _inline(trend_ratio)
 
 class KernelParams(NamedTuple):
     """The ensemble parameters the step needs, as floats (``direction``: 0 both, 1 up,
-    2 down; ``n_seasons``: profiles in use this step, 0 without timestamps)."""
+    2 down; ``n_seasons``: profiles in use this step, 0 without timestamps; ``trend0`` and
+    ``trend1``: 1 where the daily and the weekly profile follow a trend)."""
 
     alpha: float
     grace: float
@@ -131,6 +132,8 @@ class KernelParams(NamedTuple):
     period1: float
     bins1: float
     min_days1: float
+    trend0: float
+    trend1: float
 
 
 @_jit
@@ -354,6 +357,8 @@ def ensemble_step(
     a0, c0, w0, e0, day0 = _place(t0, p.period0, nb0)
     a1, c1, w1, e1, day1 = _place(t0, p.period1, nb1)
     tday = math.floor(t0 / TREND_DAY)
+    follow0 = p.trend0 > 0.0
+    follow1 = p.trend1 > 0.0
     for i in range(x.shape[0]):
         opened[i] = False
         closed[i] = False
@@ -387,12 +392,14 @@ def ensemble_step(
                 a0, c0, w0, e0, day0 = _place(t[i], p.period0, nb0)
                 a1, c1, w1, e1, day1 = _place(t[i], p.period1, nb1)
                 tday = math.floor(t[i] / TREND_DAY)
-            mid0, sc0, ok0, off0 = _predict(s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, True)
+            mid0, sc0, ok0, off0 = _predict(
+                s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, follow0
+            )
             if ok0 and g0[i, 1] >= MIN_RESIDUALS and g0[i, 0] < best:
                 ref, scale, best = mid0, sc0, float(g0[i, 0])
             if n_seasons > 1:
                 mid1, sc1, ok1, off1 = _predict(
-                    s1, g1, i, a1, c1, w1, day1, p, p.min_days1, tday, False
+                    s1, g1, i, a1, c1, w1, day1, p, p.min_days1, tday, follow1
                 )
                 if ok1 and g1[i, 1] >= MIN_RESIDUALS and g1[i, 0] < best:
                     ref, scale, best = mid1, sc1, float(g1[i, 0])
@@ -476,12 +483,12 @@ def ensemble_step(
             if held and scored:
                 xy = min(max(xi_, m_l - CLIP * lscale), m_l + CLIP * lscale)
             _learn_season(
-                s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, off0, tday, True,
+                s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, off0, tday, follow0,
                 floor, xy,
             )  # fmt: skip
             if n_seasons > 1:
                 _learn_season(
-                    s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, off1, tday, False,
+                    s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, off1, tday, follow1,
                     floor, xy,
                 )  # fmt: skip
         n1 = n_l + 1.0

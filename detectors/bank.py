@@ -145,6 +145,8 @@ class EnsembleBank(EnsembleParams):
             period1=s1[0],
             bins1=float(s1[1]),
             min_days1=s1[2],
+            trend0=float(self.follow_trend),
+            trend1=float(self.week_follow_trend),
         )
 
     @property

@@ -32,7 +32,8 @@ class Ensemble(EnsembleParams):
 
     - ``point``: deviation from the daily or the weekly profile (:class:`SeasonalProfile`:
       per-period bin levels, interpolated, used once both neighbouring bins were seen in two
-      separate periods) when it explains the series better than the EW robust level
+      separate periods; each moved by its steady lag behind a trend, ``follow_trend`` and
+      ``week_follow_trend``) when it explains the series better than the EW robust level
       (:class:`RobustZScore`) does, else from the level: the reference with the smallest
       series-wide deviation among those ready at ``t``, chosen per step from the data, no
       labels (weekday and weekend traffic differ; ``week_bins = 0`` drops the weekly one);
@@ -108,7 +109,10 @@ class Ensemble(EnsembleParams):
             grace_after=GRACE_CLIP_AFTER,
         )
         self.seasonal_ = SeasonalProfile(
-            period=self.period, n_bins=self.n_bins, alpha=self.seasonal_alpha
+            period=self.period,
+            n_bins=self.n_bins,
+            alpha=self.seasonal_alpha,
+            follow_trend=self.follow_trend,
         )
         self.weekly_ = (
             SeasonalProfile(
@@ -116,7 +120,7 @@ class Ensemble(EnsembleParams):
                 n_bins=self.week_bins,
                 alpha=self.seasonal_alpha,
                 min_days=self.week_min,
-                follow_trend=False,
+                follow_trend=self.week_follow_trend,
             )
             if self.week_bins > 0
             else None

@@ -259,3 +259,7 @@ class EnsembleParams:
     #: incident each time. Off for states and codes (peers up, an Xid number), whose every
     #: change is news however often it recurs.
     resolution_always: bool = False
+    #: the daily and the weekly profile follow a steady trend
+    #: (:meth:`detectors.seasonal.SeasonalProfile.trend`)
+    follow_trend: bool = True
+    week_follow_trend: bool = True

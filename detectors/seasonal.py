@@ -90,9 +90,9 @@ class SeasonalProfile:
     used in full only when the lag is steady, several standard errors from 0, over at least
     :data:`TREND_MIN_DAYS` days), raises or lowers every prediction by that share, and a
     bin's new day is clipped around it. A series that wanders from day to day (no steady
-    sign) keeps its profile untouched. ``follow_trend = False`` leaves the term out (the
-    ensemble's weekly profile: its level is a running mean over its first weeks, so its lag
-    grows by itself, and over months it would extrapolate five weeks of a seasonal drift).
+    sign) keeps its profile untouched. The lag is measured per day for any period, so a
+    weekly profile (five weeks behind a trend at the default ``alpha``) is corrected by its
+    own, larger lag. ``follow_trend = False`` leaves the term out.
 
     Parameters
     ----------
