@@ -377,3 +377,7 @@ def test_trending_series_pages_on_a_dip_its_lagging_profile_hid() -> None:
     opens = np.flatnonzero(res.opened[0]).tolist()
     assert len(opens) == 1 and dip <= opens[0] < dip + 12
     _assert_matches_ensembles(res, x, t, kw)
+    kw["follow_trend"] = False  # the knob the KPI benchmark compares against
+    res = EnsembleBank(1, **kw).run(x, t)
+    assert not res.opened[0].any() and res.score[0, dip : dip + 12].max() < 0.5
+    _assert_matches_ensembles(res, x, t, kw)
