@@ -1,16 +1,17 @@
-"""Synthetic telecom KPI series in the NAB layout, untrended and trending, scored as
-`noc eval nab` scores NAB: a check on data unlike NAB's (the issue's unseen data includes
+"""Synthetic telecom KPI series in the NAB layout, untrended, growing and trending, scored
+as `noc eval nab` scores NAB: a check on data unlike NAB's (the issue's unseen data includes
 "other public KPI series": traffic counts with a daily and weekly pattern, summed over 1 min,
 5 min and 1 h, some of them growing).
 
 Each corpus: 12 series of 60 days, Poisson counts (20–5,000 a minute) whose rate swings
 20–70 % over the day, drops to 60–100 % at weekends, drifts slowly (a random walk of 0.05 %
-an hour in the log) and — in the trending corpus — grows linearly to twice its first level
-over the 60 days; 3–6 anomalies each (from day 12 on, at least 2.5 days apart): spikes ×1.6–3
-for 3–15 min, dips ×0.2–0.6 for 10–60 min, drops to 2 % for 5–30 min, shifts ×1.3–1.6 for
-4–12 h. Each series is written as 1-min values, 5-min sums and hourly sums (one category
-each), windows centred on each anomaly's start by NAB's rule (10 % of the file's rows over the
-anomaly count). The seeds are fixed; the corpus is made afresh in a temporary directory.
+an hour in the log) and — in the growing and trending corpora — grows linearly to 1.3 and 2
+times its first level over the 60 days; 3–6 anomalies each (from day 12 on, at least 2.5 days
+apart): spikes ×1.6–3 for 3–15 min, dips ×0.2–0.6 for 10–60 min, drops to 2 % for 5–30 min,
+shifts ×1.3–1.6 for 4–12 h. Each series is written as 1-min values, 5-min sums and hourly sums
+(one category each), windows centred on each anomaly's start by NAB's rule (10 % of the
+file's rows over the anomaly count). The seeds are fixed; the corpus is made afresh in a
+temporary directory.
 
 Scored: the ensemble bank as `noc eval nab` runs it (label-free bars, NAB alarm policy), the
 same bank without the profiles' trend term (``follow_trend`` and ``week_follow_trend`` off),
@@ -125,7 +126,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "kpi_results.md")
     args = ap.parse_args()
     lines = [
-        "# Synthetic KPI series (untrended and trending)",
+        "# Synthetic KPI series (untrended, growing, trending)",
         "",
         f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
         f"- machine: {cpu_name()}, {os.cpu_count()} logical CPUs,"
@@ -136,7 +137,12 @@ def main() -> None:
         " scorer (`evals.nab`), thresholds label-free as in `noc eval nab`.",
         "",
     ]
-    for title, growth in (("untrended", 0.0), ("trending (level × 2 over 60 days)", 1.0)):
+    corpora = (
+        ("untrended", 0.0),
+        ("growing (level × 1.3 over 60 days, 0.5 % a day)", 0.3),
+        ("trending (level × 2 over 60 days)", 1.0),
+    )
+    for title, growth in corpora:
         with tempfile.TemporaryDirectory(prefix="noc-kpi-") as tmp:
             root = Path(tmp)
             make_corpus(root, growth)
