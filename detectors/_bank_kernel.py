@@ -11,7 +11,7 @@ State is laid out series-major so that one series' state is one contiguous row: 
 the series then streams through memory (the series-minor layout of a numpy bank, one row per
 quantity, made the fused loop wait on ~80 concurrent streams and ran slower than numpy).
 Season state is one ``(bins, series)`` record array per profile (:func:`season_dtype`) and
-a ``(series, 8)`` array of its series-wide state (:data:`SERIES_KEYS`); tail state is ``(series, 14,
+a ``(series, 9)`` array of its series-wide state (:data:`SERIES_KEYS`); tail state is ``(series, 14,
 2)``: :data:`TAIL_KEYS` × member (point, shift).
 """
 
@@ -53,8 +53,9 @@ MIN_RESIDUALS = 30
 SEASON_KEYS = ("level", "mad", "sum", "days", "resn", "cnt", "cday")
 #: per series and profile: the series-wide deviation and residual count, then the trend term
 #: (:meth:`detectors.seasonal.SeasonalProfile.trend`): its day, that day's clipped residuals
-#: and predictions, the days' running mean, variance and count
-SERIES_KEYS = ("gmad", "rtotal", "tday", "tsum", "tden", "tm", "tv", "tk")
+#: and predictions, the days' running mean, variance and count, and the correction they give
+#: (:func:`detectors.seasonal.trend_ratio`, refreshed once a day)
+SERIES_KEYS = ("gmad", "rtotal", "tday", "tsum", "tden", "tm", "tv", "tk", "tr")
 
 
 def season_dtype(dtype: Any) -> np.dtype[np.void]:
@@ -224,10 +225,13 @@ def _predict(
     follows a trend)."""
     trend = 0.0
     if follow:
-        tm, tv, tk = float(g[i, 5]), float(g[i, 6]), float(g[i, 7])
-        if g[i, 2] < tday:
-            tm, tv, tk = _trend_fold(tm, tv, tk, float(g[i, 3]), float(g[i, 4]))
-        trend = _trend_ratio(tm, tv, tk)
+        if g[i, 2] < tday:  # the first value of a day: its predecessor folded in, as learning will
+            tm, tv, tk = _trend_fold(
+                float(g[i, 5]), float(g[i, 6]), float(g[i, 7]), float(g[i, 3]), float(g[i, 4])
+            )
+            trend = _trend_ratio(tm, tv, tk)
+        else:
+            trend = float(g[i, 8])
     l0, d0 = _folded(s, g, i, b0, day, p.seasonal_alpha, min_days, trend)
     l1, d1 = _folded(s, g, i, b1, day, p.seasonal_alpha, min_days, trend)
     ok = True
@@ -261,7 +265,8 @@ def _learn_season(
                 float(g[i, 5]), float(g[i, 6]), float(g[i, 7]), float(g[i, 3]), float(g[i, 4])
             )
             g[i, 2], g[i, 3], g[i, 4] = tday, 0.0, 0.0
-        trend = _trend_ratio(float(g[i, 5]), float(g[i, 6]), float(g[i, 7]))
+            g[i, 8] = _trend_ratio(float(g[i, 5]), float(g[i, 6]), float(g[i, 7]))
+        trend = float(g[i, 8])
     lvl, days = _folded(s, g, i, b, day, p.seasonal_alpha, min_days, trend)
     cday = s[b, i].cday
     new_day = cday != day
