@@ -17,6 +17,8 @@ a ``(series, 9)`` array of its series-wide state (:data:`SERIES_KEYS`); tail sta
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar, cast
@@ -96,6 +98,27 @@ _resolution_floor = _inline(resolution_floor)
 _update_clip = _inline(update_clip)  # the level's Huber clip (grace included), compiled
 _trend_fold = _inline(trend_fold)  # the profiles' trend term (detectors.seasonal)
 _trend_ratio = _inline(trend_ratio)
+
+#: the functions of other modules compiled into the kernels
+INLINED = (tail_shape, resolution, resolution_floor, update_clip, trend_fold, trend_ratio)
+
+#: What the kernels compile in from other modules (:func:`dependency_digest`). numba's on-disk
+#: cache is keyed on this file alone: after a change to an inlined helper or a constant it
+#: reads, the cached machine code would run stale until this file changes too. The bank's
+#: tests recompute the digest and fail until it is updated here.
+DEPENDENCY_DIGEST = "b5d8442614dbc00e"
+
+
+def dependency_digest() -> str:
+    """Digest of :data:`INLINED`'s source and of the numeric and text constants of their
+    modules (the constants the kernels import come from the same modules)."""
+    parts = [inspect.getsource(f) for f in INLINED]
+    mods = {m.__name__: m for m in map(inspect.getmodule, INLINED) if m is not None}
+    for name, mod in sorted(mods.items()):
+        for key, value in sorted(vars(mod).items()):
+            if key.isupper() and isinstance(value, int | float | str):
+                parts.append(f"{name}.{key}={value!r}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 class KernelParams(NamedTuple):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from detectors import Ensemble, EnsembleBank
+from detectors import _bank_kernel as kernel
 from detectors.bank import BankResult
 
 
@@ -381,3 +382,14 @@ def test_trending_series_pages_on_a_dip_its_lagging_profile_hid() -> None:
     res = EnsembleBank(1, **kw).run(x, t)
     assert not res.opened[0].any() and res.score[0, dip : dip + 12].max() < 0.5
     _assert_matches_ensembles(res, x, t, kw)
+
+
+def test_kernel_cache_is_keyed_on_what_it_inlines() -> None:
+    """numba keys its on-disk cache on the kernel's own file: a helper or constant compiled
+    in from another module (the trend term's shrinkage, the resolution floor) must change that
+    file when it changes, or a stale kernel would run. The digest below is that change."""
+    got = kernel.dependency_digest()
+    assert got == kernel.DEPENDENCY_DIGEST, (
+        f"an inlined helper or constant changed: set DEPENDENCY_DIGEST = {got!r} in"
+        " detectors/_bank_kernel.py"
+    )
