@@ -393,3 +393,21 @@ def test_kernel_cache_is_keyed_on_what_it_inlines() -> None:
         f"an inlined helper or constant changed: set DEPENDENCY_DIGEST = {got!r} in"
         " detectors/_bank_kernel.py"
     )
+
+
+def test_a_level_step_is_not_taken_for_a_trend() -> None:
+    """Traffic that steps up by 15–50 % on day 15 (a migration, new sites) and stays: the
+    profiles lag it for days, but by a share that shrinks day by day, not a steady one, so
+    the trend term stays out. Each series pages at the step and never again (with the term
+    unshrunk, TREND_T = 0, two series paged again on day 28)."""
+    rng = np.random.default_rng(11)
+    t = 1_795_910_400.0 + np.arange(0.0, 40 * 86400.0, 300.0)
+    days = (t - t[0]) / 86400.0
+    n = 20
+    rate = 500 * (1 + 0.5 * np.sin(2 * np.pi * days))[None, :] * rng.uniform(0.5, 4, (n, 1))
+    rate = rate * np.where(days >= 15, rng.uniform(1.15, 1.5, (n, 1)), 1.0)
+    x = rng.poisson(rate).astype(float)
+    res = EnsembleBank(n, warmup=2000, min_duration=2, target_rate=0.1).run(x, t)
+    step = (days >= 15.0) & (days < 17.0)
+    assert res.opened[:, step].sum(axis=1).tolist() == [1] * n
+    assert not res.opened[:, ~step].any()
