@@ -11,8 +11,8 @@ State is laid out series-major so that one series' state is one contiguous row: 
 the series then streams through memory (the series-minor layout of a numpy bank, one row per
 quantity, made the fused loop wait on ~80 concurrent streams and ran slower than numpy).
 Season state is one ``(bins, series)`` record array per profile (:func:`season_dtype`) and
-a ``(series, 9)`` array of its series-wide state (:data:`SERIES_KEYS`); tail state is ``(series, 14,
-2)``: :data:`TAIL_KEYS` × member (point, shift).
+a ``(series, 9)`` array of its series-wide state (:data:`SERIES_KEYS`); tail state is
+``(series, 14, 2)``: :data:`TAIL_KEYS` × member (point, shift).
 """
 
 from __future__ import annotations
@@ -237,6 +237,15 @@ def _place(t: float, period: float, nb: int) -> tuple[int, int, float, int, floa
 
 
 @_inline
+def _trend_folded(g: NDArray[Any], i: int) -> tuple[float, float, float]:
+    """The trend term's running mean, variance and day count of series ``i`` with its
+    pending day folded in (:func:`detectors.seasonal.trend_fold`)."""
+    return _trend_fold(
+        float(g[i, 5]), float(g[i, 6]), float(g[i, 7]), float(g[i, 3]), float(g[i, 4])
+    )
+
+
+@_inline
 def _predict(
     s: NDArray[Any], g: NDArray[Any], i: int, b0: int, b1: int, w: float, day: float,
     p: KernelParams, min_days: float, tday: float, follow: bool,
@@ -249,9 +258,7 @@ def _predict(
     trend = 0.0
     if follow:
         if g[i, 2] < tday:  # the first value of a day: its predecessor folded in, as learning will
-            tm, tv, tk = _trend_fold(
-                float(g[i, 5]), float(g[i, 6]), float(g[i, 7]), float(g[i, 3]), float(g[i, 4])
-            )
+            tm, tv, tk = _trend_folded(g, i)
             trend = _trend_ratio(tm, tv, tk)
         else:
             trend = float(g[i, 8])
@@ -284,9 +291,7 @@ def _learn_season(
     trend = 0.0
     if follow:
         if tday > g[i, 2]:
-            g[i, 5], g[i, 6], g[i, 7] = _trend_fold(
-                float(g[i, 5]), float(g[i, 6]), float(g[i, 7]), float(g[i, 3]), float(g[i, 4])
-            )
+            g[i, 5], g[i, 6], g[i, 7] = _trend_folded(g, i)
             g[i, 2], g[i, 3], g[i, 4] = tday, 0.0, 0.0
             g[i, 8] = _trend_ratio(float(g[i, 5]), float(g[i, 6]), float(g[i, 7]))
         trend = float(g[i, 8])

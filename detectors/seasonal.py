@@ -212,10 +212,15 @@ class SeasonalProfile:
         before ``t``'s folded in."""
         if not self.follow_trend:
             return 0.0
-        m, v, k = self.trend_m_, self.trend_v_, self.trend_k_
         if self.trend_day_ < math.floor(t / TREND_DAY):
-            m, v, k = trend_fold(m, v, k, self.trend_sum_, self.trend_den_)
-        return trend_ratio(m, v, k)
+            return trend_ratio(*self._trend_folded())
+        return trend_ratio(self.trend_m_, self.trend_v_, self.trend_k_)
+
+    def _trend_folded(self) -> tuple[float, float, float]:
+        """The trend term's running mean, variance and day count with today's lag folded in."""
+        return trend_fold(
+            self.trend_m_, self.trend_v_, self.trend_k_, self.trend_sum_, self.trend_den_
+        )
 
     def predict(self, t: float) -> tuple[float, float] | None:
         """Expected value and scale at ``t``; None while the profile is not mature there."""
@@ -256,9 +261,7 @@ class SeasonalProfile:
         pred = self._predict(t)
         tday = math.floor(t / TREND_DAY)
         if self.follow_trend and tday > self.trend_day_:
-            self.trend_m_, self.trend_v_, self.trend_k_ = trend_fold(
-                self.trend_m_, self.trend_v_, self.trend_k_, self.trend_sum_, self.trend_den_
-            )
+            self.trend_m_, self.trend_v_, self.trend_k_ = self._trend_folded()
             self.trend_sum_, self.trend_den_, self.trend_day_ = 0.0, 0.0, tday
         day = self._day(t)
         b = self._bin(t)
