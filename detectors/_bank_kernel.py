@@ -35,7 +35,7 @@ from detectors.params import (
     resolution_floor,
 )
 from detectors.robust_zscore import MAD_TO_SIGMA, update_clip
-from detectors.seasonal import TREND_DAY, trend_fold, trend_ratio
+from detectors.seasonal import TREND_DAY, day_type_base, trend_fold, trend_ratio
 from detectors.spot import tail_shape
 
 __all__ = [
@@ -98,15 +98,18 @@ _resolution_floor = _inline(resolution_floor)
 _update_clip = _inline(update_clip)  # the level's Huber clip (grace included), compiled
 _trend_fold = _inline(trend_fold)  # the profiles' trend term (detectors.seasonal)
 _trend_ratio = _inline(trend_ratio)
+_day_type_base = _inline(day_type_base)  # working day or weekend (detectors.seasonal)
 
 #: the functions of other modules compiled into the kernels
-INLINED = (tail_shape, resolution, resolution_floor, update_clip, trend_fold, trend_ratio)
+INLINED = (
+    tail_shape, resolution, resolution_floor, update_clip, trend_fold, trend_ratio, day_type_base,
+)  # fmt: skip
 
 #: What the kernels compile in from other modules (:func:`dependency_digest`). numba's on-disk
 #: cache is keyed on this file alone: after a change to an inlined helper or a constant it
 #: reads, the cached machine code would run stale until this file changes too. The bank's
 #: tests recompute the digest and fail until it is updated here.
-DEPENDENCY_DIGEST = "b5d8442614dbc00e"
+DEPENDENCY_DIGEST = "22b98fb9966311c6"
 
 
 def dependency_digest() -> str:
@@ -124,7 +127,10 @@ def dependency_digest() -> str:
 class KernelParams(NamedTuple):
     """The ensemble parameters the step needs, as floats (``direction``: 0 both, 1 up,
     2 down; ``n_seasons``: profiles in use this step, 0 without timestamps; ``trend0`` and
-    ``trend1``: 1 where the daily and the weekly profile follow a trend)."""
+    ``trend1``: 1 where the daily and the weekly profile follow a trend; ``day_types``: 1
+    where the day-type profile is kept, with the daily profile's period, twice its bins and
+    its trend setting, ``weekend_mask`` (:func:`detectors.seasonal.weekend_mask`),
+    ``utc_offset`` and ``day_type_margin``)."""
 
     alpha: float
     grace: float
@@ -158,6 +164,10 @@ class KernelParams(NamedTuple):
     min_days1: float
     trend0: float
     trend1: float
+    day_types: float
+    weekend_mask: float
+    utc_offset: float
+    day_type_margin: float
 
 
 @_jit
@@ -234,6 +244,16 @@ def _place(t: float, period: float, nb: int) -> tuple[int, int, float, int, floa
     pos = frac - 0.5
     lo = math.floor(pos)
     return int(lo) % nb, (int(lo) + 1) % nb, pos - lo, int(frac) % nb, float(math.floor(t / period))
+
+
+@_inline
+def _place_types(
+    t: float, period: float, nb: int, offset: float, mask: int
+) -> tuple[int, int, float, int, float]:
+    """:func:`_place` in a day-type profile: local time, the bins of ``t``'s day type."""
+    base = _day_type_base(t, offset, mask, nb)
+    lo, hi, w, own, day = _place(t + offset, period, nb)
+    return base + lo, base + hi, w, base + own, day
 
 
 @_inline
@@ -358,8 +378,8 @@ def ensemble_step(
     p: KernelParams,
     lv: NDArray[Any], st: NDArray[Any], tl: NDArray[Any], dirty: NDArray[np.bool_],
     firing: NDArray[np.bool_], s0: NDArray[Any], g0: NDArray[Any], s1: NDArray[Any],
-    g1: NDArray[Any], score: NDArray[Any], opened: NDArray[np.bool_], closed: NDArray[np.bool_],
-    detail: NDArray[Any],
+    g1: NDArray[Any], s2: NDArray[Any], g2: NDArray[Any], score: NDArray[Any],
+    opened: NDArray[np.bool_], closed: NDArray[np.bool_], detail: NDArray[Any],
 ) -> None:  # fmt: skip
     """One step of the ensemble for every series (state updated in place).
 
@@ -367,8 +387,9 @@ def ensemble_step(
     var, rho_n, counted, whole, run, cool, warm_n, tail_lag_n, x_prev (NaN before the first
     value), resolution (0 while unknown) and how often it was seen
     (:func:`detectors.params.resolution`); ``tl``: :data:`TAIL_KEYS`;
-    ``s0/g0`` and ``s1/g1``: daily and weekly profiles; ``t``: empty (no timestamps), one,
-    or one per series; ``sup``: empty or the support of each value (NaN where unknown);
+    ``s0/g0``, ``s1/g1`` and ``s2/g2``: daily, weekly and day-type profiles; ``t``: empty
+    (no timestamps), one, or one per series; ``sup``: empty or the support of each value
+    (NaN where unknown);
     ``hold``: empty or, per series, whether its peaks are kept out of the tails this step as
     if it were alarming (another series of its entity is); ``prop``: empty or, per series,
     whether a supported value is declared a share of its support (see
@@ -389,6 +410,9 @@ def ensemble_step(
     t0 = t[0] if t.shape[0] > 0 else 0.0
     a0, c0, w0, e0, day0 = _place(t0, p.period0, nb0)
     a1, c1, w1, e1, day1 = _place(t0, p.period1, nb1)
+    types = n_seasons > 0 and p.day_types > 0.0
+    mask = int(p.weekend_mask)
+    a2, c2, w2, e2, day2 = _place_types(t0, p.period0, nb0, p.utc_offset, mask)
     tday = math.floor(t0 / TREND_DAY)
     follow0 = p.trend0 > 0.0
     follow1 = p.trend1 > 0.0
@@ -418,12 +442,13 @@ def ensemble_step(
         l_scale = max(max(l_scale, REL_FLOOR * abs(m_l)), 1e-12)
         scored = n_l >= p.grace
         ref, scale, best = m_l, l_scale, d_l
-        mid0 = sc0 = mid1 = sc1 = off0 = off1 = 0.0
-        ok0 = ok1 = False
+        mid0 = sc0 = mid1 = sc1 = mid2 = sc2 = off0 = off1 = off2 = 0.0
+        ok0 = ok1 = ok2 = False
         if n_seasons > 0:
             if not shared:
                 a0, c0, w0, e0, day0 = _place(t[i], p.period0, nb0)
                 a1, c1, w1, e1, day1 = _place(t[i], p.period1, nb1)
+                a2, c2, w2, e2, day2 = _place_types(t[i], p.period0, nb0, p.utc_offset, mask)
                 tday = math.floor(t[i] / TREND_DAY)
             mid0, sc0, ok0, off0 = _predict(
                 s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, follow0
@@ -436,6 +461,12 @@ def ensemble_step(
                 )
                 if ok1 and g1[i, 1] >= MIN_RESIDUALS and g1[i, 0] < best:
                     ref, scale, best = mid1, sc1, float(g1[i, 0])
+            if types:
+                mid2, sc2, ok2, off2 = _predict(
+                    s2, g2, i, a2, c2, w2, day2, p, p.min_days0, tday, follow0
+                )
+                if ok2 and g2[i, 1] >= MIN_RESIDUALS and g2[i, 0] < p.day_type_margin * best:
+                    ref, scale, best = mid2, sc2, float(g2[i, 0])
         res_floor = _resolution_floor(float(st[i, 13]), float(st[i, 14]))
         floor = max(_noise_floor(ref, counted, wholes, s_i, has_sup), res_floor)
         scale = max(scale, floor)
@@ -522,6 +553,11 @@ def ensemble_step(
             if n_seasons > 1:
                 _learn_season(
                     s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, off1, tday, follow1,
+                    floor, xy,
+                )  # fmt: skip
+            if types:
+                _learn_season(
+                    s2, g2, i, xi_, e2, day2, p, p.min_days0, mid2, sc2, ok2, off2, tday, follow0,
                     floor, xy,
                 )  # fmt: skip
         n1 = n_l + 1.0

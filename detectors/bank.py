@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from detectors import _bank_kernel as kernel
 from detectors.params import EnsembleParams
+from detectors.seasonal import weekend_mask
 from detectors.spot import cusum_bar, gaussian_bar
 
 __all__ = ["DETAIL", "BankResult", "EnsembleBank"]
@@ -87,11 +88,15 @@ class EnsembleBank(EnsembleParams):
         self.state_[:, _ST_ROWS.index("x_prev")] = np.nan
         #: per series: :data:`detectors._bank_kernel.TAIL_KEYS` × member (point, shift)
         self.tails_ = np.zeros((n, len(kernel.TAIL_KEYS), 2), dt)
-        # daily and weekly profiles, (bins, series, keys) and series-wide (series, keys), allocated
-        # with the first timestamp
+        # daily, weekly and day-type profiles, (bins, series, keys) and series-wide (series,
+        # keys), allocated with the first timestamp
         self.seasons_: list[tuple[float, int, float]] = [(self.period, self.n_bins, 2.0)]
         if self.week_bins > 0:
             self.seasons_.append((self.week_period, self.week_bins, float(self.week_min)))
+        if self.day_types:
+            if self.period != 86400.0:
+                raise ValueError(f"day_types needs a period of one day, got {self.period}")
+            self.seasons_.append((self.period, 2 * self.n_bins, 2.0))
         self.profiles_: list[tuple[Arr, Arr]] = []
         self.last_t_ = np.full(n, np.nan)
         self.interval_ = np.full(n, np.inf)
@@ -113,7 +118,7 @@ class EnsembleBank(EnsembleParams):
 
     def _kernel_params(self) -> kernel.KernelParams:
         s0 = self.seasons_[0]
-        s1 = self.seasons_[-1]
+        s1 = self.seasons_[1 if self.week_bins > 0 else 0]
         return kernel.KernelParams(
             alpha=self.alpha,
             grace=float(self.grace),
@@ -138,7 +143,7 @@ class EnsembleBank(EnsembleParams):
             warmup_outlier=self.warmup_outlier,
             warmup_alarm=float(self.warmup_alarm),
             res_always=float(self.resolution_always),
-            n_seasons=float(len(self.seasons_)),
+            n_seasons=2.0 if self.week_bins > 0 else 1.0,
             period0=s0[0],
             bins0=float(s0[1]),
             min_days0=s0[2],
@@ -147,6 +152,10 @@ class EnsembleBank(EnsembleParams):
             min_days1=s1[2],
             trend0=float(self.follow_trend),
             trend1=float(self.week_follow_trend),
+            day_types=float(self.day_types),
+            weekend_mask=float(weekend_mask(self.weekend)),
+            utc_offset=self.utc_offset,
+            day_type_margin=self.day_type_margin,
         )
 
     @property
@@ -244,15 +253,18 @@ class EnsembleBank(EnsembleParams):
                 self._refresh(self._moved)
             if not self.profiles_:
                 self.profiles_ = [self._new_profile(bins, n) for _, bins, _ in self.seasons_]
-        (s0, g0), (s1, g1) = (
-            (self.profiles_[0], self.profiles_[-1]) if self.profiles_ else (self._no_profile,) * 2
-        )
+        none = self._no_profile
+        prof = self.profiles_
+        s0, g0 = prof[0] if prof else none
+        s1, g1 = prof[1] if prof and self.week_bins > 0 else (s0, g0)
+        s2, g2 = prof[-1] if prof and self.day_types else none
         score = self.score_.copy()
         opened = np.empty(n, np.bool_)
         closed = np.empty(n, np.bool_)
         kernel.ensemble_step(
             xs, valid, tt, sup, held, prop, self._params, self.level_, self.state_, self.tails_,
-            self.t_dirty_, self.firing_, s0, g0, s1, g1, score, opened, closed, self.detail_,
+            self.t_dirty_, self.firing_, s0, g0, s1, g1, s2, g2, score, opened, closed,
+            self.detail_,
         )  # fmt: skip
         self.score_ = score
         return score, opened, closed

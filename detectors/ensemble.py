@@ -36,7 +36,11 @@ class Ensemble(EnsembleParams):
       ``week_follow_trend``) when it explains the series better than the EW robust level
       (:class:`RobustZScore`) does, else from the level: the reference with the smallest
       series-wide deviation among those ready at ``t``, chosen per step from the data, no
-      labels (weekday and weekend traffic differ; ``week_bins = 0`` drops the weekly one);
+      labels (weekday and weekend traffic differ; ``week_bins = 0`` drops the weekly one).
+      A third profile keeps working days and weekend days apart (``day_types``, in local
+      time: ``weekend``, ``utc_offset``): mature by the first weekend's second day where the
+      weekly one needs weeks, it is chosen only where its deviation is under
+      ``day_type_margin`` × the best other's (a finer model also fits noise);
     - ``shift``: two-sided CUSUM (allowance ``shift_k``) of the same clipped z, divided by the
       long-run factor ``√((1 + ρ) / (1 − ρ))`` of its lag-1 autocorrelation ``ρ`` (learnt in
       normal time), so overlapping KPI windows do not pass for a shift.
@@ -123,6 +127,19 @@ class Ensemble(EnsembleParams):
                 follow_trend=self.week_follow_trend,
             )
             if self.week_bins > 0
+            else None
+        )
+        self.daytype_ = (
+            SeasonalProfile(
+                period=self.period,
+                n_bins=self.n_bins,
+                alpha=self.seasonal_alpha,
+                follow_trend=self.follow_trend,
+                day_types=True,
+                weekend=self.weekend,
+                utc_offset=self.utc_offset,
+            )
+            if self.day_types
             else None
         )
         self.tails_ = (
@@ -222,8 +239,12 @@ class Ensemble(EnsembleParams):
         lvl = self.level_
         ref, scale, best = lvl.mean_, lvl.scale_, lvl.mad_
         if t is not None:
-            for prof in (self.seasonal_, self.weekly_):
-                if prof is not None and prof.ready() and prof.global_mad_ < best:
+            for prof, margin in (
+                (self.seasonal_, 1.0),
+                (self.weekly_, 1.0),
+                (self.daytype_, self.day_type_margin),
+            ):
+                if prof is not None and prof.ready() and prof.global_mad_ < margin * best:
                     pred = prof.predict(t)
                     if pred is not None:
                         (ref, scale), best = pred, prof.global_mad_
@@ -318,8 +339,9 @@ class Ensemble(EnsembleParams):
         lvl.learn_one(x, level_floor)
         floor = self._noise_floor(ref, support)
         self.seasonal_.learn_one(x, t, floor, young)
-        if self.weekly_ is not None:
-            self.weekly_.learn_one(x, t, floor, young)
+        for prof in (self.weekly_, self.daytype_):
+            if prof is not None:
+                prof.learn_one(x, t, floor, young)
         if scored:
             if not held:
                 self.rho_n_ += 1

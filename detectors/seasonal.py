@@ -6,7 +6,14 @@ import math
 
 from detectors.robust_zscore import MAD_TO_SIGMA, Direction, directional
 
-__all__ = ["TREND_DAY", "SeasonalProfile", "trend_fold", "trend_ratio"]
+__all__ = [
+    "TREND_DAY",
+    "SeasonalProfile",
+    "day_type_base",
+    "trend_fold",
+    "trend_ratio",
+    "weekend_mask",
+]
 
 #: the trend term's accounting unit: a day's residuals make one observation of the lag
 TREND_DAY = 86400.0
@@ -18,6 +25,38 @@ TREND_MIN_DAYS = 5.0
 TREND_T = 3.0
 #: largest relative lag one day may report (a fault's day is Huber-clipped already)
 TREND_MAX = 0.5
+#: 1970-01-01, day 0 of the epoch, was a Thursday: weekday 3 with Monday 0 (``datetime``'s)
+EPOCH_WEEKDAY = 3
+
+
+def weekend_mask(days: tuple[int, ...]) -> int:
+    """Bit mask of the weekend's weekdays (Monday 0 … Sunday 6, as ``datetime.weekday``).
+
+    >>> weekend_mask((5, 6)), weekend_mask((4, 5))   # Saturday–Sunday, Friday–Saturday
+    (96, 48)
+    """
+    mask = 0
+    for d in days:
+        if not 0 <= d <= 6:
+            raise ValueError(f"weekend: weekday {d} is not 0 (Monday) … 6 (Sunday)")
+        mask |= 1 << d
+    return mask
+
+
+def day_type_base(t: float, utc_offset: float, mask: int, n_bins: int) -> int:
+    """First bin of the day type of ``t`` in a day-type profile: 0 on a working day,
+    ``n_bins`` on a weekend day (``mask``: :func:`weekend_mask`), in local time
+    (``utc_offset`` seconds east of UTC).
+
+    >>> day_type_base(0.0, 0.0, 96, 48)              # 1970-01-01, a Thursday
+    0
+    >>> day_type_base(2 * 86400.0, 0.0, 96, 48)      # Saturday
+    48
+    >>> day_type_base(2 * 86400.0 - 600, 3600.0, 96, 48)   # 23:50 UTC Friday is Saturday at +1 h
+    48
+    """
+    wd = (math.floor((t + utc_offset) / 86400.0) + EPOCH_WEEKDAY) % 7
+    return n_bins if (mask >> int(wd)) & 1 else 0
 
 
 def trend_fold(
@@ -94,6 +133,12 @@ class SeasonalProfile:
     weekly profile (five weeks behind a trend at the default ``alpha``) is corrected by its
     own, larger lag. ``follow_trend = False`` leaves the term out.
 
+    **Day types.** With ``day_types`` the profile keeps two sets of ``n_bins`` bins, one for
+    working days and one for the ``weekend`` days, in local time (``utc_offset`` seconds east
+    of UTC). Weekend traffic differs from weekday traffic; a weekly profile learns that too,
+    but needs ``min_days`` weeks, where this one is mature by the second weekend day. The
+    period must then be a day.
+
     Parameters
     ----------
     period
@@ -114,6 +159,12 @@ class SeasonalProfile:
         Floor of the scale relative to the expected value.
     follow_trend
         Learn and apply the trend term (:meth:`trend`).
+    day_types
+        Keep working days and weekend days apart.
+    weekend
+        Weekdays of the weekend (Monday 0 … Sunday 6), with ``day_types``.
+    utc_offset
+        Local time's offset from UTC in seconds, for the day types (east positive).
 
     Examples
     --------
@@ -145,7 +196,12 @@ class SeasonalProfile:
         bad_direction: Direction = "both",
         rel_floor: float = 1e-6,
         follow_trend: bool = True,
+        day_types: bool = False,
+        weekend: tuple[int, ...] = (5, 6),
+        utc_offset: float = 0.0,
     ) -> None:
+        if day_types and period != 86400.0:
+            raise ValueError(f"day_types needs a period of one day (86400 s), got {period}")
         self.period = period
         self.n_bins = n_bins
         self.alpha = alpha
@@ -155,13 +211,20 @@ class SeasonalProfile:
         self.bad_direction = bad_direction
         self.rel_floor = rel_floor
         self.follow_trend = follow_trend
-        self.level_ = [0.0] * n_bins
-        self.mad_ = [0.0] * n_bins
-        self.days_ = [0] * n_bins
-        self.res_n_ = [0] * n_bins
-        self.cur_sum_ = [0.0] * n_bins
-        self.cur_n_ = [0] * n_bins
-        self.cur_day_ = [-1.0] * n_bins
+        self.day_types = day_types
+        self.weekend = tuple(weekend)
+        self.utc_offset = utc_offset
+        self.mask_ = weekend_mask(self.weekend) if day_types else 0
+        # local time shifts the bins of a day-type profile only (a plain one has no weekdays)
+        self.shift_ = utc_offset if day_types else 0.0
+        nb = n_bins * (2 if day_types else 1)
+        self.level_ = [0.0] * nb
+        self.mad_ = [0.0] * nb
+        self.days_ = [0] * nb
+        self.res_n_ = [0] * nb
+        self.cur_sum_ = [0.0] * nb
+        self.cur_n_ = [0] * nb
+        self.cur_day_ = [-1.0] * nb
         self.global_mad_ = 0.0
         self.res_total_ = 0
         self.n_ = 0
@@ -174,11 +237,18 @@ class SeasonalProfile:
         self.trend_v_ = 0.0
         self.trend_k_ = 0.0
 
+    def _base(self, t: float) -> int:
+        """First bin of ``t``'s day type (0 without day types)."""
+        if not self.day_types:
+            return 0
+        return day_type_base(t, self.utc_offset, self.mask_, self.n_bins)
+
     def _bin(self, t: float) -> int:
-        return int((t % self.period) / self.period * self.n_bins) % self.n_bins
+        tl = t + self.shift_
+        return self._base(t) + int((tl % self.period) / self.period * self.n_bins) % self.n_bins
 
     def _day(self, t: float) -> float:
-        return math.floor(t / self.period)
+        return math.floor((t + self.shift_) / self.period)
 
     def _bin_scale(self, b: int) -> float:
         return max(MAD_TO_SIGMA * self.mad_[b], MAD_TO_SIGMA * self.global_mad_)
@@ -203,9 +273,12 @@ class SeasonalProfile:
         return lvl + a * r, days + 1
 
     def _neighbours(self, t: float) -> tuple[int, int, float]:
-        pos = (t % self.period) / self.period * self.n_bins - 0.5
+        """The two bins around ``t`` (within its day type: midnight wraps to the same day
+        type's evening) and the weight of the second."""
+        base = self._base(t)
+        pos = ((t + self.shift_) % self.period) / self.period * self.n_bins - 0.5
         lo = math.floor(pos)
-        return lo % self.n_bins, (lo + 1) % self.n_bins, pos - lo
+        return base + lo % self.n_bins, base + (lo + 1) % self.n_bins, pos - lo
 
     def trend(self, t: float) -> float:
         """Relative correction of the predictions at ``t`` (:func:`trend_ratio`), the days
