@@ -97,6 +97,7 @@ SWEEP: dict[str, tuple[float, ...]] = {
     "seasonal_alpha": (0.1, 0.3),
     "n_bins": (24, 96),
     "week_min": (2, 4),
+    "day_type_margin": (0.7, 0.9),
     "grace": (15, 60),
     "z_clip": (3.0, 6.0),
     "shift_k": (0.25, 1.0),
@@ -224,15 +225,19 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
     rng = np.random.default_rng(0)
     x = 50 + rng.normal(0, 1, (steps + warm, n_series))
     res: dict[str, float] = {}
-    for label, use_t, dtype, week_bins in (
-        ("ensemble bank, daily + weekly profiles, float64", True, np.float64, 168),
-        ("ensemble bank, daily profile only (week_bins 0), float64", True, np.float64, 0),
-        ("ensemble bank, no timestamps, float64", False, np.float64, 168),
-        ("ensemble bank, daily + weekly profiles, float32", True, np.float32, 168),
-        ("ensemble bank, daily profile only (week_bins 0), float32", True, np.float32, 0),
-        ("ensemble bank, no timestamps, float32", False, np.float32, 168),
+    full: dict[str, Any] = {}
+    two: dict[str, Any] = {"day_types": False}
+    daily: dict[str, Any] = {"week_bins": 0, "day_types": False}
+    for label, use_t, dtype, kw in (
+        ("ensemble bank, daily + weekly + day-type profiles, float64", True, np.float64, full),
+        ("ensemble bank, daily + weekly profiles (day_types off), float64", True, np.float64, two),
+        ("ensemble bank, daily profile only, float64", True, np.float64, daily),
+        ("ensemble bank, no timestamps, float64", False, np.float64, full),
+        ("ensemble bank, daily + weekly + day-type profiles, float32", True, np.float32, full),
+        ("ensemble bank, daily profile only, float32", True, np.float32, daily),
+        ("ensemble bank, no timestamps, float32", False, np.float32, full),
     ):
-        bank = EnsembleBank(n_series, warmup=10, dtype=dtype, week_bins=week_bins)
+        bank = EnsembleBank(n_series, warmup=10, dtype=dtype, **kw)
         xd = x.astype(dtype)
         for j in range(warm):
             bank.step(xd[j], 60.0 * j if use_t else None)
@@ -243,7 +248,7 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
                 bank.step(xd[j], 60.0 * (j + rep * steps) if use_t else None)
             best = min(best, time.perf_counter() - t0)
         res[label] = n_series * steps / best
-        if use_t and week_bins:  # daily and weekly profiles included
+        if use_t and kw is full:  # every profile included
             res[f"bytes_per_series {np.dtype(dtype).name}"] = bank.nbytes / n_series
     # bare numpy EWMA z-score: mean and variance EW updates + z, nothing else
     m = np.zeros(n_series)

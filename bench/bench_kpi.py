@@ -14,9 +14,9 @@ file's rows over the anomaly count). The seeds are fixed; the corpus is made afr
 temporary directory.
 
 Scored: the ensemble bank as `noc eval nab` runs it (label-free bars, NAB alarm policy), the
-same bank without the profiles' trend term (``follow_trend`` and ``week_follow_trend`` off),
-with it in the daily profile only, and the rolling Gaussian baseline of bench_detectors.py,
-all in the same run.
+same bank without the day-type profile (``day_types`` off), without the profiles' trend term
+(``follow_trend`` and ``week_follow_trend`` off), and the rolling Gaussian baseline of
+bench_detectors.py, all in the same run.
 
 Usage: .venv/bin/python bench/bench_kpi.py [--out bench/kpi_results.md]
 """
@@ -101,14 +101,13 @@ def make_corpus(root: Path, growth: float) -> None:
 
 Detector = Callable[[list[nab.NabSeries]], list[tuple[Any, Any]]]
 OURS = "ensemble bank (`noc eval nab`)"
+NO_TYPES = "same bank, no day-type profile"
 NO_TREND = "same bank, no trend term"
 BASELINE = "rolling Gaussian, |z| ≥ 4 (baseline)"
 DETECTORS: dict[str, Detector] = {
     OURS: lambda c: nab.detect(c),
+    NO_TYPES: lambda c: nab.detect(c, day_types=False),
     NO_TREND: lambda c: nab.detect(c, follow_trend=False, week_follow_trend=False),
-    "same bank, trend term in the daily profile only": lambda c: nab.detect(
-        c, week_follow_trend=False
-    ),
     BASELINE: rolling_gaussian,
 }
 
@@ -160,13 +159,13 @@ def main() -> None:
             for cat, entry in sorted(rep["per_category"].items()):
                 lines.append(_row(f"{name}, {cat}", entry))
         score = {name: r["nab_score_standard"] for name, r in reports.items()}
-        ours, plain, gauss = (score[name] for name in (OURS, NO_TREND, BASELINE))
+        ours, untyped, plain, gauss = (score[name] for name in (OURS, NO_TYPES, NO_TREND, BASELINE))
         lines += [
             "",
-            f"Standard score, ours / no trend term: {ours / plain:.2f}; ours / rolling"
-            f" Gaussian: {ours / gauss:.2f} (same run)."
-            if plain > 0 and gauss > 0
-            else f"Standard scores: {ours:.1f} / {plain:.1f} / {gauss:.1f}.",
+            f"Standard score, ours / no day-type profile: {ours / untyped:.2f}; ours / no trend"
+            f" term: {ours / plain:.2f}; ours / rolling Gaussian: {ours / gauss:.2f} (same run)."
+            if min(untyped, plain, gauss) > 0
+            else f"Standard scores: {ours:.1f} / {untyped:.1f} / {plain:.1f} / {gauss:.1f}.",
             "",
         ]
     args.out.write_text("\n".join(lines))

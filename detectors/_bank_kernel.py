@@ -285,9 +285,9 @@ def _predict(
     l0, d0 = _folded(s, g, i, b0, day, p.seasonal_alpha, min_days, trend)
     l1, d1 = _folded(s, g, i, b1, day, p.seasonal_alpha, min_days, trend)
     ok = True
-    if s[b1, i].cnt == 0 and d0 >= min_days:
+    if s[b1, i].cnt == 0 and d0 + 1.0 >= min_days:
         w = 0.0
-    elif s[b0, i].cnt == 0 and d1 >= min_days:
+    elif s[b0, i].cnt == 0 and d1 + 1.0 >= min_days:
         w = 1.0
     else:
         ok = min(d0, d1) + 1.0 >= min_days
@@ -511,6 +511,11 @@ def ensemble_step(
         page0 = bar0
         if p.warmup_alarm > 0.0 and scored and not math.isfinite(bar0):
             page0 = p.warmup_outlier * tl[i, _FLOOR, 0]
+        # in the warm-up, a day type new to the day-type profile (a first weekend) is measured
+        # against the other kind of day: its values count, its peaks stay out of the tails
+        novel = False
+        if types and not math.isfinite(bar0) and g2[i, 1] >= MIN_RESIDUALS:
+            novel = s2[e2, i].days == 0 and not (s2[e2, i].cnt > 0 and s2[e2, i].cday < day2)
         r0 = point / page0
         r1 = shift / bar1 if r0 >= p.shift_gate else 0.0
         sc = max(r0, r1) if p.votes <= 1 else min(r0, r1)
@@ -585,7 +590,7 @@ def ensemble_step(
         drop = scored and held
         lag = st[i, 11]
         for j in range(2):
-            s_j = point if j == 0 else shift
+            s_j = 0.0 if novel else (point if j == 0 else shift)
             bar = bar0 if j == 0 else bar1
             peak = float(tl[i, _TPEAK, j])
             if w and tl[i, _TPC, j] > 0:

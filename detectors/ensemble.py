@@ -328,6 +328,15 @@ class Ensemble(EnsembleParams):
         if transition == "close":  # the episode is over: restart the CUSUM (no re-paging)
             self.up_ = self.down_ = 0.0
         held = self.alerter_.firing_ or hold
+        # in the warm-up, a day type never seen before (a series' first weekend) is measured
+        # against the other kind of day: its peaks say nothing of later ones and stay out of
+        # the tails (the values still count; after the warm-up the bar keeps faults out)
+        novel = (
+            math.isinf(bars[0])
+            and t is not None
+            and self.daytype_ is not None
+            and self.daytype_.new_day_type(t)
+        )
         lvl = self.level_
         level_floor = self._noise_floor(lvl.mean_, support)
         # what a profile too young to predict learns: an alarm's values clipped as the level
@@ -355,7 +364,7 @@ class Ensemble(EnsembleParams):
                     for b, f in zip(bars, floors, strict=True)
                 )
                 for s, b, tail in zip(scores, admit, self.tails_, strict=True):
-                    tail.learn_one(s, b, lag)
+                    tail.learn_one(0.0 if novel else s, b, lag)
             else:
                 for tail in self.tails_:
                     tail.drop_run()

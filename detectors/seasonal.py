@@ -295,6 +295,15 @@ class SeasonalProfile:
             self.trend_m_, self.trend_v_, self.trend_k_, self.trend_sum_, self.trend_den_
         )
 
+    def new_day_type(self, t: float) -> bool:
+        """Whether ``t``'s day type is new to a :meth:`ready` day-type profile: its bin was
+        seen on no earlier day while the other day type was (a series' first weekend). The
+        other references measure such a day against the wrong kind of day."""
+        if not self.day_types or not self.ready():
+            return False
+        b = self._bin(t)
+        return self.days_[b] == 0 and not (self.cur_n_[b] > 0 and self.cur_day_[b] < self._day(t))
+
     def predict(self, t: float) -> tuple[float, float] | None:
         """Expected value and scale at ``t``; None while the profile is not mature there."""
         pred = self._predict(t)
@@ -309,9 +318,9 @@ class SeasonalProfile:
         l1, d1 = self._folded(b1, day, trend)
         # a bin the series skips (an hourly series has a value in every other half-hour bin)
         # leaves its neighbour alone once that one was seen on min_days days
-        if self.cur_n_[b1] == 0 and d0 >= self.min_days:
+        if self.cur_n_[b1] == 0 and d0 + 1 >= self.min_days:
             w = 0.0
-        elif self.cur_n_[b0] == 0 and d1 >= self.min_days:
+        elif self.cur_n_[b0] == 0 and d1 + 1 >= self.min_days:
             w = 1.0
         elif min(d0, d1) + 1 < self.min_days:
             return None

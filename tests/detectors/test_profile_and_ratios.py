@@ -83,12 +83,17 @@ def test_trend_term_follows_growth_and_leaves_a_wandering_series_alone() -> None
 
 def test_hourly_series_has_a_daily_profile() -> None:
     """Values on the hour fill every other half-hour bin. A bin the series never visits does
-    not hold its neighbour back: from the third day on (the visited bin seen on two days) the
-    profile predicts the hour's own level; a series that starts mid-day is not affected (a
-    bin not yet visited today keeps its neighbour waiting, as before)."""
+    not hold its neighbour back: from the second day on (the visited bin seen on two days,
+    today counted, as for any bin) the profile predicts the hour's own level; a series that
+    starts mid-day is not affected (a bin not yet visited today keeps its neighbour waiting,
+    as before)."""
     prof = SeasonalProfile(n_bins=48)
     hours = np.arange(0.0, 4 * DAY, 3600.0)
-    for t in hours[hours < 2 * DAY]:
+    for t in hours[hours < DAY]:
+        prof.learn_one(10.0 + (t % DAY) / 3600.0, T0 + t)
+    pred = prof.predict(T0 + DAY + 5 * 3600.0)
+    assert pred is not None and abs(pred[0] - 15.0) < 1e-9
+    for t in hours[(hours >= DAY) & (hours < 2 * DAY)]:
         prof.learn_one(10.0 + (t % DAY) / 3600.0, T0 + t)
     pred = prof.predict(T0 + 2 * DAY + 5 * 3600.0)
     assert pred is not None and abs(pred[0] - 15.0) < 1e-9
@@ -96,6 +101,40 @@ def test_hourly_series_has_a_daily_profile() -> None:
     for t in np.arange(DAY / 2, DAY + 3600.0, 60.0):  # from noon to 01:00 the next day
         late.learn_one(1.0, T0 + t)
     assert late.predict(T0 + DAY + 3600.0) is None  # 01:00's bin: first seen today
+
+
+def test_day_types_keep_weekends_apart() -> None:
+    """Hourly traffic at 100 on working days and 60 at weekends, from a Monday. The day-type
+    profile predicts 60 on the first Sunday (Saturday seen) and 100 on Monday again; the plain
+    daily profile, one set of bins for every day, predicts a weekday-sized Sunday. The first
+    Saturday is new to it (:meth:`SeasonalProfile.new_day_type`), Sunday is not. A Friday–
+    Saturday weekend three hours east of UTC puts 21:00 UTC on Thursday in the weekend."""
+    monday = T0 + DAY  # T0 is a Sunday
+    typed, plain = SeasonalProfile(day_types=True), SeasonalProfile()
+    new_on: set[int] = set()
+    for t in np.arange(monday, monday + 7 * DAY, 3600.0):
+        weekday = int((t - monday) // DAY)
+        x = 60.0 if weekday >= 5 else 100.0
+        if typed.new_day_type(float(t)):
+            new_on.add(weekday)
+        typed.learn_one(x, float(t))
+        plain.learn_one(x, float(t))
+        if t == monday + 6 * DAY + 11 * 3600.0:  # Sunday 11:00, before its value
+            sunday_typed, sunday_plain = typed.predict(float(t)), plain.predict(float(t))
+    assert new_on == {5}
+    assert sunday_typed is not None and abs(sunday_typed[0] - 60.0) < 1e-6
+    assert sunday_plain is not None and sunday_plain[0] > 85.0
+    monday_typed = typed.predict(monday + 7 * DAY + 11 * 3600.0)
+    assert monday_typed is not None and abs(monday_typed[0] - 100.0) < 1e-6
+    gulf = SeasonalProfile(day_types=True, weekend=(4, 5), utc_offset=3 * 3600.0)
+    thursday = monday + 3 * DAY
+    assert gulf._bin(thursday + 20 * 3600.0) < 48 <= gulf._bin(thursday + 21 * 3600.0)
+    for bad in ({"period": 7 * DAY}, {"weekend": (7,)}):
+        try:
+            SeasonalProfile(day_types=True, **bad)  # type: ignore[arg-type]
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad}")
 
 
 def test_smooth_daily_gauge_does_not_page() -> None:
