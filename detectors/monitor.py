@@ -70,7 +70,8 @@ class SeriesMonitor:
     (1 = at the bar). While the alarm is open, a value scoring at least ``update_factor`` times
     the last reported score is reported again (an ``update`` event): a fault that began late in
     a 5-min period shows a few percent of its size in the first reading, and the diagnosis
-    must see the next one.
+    must see the next one. ``utc_offset`` (seconds east of UTC) and ``weekend`` (weekdays,
+    Monday 0) place the network's weekend for the ensemble's day-type profile.
 
     >>> mon = SeriesMonitor(bad_direction="down", warmup=100)
     >>> events = [mon.observe(60.0 * t, 0.99 + 0.001 * (t % 3)) for t in range(300)]
@@ -111,6 +112,8 @@ class SeriesMonitor:
         min_warmup: int = 12,
         update_factor: float = 2.0,
         alpha: float = 0.02,
+        utc_offset: float = 0.0,
+        weekend: tuple[int, ...] = (5, 6),
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -133,6 +136,8 @@ class SeriesMonitor:
         self.min_warmup = min_warmup
         self.update_factor = update_factor
         self.alpha = alpha
+        self.utc_offset = utc_offset
+        self.weekend = tuple(weekend)
         self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
         #: the score of the last open or update event (NaN while closed)
         self.reported_ = math.nan
@@ -158,6 +163,8 @@ class SeriesMonitor:
             "grace": self.grace,
             "min_warmup": self.min_warmup,
             "alpha": self.alpha,
+            "utc_offset": self.utc_offset,
+            "weekend": self.weekend,
         }
 
     @property

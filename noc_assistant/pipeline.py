@@ -164,6 +164,11 @@ class Pipeline:
             aftermath=self._aftermath,
         )
         self.rca = rca
+        #: the network's local time for the detectors' day types (settings)
+        self._local = {
+            "utc_offset": 3600.0 * settings.local_utc_offset_h,
+            "weekend": settings.weekend_days,
+        }
         self.diagnoses: dict[str, Diagnosis] = {}
         self._by_id: dict[str, Finding] = {}
         self.quarantine = quarantine if quarantine is not None else Quarantine()
@@ -496,6 +501,7 @@ class Pipeline:
                 alpha=monitor_alpha(step),
                 grace=settle,
                 min_warmup=settle,
+                **self._local,
             )
         # a finding of the next scrape may escalate; those of this one (any phase) may not
         self.correlator.notice_s = 0.9 * step

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
@@ -38,6 +39,11 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr = SecretStr("local")
     llm_model: str = "smollm2-135m-instruct"
     nats_url: str = "nats://127.0.0.1:4222"
+    local_utc_offset_h: float = Field(0.0, ge=-12.0, le=14.0)
+    """The network's local time, in hours east of UTC: where the detectors' day-type profile
+    starts a working day or a weekend day (traffic follows local time, not UTC)."""
+    weekend_days: tuple[Annotated[int, Field(ge=0, le=6)], ...] = (5, 6)
+    """The weekend's weekdays (Monday 0 … Sunday 6; ``[4,5]`` for Friday–Saturday)."""
 
 
 @lru_cache(maxsize=1)

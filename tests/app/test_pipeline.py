@@ -230,3 +230,26 @@ def test_hourly_pm_periods_watch_a_deployment_from_its_first_half_day() -> None:
     assert pipe.monitors is not None and pipe.monitors._params["grace"] == 6
     opened = [f for f in pipe.findings if f.kpi == "amf-registration-success"]
     assert [f.ts for f in opened] == [T0 + 20 * step]
+
+
+def test_the_networks_local_time_reaches_the_day_type_profiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``NOC_LOCAL_UTC_OFFSET_H`` and ``NOC_WEEKEND_DAYS`` place the weekend of every
+    monitored series (a Friday–Saturday weekend three hours east of UTC here); a weekday
+    outside 0–6 is refused when the settings are read."""
+    from noc_assistant.settings import Settings, get_settings
+
+    monkeypatch.setenv("NOC_LOCAL_UTC_OFFSET_H", "3")
+    monkeypatch.setenv("NOC_WEEKEND_DAYS", "[4, 5]")
+    get_settings.cache_clear()
+    try:
+        pipe = run(amf_points(0.5))
+        assert pipe.monitors is not None
+        banks = list(pipe.monitors._banks.values())
+        assert banks and all(b.utc_offset == 10800.0 and b.weekend == (4, 5) for b in banks)
+        monkeypatch.setenv("NOC_WEEKEND_DAYS", "[5, 7]")
+        with pytest.raises(ValueError, match="weekend_days"):
+            Settings()
+    finally:
+        get_settings.cache_clear()
