@@ -42,6 +42,8 @@ __all__ = [
     "SEASON_KEYS",
     "SERIES_KEYS",
     "TAIL_KEYS",
+    "TREND_COLS",
+    "TYPE_RES",
     "KernelParams",
     "ensemble_step",
     "interval_step",
@@ -56,8 +58,14 @@ SEASON_KEYS = ("level", "mad", "sum", "days", "resn", "cnt", "cday")
 #: per series and profile: the series-wide deviation and residual count, then the trend term
 #: (:meth:`detectors.seasonal.SeasonalProfile.trend`): its day, that day's clipped residuals
 #: and predictions, the days' running mean, variance and count, and the correction they give
-#: (:func:`detectors.seasonal.trend_ratio`, refreshed once a day)
+#: (:func:`detectors.seasonal.trend_ratio`, refreshed once a day); a day-type profile has the
+#: trend term twice, working days then weekend days (:data:`TREND_COLS` further on)
 SERIES_KEYS = ("gmad", "rtotal", "tday", "tsum", "tden", "tm", "tv", "tk", "tr")
+#: columns of one trend term in :data:`SERIES_KEYS`
+TREND_COLS = 7
+#: a day-type profile's mature predictions on working days and weekend days, the columns
+#: after its two trend terms (:meth:`detectors.seasonal.SeasonalProfile.both_ready`)
+TYPE_RES = len(SERIES_KEYS) + TREND_COLS
 
 
 def season_dtype(dtype: Any) -> np.dtype[np.void]:
@@ -257,31 +265,33 @@ def _place_types(
 
 
 @_inline
-def _trend_folded(g: NDArray[Any], i: int) -> tuple[float, float, float]:
+def _trend_folded(g: NDArray[Any], i: int, o: int) -> tuple[float, float, float]:
     """The trend term's running mean, variance and day count of series ``i`` with its
-    pending day folded in (:func:`detectors.seasonal.trend_fold`)."""
+    pending day folded in (:func:`detectors.seasonal.trend_fold`; ``o``: the columns'
+    offset, :data:`SERIES_KEYS`)."""
     return _trend_fold(
-        float(g[i, 5]), float(g[i, 6]), float(g[i, 7]), float(g[i, 3]), float(g[i, 4])
-    )
+        float(g[i, 5 + o]), float(g[i, 6 + o]), float(g[i, 7 + o]), float(g[i, 3 + o]),
+        float(g[i, 4 + o]),
+    )  # fmt: skip
 
 
 @_inline
 def _predict(
     s: NDArray[Any], g: NDArray[Any], i: int, b0: int, b1: int, w: float, day: float,
-    p: KernelParams, min_days: float, tday: float, follow: bool,
+    p: KernelParams, min_days: float, tday: float, follow: bool, o: int,
 ) -> tuple[float, float, bool, float]:  # fmt: skip
     """Expected value, scale and maturity of one profile between bins ``b0`` and ``b1`` (a
     bin the series skips leaves its neighbour alone, as in
     :meth:`detectors.seasonal.SeasonalProfile.predict`), and the trend term's part of the
     expected value (``tday``: the trend's day of ``t``; ``follow``: whether this profile
-    follows a trend)."""
+    follows a trend; ``o``: the offset of ``t``'s trend columns, :data:`SERIES_KEYS`)."""
     trend = 0.0
     if follow:
-        if g[i, 2] < tday:  # the first value of a day: its predecessor folded in, as learning will
-            tm, tv, tk = _trend_folded(g, i)
+        if g[i, 2 + o] < tday:  # a day's first value: its predecessor folded in, as learning will
+            tm, tv, tk = _trend_folded(g, i, o)
             trend = _trend_ratio(tm, tv, tk)
         else:
-            trend = float(g[i, 8])
+            trend = float(g[i, 8 + o])
     l0, d0 = _folded(s, g, i, b0, day, p.seasonal_alpha, min_days, trend)
     l1, d1 = _folded(s, g, i, b1, day, p.seasonal_alpha, min_days, trend)
     ok = True
@@ -303,18 +313,20 @@ def _predict(
 def _learn_season(
     s: NDArray[Any], g: NDArray[Any], i: int, x: float, b: int, day: float, p: KernelParams,
     min_days: float, mid: float, scale: float, ok: bool, off: float, tday: float,
-    follow: bool, floor: float, x_young: float,
+    follow: bool, o: int, rcol: int, floor: float, x_young: float,
 ) -> None:  # fmt: skip
     """One value into bin ``b`` of one profile (``mid``, ``scale``, ``ok``, ``off``: its
     prediction and the trend's part of it; ``tday``: the trend's day, ``follow``: whether the
-    profile follows a trend; ``x_young``: the value a profile too young to predict learns)."""
+    profile follows a trend, ``o``: the offset of its trend columns; ``rcol``: the column
+    counting this day type's mature predictions, -1 for none; ``x_young``: the value a
+    profile too young to predict learns)."""
     trend = 0.0
     if follow:
-        if tday > g[i, 2]:
-            g[i, 5], g[i, 6], g[i, 7] = _trend_folded(g, i)
-            g[i, 2], g[i, 3], g[i, 4] = tday, 0.0, 0.0
-            g[i, 8] = _trend_ratio(float(g[i, 5]), float(g[i, 6]), float(g[i, 7]))
-        trend = float(g[i, 8])
+        if tday > g[i, 2 + o]:
+            g[i, 5 + o], g[i, 6 + o], g[i, 7 + o] = _trend_folded(g, i, o)
+            g[i, 2 + o], g[i, 3 + o], g[i, 4 + o] = tday, 0.0, 0.0
+            g[i, 8 + o] = _trend_ratio(float(g[i, 5 + o]), float(g[i, 6 + o]), float(g[i, 7 + o]))
+        trend = float(g[i, 8 + o])
     lvl, days = _folded(s, g, i, b, day, p.seasonal_alpha, min_days, trend)
     cday = s[b, i].cday
     new_day = cday != day
@@ -330,12 +342,14 @@ def _learn_season(
         rc = min(max(r, -limit), limit)
         ssum += mid + rc
         if follow:
-            g[i, 3] += off + rc
-            g[i, 4] += abs(mid - off)
+            g[i, 3 + o] += off + rc
+            g[i, 4 + o] += abs(mid - off)
         mad = gmad if resn == 0 else mad_old
         s[b, i].mad = mad + 0.02 * (dev - mad)
         rt = g[i, 1] + 1.0
         g[i, 1] = rt
+        if rcol >= 0:
+            g[i, rcol] += 1.0
         g[i, 0] = gmad + max(0.01, 1.0 / max(rt, 1.0)) * (dev - gmad)
         s[b, i].resn = resn + 1.0
     else:
@@ -413,7 +427,9 @@ def ensemble_step(
     types = n_seasons > 0 and p.day_types > 0.0
     mask = int(p.weekend_mask)
     a2, c2, w2, e2, day2 = _place_types(t0, p.period0, nb0, p.utc_offset, mask)
+    o2 = TREND_COLS if e2 >= nb0 else 0  # a weekend's trend columns
     tday = math.floor(t0 / TREND_DAY)
+    tday2 = math.floor((t0 + p.utc_offset) / TREND_DAY)  # the day-type profile's: local
     follow0 = p.trend0 > 0.0
     follow1 = p.trend1 > 0.0
     for i in range(x.shape[0]):
@@ -449,23 +465,30 @@ def ensemble_step(
                 a0, c0, w0, e0, day0 = _place(t[i], p.period0, nb0)
                 a1, c1, w1, e1, day1 = _place(t[i], p.period1, nb1)
                 a2, c2, w2, e2, day2 = _place_types(t[i], p.period0, nb0, p.utc_offset, mask)
+                o2 = TREND_COLS if e2 >= nb0 else 0
                 tday = math.floor(t[i] / TREND_DAY)
+                tday2 = math.floor((t[i] + p.utc_offset) / TREND_DAY)
             mid0, sc0, ok0, off0 = _predict(
-                s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, follow0
+                s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, follow0, 0
             )
             if ok0 and g0[i, 1] >= MIN_RESIDUALS and g0[i, 0] < best:
                 ref, scale, best = mid0, sc0, float(g0[i, 0])
             if n_seasons > 1:
                 mid1, sc1, ok1, off1 = _predict(
-                    s1, g1, i, a1, c1, w1, day1, p, p.min_days1, tday, follow1
+                    s1, g1, i, a1, c1, w1, day1, p, p.min_days1, tday, follow1, 0
                 )
                 if ok1 and g1[i, 1] >= MIN_RESIDUALS and g1[i, 0] < best:
                     ref, scale, best = mid1, sc1, float(g1[i, 0])
             if types:
                 mid2, sc2, ok2, off2 = _predict(
-                    s2, g2, i, a2, c2, w2, day2, p, p.min_days0, tday, follow0
+                    s2, g2, i, a2, c2, w2, day2, p, p.min_days0, tday2, follow0, o2
                 )
-                if ok2 and g2[i, 1] >= MIN_RESIDUALS and g2[i, 0] < p.day_type_margin * best:
+                # a candidate once it predicted the other day type too (both_ready)
+                other = g2[i, TYPE_RES + (0 if o2 else 1)]
+                if (
+                    ok2 and g2[i, 1] >= MIN_RESIDUALS and other > 0
+                    and g2[i, 0] < p.day_type_margin * best
+                ):  # fmt: skip
                     ref, scale, best = mid2, sc2, float(g2[i, 0])
         res_floor = _resolution_floor(float(st[i, 13]), float(st[i, 14]))
         floor = max(_noise_floor(ref, counted, wholes, s_i, has_sup), res_floor)
@@ -552,18 +575,18 @@ def ensemble_step(
             if held and scored:
                 xy = min(max(xi_, m_l - CLIP * lscale), m_l + CLIP * lscale)
             _learn_season(
-                s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, off0, tday, follow0,
-                floor, xy,
+                s0, g0, i, xi_, e0, day0, p, p.min_days0, mid0, sc0, ok0, off0, tday, follow0, 0,
+                -1, floor, xy,
             )  # fmt: skip
             if n_seasons > 1:
                 _learn_season(
                     s1, g1, i, xi_, e1, day1, p, p.min_days1, mid1, sc1, ok1, off1, tday, follow1,
-                    floor, xy,
+                    0, -1, floor, xy,
                 )  # fmt: skip
             if types:
                 _learn_season(
-                    s2, g2, i, xi_, e2, day2, p, p.min_days0, mid2, sc2, ok2, off2, tday, follow0,
-                    floor, xy,
+                    s2, g2, i, xi_, e2, day2, p, p.min_days0, mid2, sc2, ok2, off2, tday2, follow0,
+                    o2, TYPE_RES + (1 if o2 else 0), floor, xy,
                 )  # fmt: skip
         n1 = n_l + 1.0
         inv = 1.0 / n1

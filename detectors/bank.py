@@ -97,6 +97,10 @@ class EnsembleBank(EnsembleParams):
             if self.period != 86400.0:
                 raise ValueError(f"day_types needs a period of one day, got {self.period}")
             self.seasons_.append((self.period, 2 * self.n_bins, 2.0))
+        #: trend terms per profile (a day-type profile has one per day type)
+        self.trends_ = [1] * len(self.seasons_)
+        if self.day_types:
+            self.trends_[-1] = 2
         self.profiles_: list[tuple[Arr, Arr]] = []
         self.last_t_ = np.full(n, np.nan)
         self.interval_ = np.full(n, np.inf)
@@ -172,7 +176,7 @@ class EnsembleBank(EnsembleParams):
             return
         new = EnsembleBank(k, **{**self._param_values(), "warmup": warmup, "dtype": self.dtype})
         if self.profiles_ and not new.profiles_:
-            new.profiles_ = [self._new_profile(s.shape[0], k) for s, _ in self.profiles_]
+            new.profiles_ = new._profiles(k)
         for name in _PER_SERIES:
             setattr(self, name, np.concatenate([getattr(self, name), getattr(new, name)]))
         self.profiles_ = [
@@ -181,13 +185,24 @@ class EnsembleBank(EnsembleParams):
         ]
         self.n_series += k
 
-    def _new_profile(self, bins: int, n: int) -> tuple[Arr, Arr]:
+    def _profiles(self, n: int) -> list[tuple[Arr, Arr]]:
+        """Fresh state of every profile for ``n`` series."""
+        return [
+            self._new_profile(bins, n, trends)
+            for (_, bins, _), trends in zip(self.seasons_, self.trends_, strict=True)
+        ]
+
+    def _new_profile(self, bins: int, n: int, trends: int = 1) -> tuple[Arr, Arr]:
         """Fresh state of one profile: ``(bins, n)`` records (no day seen yet) and the
-        series-wide ``(n, len(SERIES_KEYS))`` state (:data:`detectors._bank_kernel.SERIES_KEYS`)."""
+        series-wide ``(n, len(SERIES_KEYS))`` state (:data:`detectors._bank_kernel.SERIES_KEYS`;
+        ``trends``: its trend terms, one per day type, each ``TREND_COLS`` more columns, and
+        then the count of mature predictions per day type, ``TYPE_RES``)."""
         s = np.zeros((bins, n), kernel.season_dtype(self.dtype_))
         s["cday"] = -1.0
-        g = np.zeros((n, len(kernel.SERIES_KEYS)), self.dtype_)
-        g[:, kernel.SERIES_KEYS.index("tday")] = -np.inf
+        cols = len(kernel.SERIES_KEYS) + (kernel.TREND_COLS + 2) * (trends - 1)
+        g = np.zeros((n, cols), self.dtype_)
+        tday = kernel.SERIES_KEYS.index("tday")
+        g[:, [tday + k * kernel.TREND_COLS for k in range(trends)]] = -np.inf
         return s, g
 
     def _param_values(self) -> dict[str, Any]:
@@ -252,7 +267,7 @@ class EnsembleBank(EnsembleParams):
             if self._moved.any():
                 self._refresh(self._moved)
             if not self.profiles_:
-                self.profiles_ = [self._new_profile(bins, n) for _, bins, _ in self.seasons_]
+                self.profiles_ = self._profiles(n)
         none = self._no_profile
         prof = self.profiles_
         s0, g0 = prof[0] if prof else none

@@ -244,7 +244,7 @@ class Ensemble(EnsembleParams):
                 (self.weekly_, 1.0),
                 (self.daytype_, self.day_type_margin),
             ):
-                if prof is not None and prof.ready() and prof.global_mad_ < margin * best:
+                if prof is not None and prof.both_ready(t) and prof.global_mad_ < margin * best:
                     pred = prof.predict(t)
                     if pred is not None:
                         (ref, scale), best = pred, prof.global_mad_

@@ -136,8 +136,9 @@ class SeasonalProfile:
     **Day types.** With ``day_types`` the profile keeps two sets of ``n_bins`` bins, one for
     working days and one for the ``weekend`` days, in local time (``utc_offset`` seconds east
     of UTC). Weekend traffic differs from weekday traffic; a weekly profile learns that too,
-    but needs ``min_days`` weeks, where this one is mature by the second weekend day. The
-    period must then be a day.
+    but needs ``min_days`` weeks, where this one is mature by the second weekend day. Each
+    day type has its own trend term (its days in local time): a weekend bin, seen two days a
+    week, trails a trend further than a weekday one. The period must then be a day.
 
     Parameters
     ----------
@@ -229,13 +230,11 @@ class SeasonalProfile:
         self.res_total_ = 0
         self.n_ = 0
         # the trend term: today's (TREND_DAY) clipped residuals and predictions, and the
-        # running mean, variance and count of the days' relative lags (trend_fold)
-        self.trend_day_ = -math.inf
-        self.trend_sum_ = 0.0
-        self.trend_den_ = 0.0
-        self.trend_m_ = 0.0
-        self.trend_v_ = 0.0
-        self.trend_k_ = 0.0
+        # running mean, variance and count of the days' relative lags (trend_fold): one set
+        # per day type (a weekend bin, seen two days a week, trails a trend further)
+        self.trend_ = [[-math.inf, 0.0, 0.0, 0.0, 0.0, 0.0] for _ in range(nb // n_bins)]
+        #: mature predictions per day type (working days, weekend days: :meth:`both_ready`)
+        self.type_res_ = [0, 0]
 
     def _base(self, t: float) -> int:
         """First bin of ``t``'s day type (0 without day types)."""
@@ -282,18 +281,23 @@ class SeasonalProfile:
 
     def trend(self, t: float) -> float:
         """Relative correction of the predictions at ``t`` (:func:`trend_ratio`), the days
-        before ``t``'s folded in."""
+        before ``t``'s folded in (those of ``t``'s day type in a day-type profile)."""
         if not self.follow_trend:
             return 0.0
-        if self.trend_day_ < math.floor(t / TREND_DAY):
-            return trend_ratio(*self._trend_folded())
-        return trend_ratio(self.trend_m_, self.trend_v_, self.trend_k_)
+        day, _, _, m, v, k = st = self._trend_state(t)
+        if day < math.floor((t + self.shift_) / TREND_DAY):
+            return trend_ratio(*self._trend_folded(st))
+        return trend_ratio(m, v, k)
 
-    def _trend_folded(self) -> tuple[float, float, float]:
+    def _trend_state(self, t: float) -> list[float]:
+        """The trend term's state for ``t``: its day (local), that day's clipped residuals and
+        predictions, the days' running mean, variance and count."""
+        return self.trend_[1 if self._base(t) else 0]
+
+    @staticmethod
+    def _trend_folded(st: list[float]) -> tuple[float, float, float]:
         """The trend term's running mean, variance and day count with today's lag folded in."""
-        return trend_fold(
-            self.trend_m_, self.trend_v_, self.trend_k_, self.trend_sum_, self.trend_den_
-        )
+        return trend_fold(st[3], st[4], st[5], st[1], st[2])
 
     def new_day_type(self, t: float) -> bool:
         """Whether ``t``'s day type is new to a :meth:`ready` day-type profile: its bin was
@@ -341,10 +345,11 @@ class SeasonalProfile:
         if t is None or math.isnan(x):
             return
         pred = self._predict(t)
-        tday = math.floor(t / TREND_DAY)
-        if self.follow_trend and tday > self.trend_day_:
-            self.trend_m_, self.trend_v_, self.trend_k_ = self._trend_folded()
-            self.trend_sum_, self.trend_den_, self.trend_day_ = 0.0, 0.0, tday
+        tday = math.floor((t + self.shift_) / TREND_DAY)
+        st = self._trend_state(t)
+        if self.follow_trend and tday > st[0]:
+            st[3], st[4], st[5] = self._trend_folded(st)
+            st[0], st[1], st[2] = tday, 0.0, 0.0
         day = self._day(t)
         b = self._bin(t)
         self.level_[b], self.days_[b] = self._folded(b, day, self.trend(t))
@@ -361,15 +366,25 @@ class SeasonalProfile:
         dev = min(abs(r), limit)
         rc = max(-limit, min(limit, r))
         self.cur_sum_[b] += mid + rc
-        self.trend_sum_ += off + rc
-        self.trend_den_ += abs(mid - off)
+        st[1] += off + rc
+        st[2] += abs(mid - off)
         self.cur_n_[b] += 1
         if self.res_n_[b] == 0:  # a bin's own deviation starts from the series-wide one
             self.mad_[b] = self.global_mad_
         self.res_n_[b] += 1
         self.mad_[b] += 0.02 * (dev - self.mad_[b])
         self.res_total_ += 1
+        self.type_res_[1 if self._base(t) else 0] += 1
         self.global_mad_ += max(0.01, 1.0 / self.res_total_) * (dev - self.global_mad_)
+
+    def both_ready(self, t: float) -> bool:
+        """:meth:`ready`, and in a day-type profile, the day type other than ``t``'s predicted
+        too: before it has seen both a weekend and working days, a day-type profile knows no
+        more than the daily one with fewer days, and its deviation, learnt over other hours
+        than the daily profile's, compares with nothing."""
+        if not self.day_types:
+            return self.ready()
+        return self.ready() and self.type_res_[0 if self._base(t) else 1] > 0
 
     def ready(self) -> bool:
         """Whether enough mature predictions were seen to trust the scale."""

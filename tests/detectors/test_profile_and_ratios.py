@@ -107,21 +107,27 @@ def test_day_types_keep_weekends_apart() -> None:
     """Hourly traffic at 100 on working days and 60 at weekends, from a Monday. The day-type
     profile predicts 60 on the first Sunday (Saturday seen) and 100 on Monday again; the plain
     daily profile, one set of bins for every day, predicts a weekday-sized Sunday. The first
-    Saturday is new to it (:meth:`SeasonalProfile.new_day_type`), Sunday is not. A Friday–
-    Saturday weekend three hours east of UTC puts 21:00 UTC on Thursday in the weekend."""
+    Saturday is new to it (:meth:`SeasonalProfile.new_day_type`), Sunday is not; it may
+    stand in for the daily profile (:meth:`SeasonalProfile.both_ready`) from that Sunday on,
+    once it has predicted both kinds of day. A Friday–Saturday weekend three hours east of UTC
+    puts 21:00 UTC on Thursday in the weekend."""
     monday = T0 + DAY  # T0 is a Sunday
     typed, plain = SeasonalProfile(day_types=True), SeasonalProfile()
     new_on: set[int] = set()
+    both_on: set[int] = set()
     for t in np.arange(monday, monday + 7 * DAY, 3600.0):
         weekday = int((t - monday) // DAY)
         x = 60.0 if weekday >= 5 else 100.0
         if typed.new_day_type(float(t)):
             new_on.add(weekday)
+        if typed.both_ready(float(t)) and typed.predict(float(t)) is not None:
+            both_on.add(weekday)
         typed.learn_one(x, float(t))
         plain.learn_one(x, float(t))
         if t == monday + 6 * DAY + 11 * 3600.0:  # Sunday 11:00, before its value
             sunday_typed, sunday_plain = typed.predict(float(t)), plain.predict(float(t))
-    assert new_on == {5}
+    assert new_on == {5} and both_on == {6}
+    assert typed.both_ready(monday + 9 * DAY)  # a Wednesday: both seen
     assert sunday_typed is not None and abs(sunday_typed[0] - 60.0) < 1e-6
     assert sunday_plain is not None and sunday_plain[0] > 85.0
     monday_typed = typed.predict(monday + 7 * DAY + 11 * 3600.0)
@@ -135,6 +141,25 @@ def test_day_types_keep_weekends_apart() -> None:
         except ValueError:
             continue
         raise AssertionError(f"accepted {bad}")
+
+
+def test_each_day_type_follows_its_own_trend() -> None:
+    """Flat working days and weekends growing 2 % a day: the day-type profile corrects its
+    weekend bins by their own lag (they are seen two days a week and trail further) and
+    leaves the working days alone; the plain daily profile, whose days' lags have no steady
+    sign, corrects neither."""
+    rng = np.random.default_rng(2)
+    monday = T0 + DAY
+    typed, plain = SeasonalProfile(day_types=True), SeasonalProfile()
+    for t in np.arange(monday, monday + 42 * DAY, 900.0):
+        day = (t - monday) / DAY
+        level = 0.6 * (1 + 0.02 * day) if int(day) % 7 >= 5 else 1.0
+        x = 1000.0 * (1 + 0.3 * math.sin(2 * math.pi * t / DAY)) * level
+        typed.learn_one(x + rng.normal(0, 3), float(t))
+        plain.learn_one(x + rng.normal(0, 3), float(t))
+    wednesday, saturday = monday + 44 * DAY, monday + 47 * DAY
+    assert typed.trend(wednesday) == 0.0 and typed.trend(saturday) > 0.1
+    assert plain.trend(wednesday) == 0.0 and plain.trend(saturday) == 0.0
 
 
 def test_smooth_daily_gauge_does_not_page() -> None:
