@@ -466,7 +466,7 @@ def main() -> None:
         "",
         f"Bank state: {thr['bytes_per_series float64']:.0f} bytes per series in float64,"
         f" {thr['bytes_per_series float32']:.0f} in float32"
-        " (48-bin daily and 168-bin weekly profiles included)."
+        " (48-bin daily, 168-bin weekly and 2 × 48-bin day-type profiles included)."
         " Target ≥ 5,000,000 samples/s for the full ensemble.",
         "",
     ]
