@@ -83,6 +83,11 @@ class Ensemble(EnsembleParams):
     here (inf) learns every warm-up peak: over NAB's days-long probation the extreme peaks of
     spiky series are mostly normal ones (10 cost 6 points of NAB standard score).
 
+    **A first weekend in the warm-up need not set the bars.** Until the day-type profile has
+    seen a weekend, the other references measure it against working days; its peaks are then
+    kept out of the tails (the values still count toward the warm-up). A 9-day probation
+    holding the first weekend of an hourly KPI had taught the bars weekend-sized peaks for good.
+
     Member scores are divided by their bars; the ensemble score is the ``votes``-th largest
     ratio, and an :class:`Alerter` on it (threshold 1) applies minimum duration, burst,
     hysteresis and a refractory period. The models learn every value (Huber-clipped); the bars

@@ -117,7 +117,7 @@ class SeasonalProfile:
     were visited on ``min_days`` separate days (today counted): otherwise the profile is not
     :meth:`mature` and scores 0 (callers fall back to a level detector). A bin the series never
     visits (hourly values fill every other half-hour bin) leaves its neighbour to predict
-    alone once that one was seen on ``min_days`` days. The scale is the
+    alone once that one was seen on ``min_days`` days (today counted). The scale is the
     larger of the series-wide and the (interpolated) per-bin deviation of the values from the
     expected value, learnt from mature predictions only; the profile is :meth:`ready` once
     ``min_residuals`` of them were seen. The score is linear in the deviation (no saturation).
@@ -321,7 +321,7 @@ class SeasonalProfile:
         l0, d0 = self._folded(b0, day, trend)
         l1, d1 = self._folded(b1, day, trend)
         # a bin the series skips (an hourly series has a value in every other half-hour bin)
-        # leaves its neighbour alone once that one was seen on min_days days
+        # leaves its neighbour alone once that one was seen on min_days days (today counted)
         if self.cur_n_[b1] == 0 and d0 + 1 >= self.min_days:
             w = 0.0
         elif self.cur_n_[b0] == 0 and d1 + 1 >= self.min_days:
