@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from detectors import _bank_kernel as kernel
 from detectors.params import EnsembleParams
-from detectors.seasonal import weekend_mask
+from detectors.seasonal import check_day_types, weekend_mask
 from detectors.spot import cusum_bar, gaussian_bar
 
 __all__ = ["DETAIL", "BankResult", "EnsembleBank"]
@@ -89,18 +89,14 @@ class EnsembleBank(EnsembleParams):
         #: per series: :data:`detectors._bank_kernel.TAIL_KEYS` × member (point, shift)
         self.tails_ = np.zeros((n, len(kernel.TAIL_KEYS), 2), dt)
         # daily, weekly and day-type profiles, (bins, series, keys) and series-wide (series,
-        # keys), allocated with the first timestamp
-        self.seasons_: list[tuple[float, int, float]] = [(self.period, self.n_bins, 2.0)]
+        # keys), allocated with the first timestamp: period, bins, days a bin needs, and trend
+        # terms (a day-type profile has one per day type)
+        self.seasons_: list[tuple[float, int, float, int]] = [(self.period, self.n_bins, 2.0, 1)]
         if self.week_bins > 0:
-            self.seasons_.append((self.week_period, self.week_bins, float(self.week_min)))
+            self.seasons_.append((self.week_period, self.week_bins, float(self.week_min), 1))
         if self.day_types:
-            if self.period != 86400.0:
-                raise ValueError(f"day_types needs a period of one day, got {self.period}")
-            self.seasons_.append((self.period, 2 * self.n_bins, 2.0))
-        #: trend terms per profile (a day-type profile has one per day type)
-        self.trends_ = [1] * len(self.seasons_)
-        if self.day_types:
-            self.trends_[-1] = 2
+            check_day_types(self.period)
+            self.seasons_.append((self.period, 2 * self.n_bins, 2.0, 2))
         self.profiles_: list[tuple[Arr, Arr]] = []
         self.last_t_ = np.full(n, np.nan)
         self.interval_ = np.full(n, np.inf)
@@ -187,19 +183,16 @@ class EnsembleBank(EnsembleParams):
 
     def _profiles(self, n: int) -> list[tuple[Arr, Arr]]:
         """Fresh state of every profile for ``n`` series."""
-        return [
-            self._new_profile(bins, n, trends)
-            for (_, bins, _), trends in zip(self.seasons_, self.trends_, strict=True)
-        ]
+        return [self._new_profile(bins, n, trends) for _, bins, _, trends in self.seasons_]
 
     def _new_profile(self, bins: int, n: int, trends: int = 1) -> tuple[Arr, Arr]:
         """Fresh state of one profile: ``(bins, n)`` records (no day seen yet) and the
         series-wide ``(n, len(SERIES_KEYS))`` state (:data:`detectors._bank_kernel.SERIES_KEYS`;
-        ``trends``: its trend terms, one per day type, each ``TREND_COLS`` more columns, and
-        then the count of mature predictions per day type, ``TYPE_RES``)."""
+        ``trends``: 2 for a day-type profile, whose second trend term takes ``TREND_COLS`` more
+        columns, followed by its two counts of mature predictions from ``TYPE_RES`` on)."""
         s = np.zeros((bins, n), kernel.season_dtype(self.dtype_))
         s["cday"] = -1.0
-        cols = len(kernel.SERIES_KEYS) + (kernel.TREND_COLS + 2) * (trends - 1)
+        cols = kernel.TYPE_RES + 2 if trends == 2 else len(kernel.SERIES_KEYS)
         g = np.zeros((n, cols), self.dtype_)
         tday = kernel.SERIES_KEYS.index("tday")
         g[:, [tday + k * kernel.TREND_COLS for k in range(trends)]] = -np.inf

@@ -9,6 +9,7 @@ from detectors.robust_zscore import MAD_TO_SIGMA, Direction, directional
 __all__ = [
     "TREND_DAY",
     "SeasonalProfile",
+    "check_day_types",
     "day_type_base",
     "trend_fold",
     "trend_ratio",
@@ -41,6 +42,12 @@ def weekend_mask(days: tuple[int, ...]) -> int:
             raise ValueError(f"weekend: weekday {d} is not 0 (Monday) … 6 (Sunday)")
         mask |= 1 << d
     return mask
+
+
+def check_day_types(period: float) -> None:
+    """Refuse day types on a profile whose period is not one day (a day type is a day's)."""
+    if period != 86400.0:
+        raise ValueError(f"day_types needs a period of one day (86400 s), got {period}")
 
 
 def day_type_base(t: float, utc_offset: float, mask: int, n_bins: int) -> int:
@@ -201,8 +208,8 @@ class SeasonalProfile:
         weekend: tuple[int, ...] = (5, 6),
         utc_offset: float = 0.0,
     ) -> None:
-        if day_types and period != 86400.0:
-            raise ValueError(f"day_types needs a period of one day (86400 s), got {period}")
+        if day_types:
+            check_day_types(period)
         self.period = period
         self.n_bins = n_bins
         self.alpha = alpha
@@ -241,6 +248,10 @@ class SeasonalProfile:
         if not self.day_types:
             return 0
         return day_type_base(t, self.utc_offset, self.mask_, self.n_bins)
+
+    def _kind(self, t: float) -> int:
+        """``t``'s day type: 0 a working day (or no day types), 1 a weekend day."""
+        return 1 if self._base(t) else 0
 
     def _bin(self, t: float) -> int:
         tl = t + self.shift_
@@ -292,7 +303,7 @@ class SeasonalProfile:
     def _trend_state(self, t: float) -> list[float]:
         """The trend term's state for ``t``: its day (local), that day's clipped residuals and
         predictions, the days' running mean, variance and count."""
-        return self.trend_[1 if self._base(t) else 0]
+        return self.trend_[self._kind(t)]
 
     @staticmethod
     def _trend_folded(st: list[float]) -> tuple[float, float, float]:
@@ -374,7 +385,7 @@ class SeasonalProfile:
         self.res_n_[b] += 1
         self.mad_[b] += 0.02 * (dev - self.mad_[b])
         self.res_total_ += 1
-        self.type_res_[1 if self._base(t) else 0] += 1
+        self.type_res_[self._kind(t)] += 1
         self.global_mad_ += max(0.01, 1.0 / self.res_total_) * (dev - self.global_mad_)
 
     def both_ready(self, t: float) -> bool:
@@ -384,7 +395,7 @@ class SeasonalProfile:
         than the daily profile's, compares with nothing."""
         if not self.day_types:
             return self.ready()
-        return self.ready() and self.type_res_[0 if self._base(t) else 1] > 0
+        return self.ready() and self.type_res_[1 - self._kind(t)] > 0
 
     def ready(self) -> bool:
         """Whether enough mature predictions were seen to trust the scale."""
