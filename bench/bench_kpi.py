@@ -1,4 +1,5 @@
-"""Synthetic telecom KPI series in the NAB layout, untrended, growing and trending, scored
+"""Synthetic telecom KPI series in the NAB layout, untrended, growing, trending and on a local
+wall clock whose clocks change, scored
 as `noc eval nab` scores NAB: a check on data unlike NAB's (the issue's unseen data includes
 "other public KPI series": traffic counts with a daily and weekly pattern, summed over 1 min,
 5 min and 1 h, some of them growing).
@@ -11,12 +12,16 @@ apart): spikes ×1.6–3 for 3–15 min, dips ×0.2–0.6 for 10–60 min, drops
 shifts ×1.3–1.6 for 4–12 h. Each series is written as 1-min values, 5-min sums and hourly sums
 (one category each), windows centred on each anomaly's start by NAB's rule (10 % of the
 file's rows over the anomaly count). The seeds are fixed; the corpus is made afresh in a
-temporary directory.
+temporary directory. A fourth corpus is the untrended one on Berlin's wall clock: the daily
+swing and the weekend follow local time, the timestamps stay UTC (as telemetry's are), and on
+30 March (day 27) the clocks go forward, so the whole pattern moves an hour earlier in UTC.
 
 Scored: the ensemble bank as `noc eval nab` runs it (label-free bars, NAB alarm policy), the
 same bank without the day-type profile (``day_types`` off), without the profiles' trend term
 (``follow_trend`` and ``week_follow_trend`` off), and the rolling Gaussian baseline of
-bench_detectors.py, all in the same run.
+bench_detectors.py, all in the same run; on the Berlin corpus the bank on Berlin time
+(``--tz Europe/Berlin``), on UTC (the default) and on a fixed UTC+1 (what a fixed offset
+gives), beside the same baseline.
 
 Usage: .venv/bin/python bench/bench_kpi.py [--out bench/kpi_results.md]
 """
@@ -34,6 +39,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import numpy as np
 from _machine import cpu_name  # bench/ helpers, found beside this script
@@ -52,17 +58,30 @@ def _stamp(minutes: int) -> str:
     return (T0 + dt.timedelta(minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def make_corpus(root: Path, growth: float) -> None:
-    """Write the corpus (``growth``: the level's relative rise over the 60 days) at ``root``."""
+def _offsets_min(n: int, tz: str | None) -> np.ndarray:
+    """Minutes east of UTC at each of ``n`` minutes from :data:`T0` on ``tz``'s wall clock."""
+    if tz is None:
+        return np.zeros(n)
+    zone = ZoneInfo(tz)
+    hours = [(T0 + dt.timedelta(hours=h)).astimezone(zone) for h in range(n // 60 + 1)]
+    off = np.array([h.utcoffset().total_seconds() / 60.0 for h in hours])  # type: ignore[union-attr]
+    return off.repeat(60)[:n]
+
+
+def make_corpus(root: Path, growth: float, tz: str | None = None) -> None:
+    """Write the corpus (``growth``: the level's relative rise over the 60 days; ``tz``: the
+    zone whose wall clock the traffic follows, UTC by default) at ``root``."""
     n = DAYS * 1440
     labels: dict[str, list[list[str]]] = {}
+    off = _offsets_min(n, tz)
     for seed in SEEDS:
         rng = np.random.default_rng(seed)
         base = math.exp(rng.uniform(math.log(20), math.log(5000)))
         swing, weekend, phase = rng.uniform(0.2, 0.7), rng.uniform(0.6, 1.0), rng.uniform(0, 6.3)
         m = np.arange(n)
-        rate = base * (1 + swing * np.sin(2 * math.pi * (m % 1440) / 1440 + phase))
-        rate *= np.where((m // 1440) % 7 >= 5, weekend, 1.0)
+        wall = m + off  # minutes on the local wall clock
+        rate = base * (1 + swing * np.sin(2 * math.pi * (wall % 1440) / 1440 + phase))
+        rate *= np.where((wall // 1440) % 7 >= 5, weekend, 1.0)
         walk = np.cumsum(rng.normal(0, 0.0005, n // 60 + 1)).repeat(60)[:n]
         rate *= np.exp(walk - walk.mean()) * (1 + growth * m / n)
         mult = np.ones(n)
@@ -110,6 +129,16 @@ DETECTORS: dict[str, Detector] = {
     NO_TREND: lambda c: nab.detect(c, follow_trend=False, week_follow_trend=False),
     BASELINE: rolling_gaussian,
 }
+BERLIN = "Europe/Berlin"
+ZONED = "ensemble bank on Berlin time (`noc eval nab --tz Europe/Berlin`)"
+ON_UTC = "same bank on UTC (no zone)"
+FIXED = "same bank on a fixed UTC+1"
+ZONE_DETECTORS: dict[str, Detector] = {
+    ZONED: lambda c: nab.detect(c, tz=BERLIN),
+    ON_UTC: lambda c: nab.detect(c),
+    FIXED: lambda c: nab.detect(c, utc_offset=3600.0),
+    BASELINE: rolling_gaussian,
+}
 
 
 def _row(name: str, rep: dict[str, Any]) -> str:
@@ -136,17 +165,19 @@ def main() -> None:
         " scorer (`evals.nab`), thresholds label-free as in `noc eval nab`.",
         "",
     ]
-    corpora = (
-        ("untrended", 0.0),
-        ("growing (level × 1.3 over 60 days, 0.5 % a day)", 0.3),
-        ("trending (level × 2 over 60 days)", 1.0),
+    corpora: tuple[tuple[str, float, str | None], ...] = (
+        ("untrended", 0.0, None),
+        ("growing (level × 1.3 over 60 days, 0.5 % a day)", 0.3, None),
+        ("trending (level × 2 over 60 days)", 1.0, None),
+        ("untrended on Berlin's wall clock (clocks forward on day 27)", 0.0, BERLIN),
     )
-    for title, growth in corpora:
+    for title, growth, tz in corpora:
         with tempfile.TemporaryDirectory(prefix="noc-kpi-") as tmp:
             root = Path(tmp)
-            make_corpus(root, growth)
+            make_corpus(root, growth, tz)
             corpus = nab.load_corpus(root)
-            reports = {name: nab.report(corpus, det(corpus)) for name, det in DETECTORS.items()}
+            dets = DETECTORS if tz is None else ZONE_DETECTORS
+            reports = {name: nab.report(corpus, det(corpus)) for name, det in dets.items()}
         lines += [
             f"## {title}",
             "",
@@ -159,6 +190,17 @@ def main() -> None:
             for cat, entry in sorted(rep["per_category"].items()):
                 lines.append(_row(f"{name}, {cat}", entry))
         score = {name: r["nab_score_standard"] for name, r in reports.items()}
+        if tz is not None:
+            zoned, utc, fixed, gauss = (score[k] for k in (ZONED, ON_UTC, FIXED, BASELINE))
+            lines += [
+                "",
+                f"Standard score, on Berlin time / on UTC: {zoned / utc:.2f}; / fixed UTC+1:"
+                f" {zoned / fixed:.2f}; / rolling Gaussian: {zoned / gauss:.2f} (same run)."
+                if min(utc, fixed, gauss) > 0
+                else f"Standard scores: {zoned:.1f} / {utc:.1f} / {fixed:.1f} / {gauss:.1f}.",
+                "",
+            ]
+            continue
         ours, untyped, plain, gauss = (score[name] for name in (OURS, NO_TYPES, NO_TREND, BASELINE))
         lines += [
             "",

@@ -117,7 +117,7 @@ INLINED = (
 #: cache is keyed on this file alone: after a change to an inlined helper or a constant it
 #: reads, the cached machine code would run stale until this file changes too. The bank's
 #: tests recompute the digest and fail until it is updated here.
-DEPENDENCY_DIGEST = "22b98fb9966311c6"
+DEPENDENCY_DIGEST = "e73f670a00a9bae5"
 
 
 def dependency_digest() -> str:
@@ -137,8 +137,9 @@ class KernelParams(NamedTuple):
     2 down; ``n_seasons``: profiles in use this step, 0 without timestamps; ``trend0`` and
     ``trend1``: 1 where the daily and the weekly profile follow a trend; ``day_types``: 1
     where the day-type profile is kept, with the daily profile's period, twice its bins and
-    its trend setting, ``weekend_mask`` (:func:`detectors.seasonal.weekend_mask`),
-    ``utc_offset`` and ``day_type_margin``)."""
+    its trend setting, ``weekend_mask`` (:func:`detectors.seasonal.weekend_mask`) and
+    ``day_type_margin``). The timestamps the step gets are local wall-clock seconds
+    (:class:`detectors.clock.LocalClock`)."""
 
     alpha: float
     grace: float
@@ -174,7 +175,6 @@ class KernelParams(NamedTuple):
     trend1: float
     day_types: float
     weekend_mask: float
-    utc_offset: float
     day_type_margin: float
 
 
@@ -255,12 +255,10 @@ def _place(t: float, period: float, nb: int) -> tuple[int, int, float, int, floa
 
 
 @_inline
-def _place_types(
-    t: float, period: float, nb: int, offset: float, mask: int
-) -> tuple[int, int, float, int, float]:
-    """:func:`_place` in a day-type profile: local time, the bins of ``t``'s day type."""
-    base = _day_type_base(t, offset, mask, nb)
-    lo, hi, w, own, day = _place(t + offset, period, nb)
+def _place_types(t: float, period: float, nb: int, mask: int) -> tuple[int, int, float, int, float]:
+    """:func:`_place` in a day-type profile: the bins of ``t``'s day type."""
+    base = _day_type_base(t, mask, nb)
+    lo, hi, w, own, day = _place(t, period, nb)
     return base + lo, base + hi, w, base + own, day
 
 
@@ -402,8 +400,8 @@ def ensemble_step(
     value), resolution (0 while unknown) and how often it was seen
     (:func:`detectors.params.resolution`); ``tl``: :data:`TAIL_KEYS`;
     ``s0/g0``, ``s1/g1`` and ``s2/g2``: daily, weekly and day-type profiles; ``t``: empty
-    (no timestamps), one, or one per series; ``sup``: empty or the support of each value
-    (NaN where unknown);
+    (no timestamps), one, or one per series, in local wall-clock seconds; ``sup``: empty or
+    the support of each value (NaN where unknown);
     ``hold``: empty or, per series, whether its peaks are kept out of the tails this step as
     if it were alarming (another series of its entity is); ``prop``: empty or, per series,
     whether a supported value is declared a share of its support (see
@@ -426,10 +424,9 @@ def ensemble_step(
     a1, c1, w1, e1, day1 = _place(t0, p.period1, nb1)
     types = n_seasons > 0 and p.day_types > 0.0
     mask = int(p.weekend_mask)
-    a2, c2, w2, e2, day2 = _place_types(t0, p.period0, nb0, p.utc_offset, mask)
+    a2, c2, w2, e2, day2 = _place_types(t0, p.period0, nb0, mask)
     o2 = TREND_COLS if e2 >= nb0 else 0  # a weekend's trend columns
     tday = math.floor(t0 / TREND_DAY)
-    tday2 = math.floor((t0 + p.utc_offset) / TREND_DAY)  # the day-type profile's: local
     follow0 = p.trend0 > 0.0
     follow1 = p.trend1 > 0.0
     for i in range(x.shape[0]):
@@ -464,10 +461,9 @@ def ensemble_step(
             if not shared:
                 a0, c0, w0, e0, day0 = _place(t[i], p.period0, nb0)
                 a1, c1, w1, e1, day1 = _place(t[i], p.period1, nb1)
-                a2, c2, w2, e2, day2 = _place_types(t[i], p.period0, nb0, p.utc_offset, mask)
+                a2, c2, w2, e2, day2 = _place_types(t[i], p.period0, nb0, mask)
                 o2 = TREND_COLS if e2 >= nb0 else 0
                 tday = math.floor(t[i] / TREND_DAY)
-                tday2 = math.floor((t[i] + p.utc_offset) / TREND_DAY)
             mid0, sc0, ok0, off0 = _predict(
                 s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, follow0, 0
             )
@@ -481,7 +477,7 @@ def ensemble_step(
                     ref, scale, best = mid1, sc1, float(g1[i, 0])
             if types:
                 mid2, sc2, ok2, off2 = _predict(
-                    s2, g2, i, a2, c2, w2, day2, p, p.min_days0, tday2, follow0, o2
+                    s2, g2, i, a2, c2, w2, day2, p, p.min_days0, tday, follow0, o2
                 )
                 # a candidate once it predicted the other day type too (both_ready)
                 other = g2[i, TYPE_RES + (0 if o2 else 1)]
@@ -585,7 +581,7 @@ def ensemble_step(
                 )  # fmt: skip
             if types:
                 _learn_season(
-                    s2, g2, i, xi_, e2, day2, p, p.min_days0, mid2, sc2, ok2, off2, tday2, follow0,
+                    s2, g2, i, xi_, e2, day2, p, p.min_days0, mid2, sc2, ok2, off2, tday, follow0,
                     o2, TYPE_RES + (1 if o2 else 0), floor, xy,
                 )  # fmt: skip
         n1 = n_l + 1.0

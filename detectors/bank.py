@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from detectors import _bank_kernel as kernel
+from detectors.clock import LocalClock
 from detectors.params import EnsembleParams
 from detectors.seasonal import check_day_types, weekend_mask
 from detectors.spot import cusum_bar, gaussian_bar
@@ -55,6 +56,9 @@ class EnsembleBank(EnsembleParams):
     one value per series. A NaN value leaves that series untouched for the step (a gap).
     Timestamps may be one per step (all series aligned: the fast path) or one per series;
     without them the daily and weekly profiles are off and ``interval`` is the scrape interval.
+    Timestamps are UTC; the profiles place them on the bank's wall clock (``tz`` or
+    ``utc_offset``, one for all its series: a network spread over several zones has one bank
+    per zone, as :class:`detectors.monitor.MonitorBank` keeps them).
     ``dtype=np.float32`` halves memory (the compiled step runs at about the same speed);
     timestamps stay float64. The first step compiles the kernel (seconds; cached on disk after).
 
@@ -79,6 +83,8 @@ class EnsembleBank(EnsembleParams):
 
     def __post_init__(self) -> None:
         n, warmup = self.n_series, self.warmup
+        #: the network's wall clock, on which the profiles place each (UTC) timestamp
+        self.clock_ = LocalClock(self.tz, self.utc_offset)
         dt = np.dtype(self.dtype)
         self.dtype_ = dt
         #: per series (one contiguous row each): level n, mean, mean absolute deviation, slow one
@@ -154,7 +160,6 @@ class EnsembleBank(EnsembleParams):
             trend1=float(self.week_follow_trend),
             day_types=float(self.day_types),
             weekend_mask=float(weekend_mask(self.weekend)),
-            utc_offset=self.utc_offset,
             day_type_margin=self.day_type_margin,
         )
 
@@ -261,6 +266,7 @@ class EnsembleBank(EnsembleParams):
                 self._refresh(self._moved)
             if not self.profiles_:
                 self.profiles_ = self._profiles(n)
+            tt = self.clock_.local_array(tt)
         none = self._no_profile
         prof = self.profiles_
         s0, g0 = prof[0] if prof else none

@@ -37,10 +37,12 @@ class Ensemble(EnsembleParams):
       (:class:`RobustZScore`) does, else from the level: the reference with the smallest
       series-wide deviation among those ready at ``t``, chosen per step from the data, no
       labels (weekday and weekend traffic differ; ``week_bins = 0`` drops the weekly one).
-      A third profile keeps working days and weekend days apart (``day_types``, in local
-      time: ``weekend``, ``utc_offset``): mature by the first weekend's second day where the
-      weekly one needs weeks, it is chosen only where its deviation is under
-      ``day_type_margin`` × the best other's (a finer model also fits noise);
+      A third profile keeps working days and weekend days apart (``day_types``,
+      ``weekend``): mature by the first weekend's second day where the weekly one needs
+      weeks, it is chosen only where its deviation is under ``day_type_margin`` × the best
+      other's (a finer model also fits noise). All three follow the network's wall clock
+      (``tz`` or ``utc_offset``: :class:`~detectors.clock.LocalClock`), so a change of clocks
+      leaves the busy hour in its bins;
     - ``shift``: two-sided CUSUM (allowance ``shift_k``) of the same clipped z, divided by the
       long-run factor ``√((1 + ρ) / (1 − ρ))`` of its lag-1 autocorrelation ``ρ`` (learnt in
       normal time), so overlapping KPI windows do not pass for a shift.
@@ -122,6 +124,8 @@ class Ensemble(EnsembleParams):
             n_bins=self.n_bins,
             alpha=self.seasonal_alpha,
             follow_trend=self.follow_trend,
+            tz=self.tz,
+            utc_offset=self.utc_offset,
         )
         self.weekly_ = (
             SeasonalProfile(
@@ -130,6 +134,8 @@ class Ensemble(EnsembleParams):
                 alpha=self.seasonal_alpha,
                 min_days=self.week_min,
                 follow_trend=self.week_follow_trend,
+                tz=self.tz,
+                utc_offset=self.utc_offset,
             )
             if self.week_bins > 0
             else None
@@ -142,6 +148,7 @@ class Ensemble(EnsembleParams):
                 follow_trend=self.follow_trend,
                 day_types=True,
                 weekend=self.weekend,
+                tz=self.tz,
                 utc_offset=self.utc_offset,
             )
             if self.day_types

@@ -21,7 +21,8 @@ from detectors.ensemble import MEMBERS, Ensemble
 from detectors.robust_zscore import Direction
 
 #: one bank per bad direction and resolution rule (``Observation.counts``)
-_BankKey = tuple[Direction, bool]
+#: a bank's bad direction, resolution rule and time zone (None: the monitor's)
+_BankKey = tuple[Direction, bool, str | None]
 
 __all__ = ["MonitorBank", "MonitorEvent", "Observation", "SeriesMonitor"]
 
@@ -70,8 +71,9 @@ class SeriesMonitor:
     (1 = at the bar). While the alarm is open, a value scoring at least ``update_factor`` times
     the last reported score is reported again (an ``update`` event): a fault that began late in
     a 5-min period shows a few percent of its size in the first reading, and the diagnosis
-    must see the next one. ``utc_offset`` (seconds east of UTC) and ``weekend`` (weekdays,
-    Monday 0) place the network's weekend for the ensemble's day-type profile.
+    must see the next one. ``tz`` (an IANA zone, daylight saving included) or ``utc_offset``
+    (seconds east of UTC) is the network's wall clock, on which the ensemble's profiles place
+    the time of day and the ``weekend`` days (Monday 0).
 
     >>> mon = SeriesMonitor(bad_direction="down", warmup=100)
     >>> events = [mon.observe(60.0 * t, 0.99 + 0.001 * (t % 3)) for t in range(300)]
@@ -114,6 +116,7 @@ class SeriesMonitor:
         alpha: float = 0.02,
         utc_offset: float = 0.0,
         weekend: tuple[int, ...] = (5, 6),
+        tz: str | None = None,
     ) -> None:
         self.bad_direction = bad_direction
         self.min_support = min_support
@@ -138,6 +141,7 @@ class SeriesMonitor:
         self.alpha = alpha
         self.utc_offset = utc_offset
         self.weekend = tuple(weekend)
+        self.tz = tz
         self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
         #: the score of the last open or update event (NaN while closed)
         self.reported_ = math.nan
@@ -165,6 +169,7 @@ class SeriesMonitor:
             "alpha": self.alpha,
             "utc_offset": self.utc_offset,
             "weekend": self.weekend,
+            "tz": self.tz,
         }
 
     @property
@@ -254,6 +259,9 @@ class Observation:
     #: the time of the value when it is not the tick's (an entity scraped at its own phase:
     #: its latest scrape, which the KPI windows end at)
     ts: float | None = None
+    #: the IANA time zone of the entity's site where it is not the network's (the monitor's
+    #: ``tz``): its traffic follows that wall clock
+    tz: str | None = None
 
 
 class MonitorBank:
@@ -262,9 +270,9 @@ class MonitorBank:
 
     Keys are added as they first appear (one bank per bad direction, grown by doubling).
     ``monitor_kwargs`` are :class:`SeriesMonitor`'s keyword parameters; each observation
-    brings its own bad direction, minimum support and whether it counts events (one bank per
-    bad direction and resolution rule). All values of one :meth:`observe` share
-    its timestamp (one evaluation tick).
+    brings its own bad direction, minimum support, whether it counts events and, for a site
+    in another time zone, its zone (one bank per bad direction, resolution rule and zone).
+    All values of one :meth:`observe` share its timestamp (one evaluation tick).
 
     >>> bank = MonitorBank(warmup=100)
     >>> for t in range(300):
@@ -307,17 +315,21 @@ class MonitorBank:
             out.extend(keys[i] for i in np.flatnonzero(firing[: len(keys)]).tolist())
         return out
 
-    def _slot(self, key: Hashable, direction: Direction, counts: bool) -> tuple[_BankKey, int]:
+    def _slot(
+        self, key: Hashable, direction: Direction, counts: bool, tz: str | None
+    ) -> tuple[_BankKey, int]:
         found = self._slots.get(key)
         if found is not None:
             return found
-        which = (direction, counts)
+        which = (direction, counts, tz)
         used = self._used.get(which, 0)
         bank = self._banks.get(which)
         if bank is None:
             # a monitor-wide ``resolution_always`` holds for every bank
             always = counts or bool(self._params["resolution_always"])
             params = {**self._params, "resolution_always": always}
+            if tz is not None:
+                params["tz"] = tz
             bank = self._banks[which] = EnsembleBank(8, bad_direction=direction, **params)
             self._reported[which] = np.full(8, np.nan)
         elif used == bank.n_series:
@@ -335,14 +347,14 @@ class MonitorBank:
     ) -> list[tuple[Hashable, MonitorEvent]]:
         """Feed one tick of values; return the alarm transitions, in ``observations`` order.
         A missing value, or one backed by fewer than ``min_support`` events, is neither learnt
-        nor scored. A key keeps the bad direction it first came with."""
+        nor scored. A key keeps the bad direction (and time zone) it first came with."""
         rows: dict[_BankKey, list[tuple[int, int, float, float, bool, bool, float]]] = {}
         for pos, ob in enumerate(observations):
             v = ob.value
             if not _usable(v, ob.support, ob.min_support):
                 continue
             assert v is not None
-            which, i = self._slot(ob.key, ob.bad_direction, ob.counts)
+            which, i = self._slot(ob.key, ob.bad_direction, ob.counts, ob.tz)
             sup = math.nan if ob.support is None else ob.support
             at = ts if ob.ts is None else ob.ts
             rows.setdefault(which, []).append((pos, i, v, sup, ob.hold, ob.proportion, at))

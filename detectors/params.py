@@ -225,14 +225,18 @@ class EnsembleParams:
     week_bins: int = 168
     week_min: int = 3
     #: day-type profile: the daily profile's bins kept apart for working days and the
-    #: ``weekend`` days (Monday 0 … Sunday 6) in local time (``utc_offset`` seconds east of
-    #: UTC), mature by the second weekend day where the weekly profile needs ``week_min``
-    #: weeks. A finer model fits noise too: it is the point member's reference only where its
-    #: series-wide deviation is under ``day_type_margin`` × the best other reference's.
+    #: ``weekend`` days (Monday 0 … Sunday 6), mature by the second weekend day where the
+    #: weekly profile needs ``week_min`` weeks. A finer model fits noise too: it is the point
+    #: member's reference only where its series-wide deviation is under ``day_type_margin`` ×
+    #: the best other reference's.
     day_types: bool = True
     weekend: tuple[int, ...] = (5, 6)
-    utc_offset: float = 0.0
     day_type_margin: float = 0.8
+    #: the network's local time, which every profile's bins, days and weekend follow
+    #: (:class:`detectors.clock.LocalClock`): the IANA zone ``tz`` (daylight saving included),
+    #: or without it a fixed ``utc_offset`` in seconds east of UTC
+    tz: str | None = None
+    utc_offset: float = 0.0
     #: warm-up in seconds when ``warmup`` is None, and its floor in values
     warmup_s: float = 3600.0
     min_warmup: int = 30

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from detectors.clock import LocalClock
 from detectors.robust_zscore import MAD_TO_SIGMA, Direction, directional
 
 __all__ = [
@@ -50,19 +51,19 @@ def check_day_types(period: float) -> None:
         raise ValueError(f"day_types needs a period of one day (86400 s), got {period}")
 
 
-def day_type_base(t: float, utc_offset: float, mask: int, n_bins: int) -> int:
-    """First bin of the day type of ``t`` in a day-type profile: 0 on a working day,
-    ``n_bins`` on a weekend day (``mask``: :func:`weekend_mask`), in local time
-    (``utc_offset`` seconds east of UTC).
+def day_type_base(u: float, mask: int, n_bins: int) -> int:
+    """First bin of the day type of ``u`` (local wall-clock seconds,
+    :meth:`detectors.clock.LocalClock.local`) in a day-type profile: 0 on a working day,
+    ``n_bins`` on a weekend day (``mask``: :func:`weekend_mask`).
 
-    >>> day_type_base(0.0, 0.0, 96, 48)              # 1970-01-01, a Thursday
+    >>> day_type_base(0.0, 96, 48)                   # 1970-01-01, a Thursday
     0
-    >>> day_type_base(2 * 86400.0, 0.0, 96, 48)      # Saturday
+    >>> day_type_base(2 * 86400.0, 96, 48)           # Saturday
     48
-    >>> day_type_base(2 * 86400.0 - 600, 3600.0, 96, 48)   # 23:50 UTC Friday is Saturday at +1 h
+    >>> day_type_base(2 * 86400.0 - 600 + 3600, 96, 48)   # 23:50 UTC Friday at +1 h: Saturday
     48
     """
-    wd = (math.floor((t + utc_offset) / 86400.0) + EPOCH_WEEKDAY) % 7
+    wd = (math.floor(u / 86400.0) + EPOCH_WEEKDAY) % 7
     return n_bins if (mask >> int(wd)) & 1 else 0
 
 
@@ -140,12 +141,19 @@ class SeasonalProfile:
     weekly profile (five weeks behind a trend at the default ``alpha``) is corrected by its
     own, larger lag. ``follow_trend = False`` leaves the term out.
 
+    **Local time.** The bins, the days and the weekend are the network's wall clock's
+    (:class:`~detectors.clock.LocalClock`: the IANA zone ``tz``, daylight saving included, or a
+    fixed ``utc_offset``; UTC by default): traffic follows its subscribers' day, and where the
+    clocks change the busy hour moves by an hour in UTC but stays in its bin. The day the
+    clocks go forward skips an hour's bins; the day they go back sees one hour twice (both
+    visits are that day's).
+
     **Day types.** With ``day_types`` the profile keeps two sets of ``n_bins`` bins, one for
-    working days and one for the ``weekend`` days, in local time (``utc_offset`` seconds east
-    of UTC). Weekend traffic differs from weekday traffic; a weekly profile learns that too,
-    but needs ``min_days`` weeks, where this one is mature by the second weekend day. Each
-    day type has its own trend term (its days in local time): a weekend bin, seen two days a
-    week, trails a trend further than a weekday one. The period must then be a day.
+    working days and one for the ``weekend`` days (local). Weekend traffic differs from
+    weekday traffic; a weekly profile learns that too, but needs ``min_days`` weeks, where
+    this one is mature by the second weekend day. Each day type has its own trend term (its
+    local days): a weekend bin, seen two days a week, trails a trend further than a weekday
+    one. The period must then be a day.
 
     Parameters
     ----------
@@ -171,8 +179,10 @@ class SeasonalProfile:
         Keep working days and weekend days apart.
     weekend
         Weekdays of the weekend (Monday 0 … Sunday 6), with ``day_types``.
+    tz
+        IANA time zone of the network (``"Europe/Berlin"``); None: ``utc_offset``.
     utc_offset
-        Local time's offset from UTC in seconds, for the day types (east positive).
+        Local time's fixed offset from UTC in seconds (east positive), without ``tz``.
 
     Examples
     --------
@@ -207,6 +217,7 @@ class SeasonalProfile:
         day_types: bool = False,
         weekend: tuple[int, ...] = (5, 6),
         utc_offset: float = 0.0,
+        tz: str | None = None,
     ) -> None:
         if day_types:
             check_day_types(period)
@@ -222,9 +233,9 @@ class SeasonalProfile:
         self.day_types = day_types
         self.weekend = tuple(weekend)
         self.utc_offset = utc_offset
+        self.tz = tz
+        self.clock_ = LocalClock(tz, utc_offset)
         self.mask_ = weekend_mask(self.weekend) if day_types else 0
-        # local time shifts the bins of a day-type profile only (a plain one has no weekdays)
-        self.shift_ = utc_offset if day_types else 0.0
         nb = n_bins * (2 if day_types else 1)
         self.level_ = [0.0] * nb
         self.mad_ = [0.0] * nb
@@ -243,22 +254,23 @@ class SeasonalProfile:
         #: mature predictions per day type (working days, weekend days: :meth:`both_ready`)
         self.type_res_ = [0, 0]
 
-    def _base(self, t: float) -> int:
-        """First bin of ``t``'s day type (0 without day types)."""
+    # the methods whose time is ``u`` take local wall-clock seconds (``self.clock_.local``)
+
+    def _base(self, u: float) -> int:
+        """First bin of ``u``'s day type (0 without day types)."""
         if not self.day_types:
             return 0
-        return day_type_base(t, self.utc_offset, self.mask_, self.n_bins)
+        return day_type_base(u, self.mask_, self.n_bins)
 
-    def _kind(self, t: float) -> int:
-        """``t``'s day type: 0 a working day (or no day types), 1 a weekend day."""
-        return 1 if self._base(t) else 0
+    def _kind(self, u: float) -> int:
+        """``u``'s day type: 0 a working day (or no day types), 1 a weekend day."""
+        return 1 if self._base(u) else 0
 
-    def _bin(self, t: float) -> int:
-        tl = t + self.shift_
-        return self._base(t) + int((tl % self.period) / self.period * self.n_bins) % self.n_bins
+    def _bin(self, u: float) -> int:
+        return self._base(u) + int((u % self.period) / self.period * self.n_bins) % self.n_bins
 
-    def _day(self, t: float) -> float:
-        return math.floor((t + self.shift_) / self.period)
+    def _day(self, u: float) -> float:
+        return math.floor(u / self.period)
 
     def _bin_scale(self, b: int) -> float:
         return max(MAD_TO_SIGMA * self.mad_[b], MAD_TO_SIGMA * self.global_mad_)
@@ -282,28 +294,31 @@ class SeasonalProfile:
             r = off + max(-limit, min(limit, r - off))
         return lvl + a * r, days + 1
 
-    def _neighbours(self, t: float) -> tuple[int, int, float]:
-        """The two bins around ``t`` (within its day type: midnight wraps to the same day
+    def _neighbours(self, u: float) -> tuple[int, int, float]:
+        """The two bins around ``u`` (within its day type: midnight wraps to the same day
         type's evening) and the weight of the second."""
-        base = self._base(t)
-        pos = ((t + self.shift_) % self.period) / self.period * self.n_bins - 0.5
+        base = self._base(u)
+        pos = (u % self.period) / self.period * self.n_bins - 0.5
         lo = math.floor(pos)
         return base + lo % self.n_bins, base + (lo + 1) % self.n_bins, pos - lo
 
     def trend(self, t: float) -> float:
         """Relative correction of the predictions at ``t`` (:func:`trend_ratio`), the days
         before ``t``'s folded in (those of ``t``'s day type in a day-type profile)."""
+        return self._trend(self.clock_.local(t))
+
+    def _trend(self, u: float) -> float:
         if not self.follow_trend:
             return 0.0
-        day, _, _, m, v, k = st = self._trend_state(t)
-        if day < math.floor((t + self.shift_) / TREND_DAY):
+        day, _, _, m, v, k = st = self._trend_state(u)
+        if day < math.floor(u / TREND_DAY):
             return trend_ratio(*self._trend_folded(st))
         return trend_ratio(m, v, k)
 
-    def _trend_state(self, t: float) -> list[float]:
-        """The trend term's state for ``t``: its day (local), that day's clipped residuals and
+    def _trend_state(self, u: float) -> list[float]:
+        """The trend term's state for ``u``: its day (local), that day's clipped residuals and
         predictions, the days' running mean, variance and count."""
-        return self.trend_[self._kind(t)]
+        return self.trend_[self._kind(u)]
 
     @staticmethod
     def _trend_folded(st: list[float]) -> tuple[float, float, float]:
@@ -316,19 +331,21 @@ class SeasonalProfile:
         other references measure such a day against the wrong kind of day."""
         if not self.day_types or not self.ready():
             return False
-        b = self._bin(t)
-        return self.days_[b] == 0 and not (self.cur_n_[b] > 0 and self.cur_day_[b] < self._day(t))
+        u = self.clock_.local(t)
+        b = self._bin(u)
+        return self.days_[b] == 0 and not (self.cur_n_[b] > 0 and self.cur_day_[b] < self._day(u))
 
     def predict(self, t: float) -> tuple[float, float] | None:
         """Expected value and scale at ``t``; None while the profile is not mature there."""
-        pred = self._predict(t)
+        pred = self._predict(self.clock_.local(t))
         return None if pred is None else pred[:2]
 
-    def _predict(self, t: float) -> tuple[float, float, float] | None:
-        """:meth:`predict` and the trend term's part of the expected value."""
-        day = self._day(t)
-        trend = self.trend(t)
-        b0, b1, w = self._neighbours(t)
+    def _predict(self, u: float) -> tuple[float, float, float] | None:
+        """:meth:`predict` at local time ``u`` and the trend term's part of the expected
+        value."""
+        day = self._day(u)
+        trend = self._trend(u)
+        b0, b1, w = self._neighbours(u)
         l0, d0 = self._folded(b0, day, trend)
         l1, d1 = self._folded(b1, day, trend)
         # a bin the series skips (an hourly series has a value in every other half-hour bin)
@@ -355,15 +372,16 @@ class SeasonalProfile:
         while an alarm is open (:meth:`detectors.ensemble.Ensemble.update`)."""
         if t is None or math.isnan(x):
             return
-        pred = self._predict(t)
-        tday = math.floor((t + self.shift_) / TREND_DAY)
-        st = self._trend_state(t)
+        u = self.clock_.local(t)
+        pred = self._predict(u)
+        tday = math.floor(u / TREND_DAY)
+        st = self._trend_state(u)
         if self.follow_trend and tday > st[0]:
             st[3], st[4], st[5] = self._trend_folded(st)
             st[0], st[1], st[2] = tday, 0.0, 0.0
-        day = self._day(t)
-        b = self._bin(t)
-        self.level_[b], self.days_[b] = self._folded(b, day, self.trend(t))
+        day = self._day(u)
+        b = self._bin(u)
+        self.level_[b], self.days_[b] = self._folded(b, day, self._trend(u))
         if self.cur_day_[b] != day:
             self.cur_sum_[b], self.cur_n_[b], self.cur_day_[b] = 0.0, 0, day
         self.n_ += 1
@@ -385,7 +403,7 @@ class SeasonalProfile:
         self.res_n_[b] += 1
         self.mad_[b] += 0.02 * (dev - self.mad_[b])
         self.res_total_ += 1
-        self.type_res_[self._kind(t)] += 1
+        self.type_res_[self._kind(u)] += 1
         self.global_mad_ += max(0.01, 1.0 / self.res_total_) * (dev - self.global_mad_)
 
     def both_ready(self, t: float) -> bool:
@@ -395,7 +413,7 @@ class SeasonalProfile:
         than the daily profile's, compares with nothing."""
         if not self.day_types:
             return self.ready()
-        return self.ready() and self.type_res_[1 - self._kind(t)] > 0
+        return self.ready() and self.type_res_[1 - self._kind(self.clock_.local(t))] > 0
 
     def ready(self) -> bool:
         """Whether enough mature predictions were seen to trust the scale."""

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -74,6 +75,19 @@ class InventoryEntity(BaseModel):
     peers: list[str] = Field(default_factory=list)
     partners: list[_InventoryPartner] = Field(default_factory=list)
     gpus: list[str] = Field(default_factory=list)
+    tz: str | None = None
+    """IANA time zone of the entity's site where it is not the network's (its traffic follows
+    that wall clock): an extension of FORMATS.md §4, whose unknown keys are kept."""
+
+    @field_validator("tz")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                ZoneInfo(value)
+            except (ZoneInfoNotFoundError, ValueError) as exc:
+                raise ValueError(f"unknown time zone {value!r} (an IANA name)") from exc
+        return value
 
     @field_validator("type")
     @classmethod
@@ -240,6 +254,14 @@ class Topology:
     def type_of(self, entity: str) -> str:
         """The entity's type, ``""`` if the topology does not know it."""
         return self.types.get(entity, "")
+
+    def zone_of(self, entity: str) -> str | None:
+        """The IANA time zone the inventory gives the entity's site (a GPU its server's),
+        None where it gives none (the network's own)."""
+        zone = self.attributes.get(entity, {}).get("tz")
+        if zone is None and "/gpu" in entity:
+            zone = self.attributes.get(entity.split("/gpu", 1)[0], {}).get("tz")
+        return zone if isinstance(zone, str) else None
 
     def plays(self, entity: str, nf_type: str) -> bool:
         """Whether ``entity`` is of ``nf_type`` or acts as one (an EPC PGW acts as an SMF)."""

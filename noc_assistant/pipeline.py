@@ -164,8 +164,10 @@ class Pipeline:
             aftermath=self._aftermath,
         )
         self.rca = rca
-        #: the network's local time for the detectors' day types (settings)
+        #: the network's wall clock and weekend for the detectors' profiles (settings; a site
+        #: of the inventory may name its own zone: ``Topology.zone_of``)
         self._local = {
+            "tz": settings.local_tz,
             "utc_offset": 3600.0 * settings.local_utc_offset_h,
             "weekend": settings.weekend_days,
         }
@@ -491,6 +493,7 @@ class Pipeline:
                             entity in busy,
                             kpi.proportion,
                             now,
+                            None if self.topology is None else self.topology.zone_of(entity),
                         )
                     )
                     where[key] = (kpi, entity, group)

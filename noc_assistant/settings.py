@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
@@ -39,11 +39,25 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr = SecretStr("local")
     llm_model: str = "smollm2-135m-instruct"
     nats_url: str = "nats://127.0.0.1:4222"
+    local_tz: str | None = None
+    """The network's time zone, an IANA name (``Europe/Berlin``, ``America/Chicago``): the
+    wall clock the detectors' daily, weekly and day-type profiles follow, daylight saving
+    included (traffic follows local time, not UTC). An entity of the inventory may name its
+    own (``"tz"``). Unset: ``local_utc_offset_h``."""
     local_utc_offset_h: float = Field(0.0, ge=-12.0, le=14.0)
-    """The network's local time, in hours east of UTC: where the detectors' day-type profile
-    starts a working day or a weekend day (traffic follows local time, not UTC)."""
+    """The network's local time as a fixed offset, in hours east of UTC, where ``local_tz``
+    is unset (a network whose clocks never change)."""
     weekend_days: tuple[Annotated[int, Field(ge=0, le=6)], ...] = (5, 6)
     """The weekend's weekdays (Monday 0 … Sunday 6; ``[4,5]`` for Friday–Saturday)."""
+
+    @field_validator("local_tz")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            from detectors.clock import zone
+
+            zone(value)  # a ValueError naming the zone: pydantic names the field
+        return value
 
 
 @lru_cache(maxsize=1)

@@ -253,3 +253,32 @@ def test_the_networks_local_time_reaches_the_day_type_profiles(
             Settings()
     finally:
         get_settings.cache_clear()
+
+
+def test_a_sites_time_zone_reaches_its_series(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``NOC_LOCAL_TZ`` is the network's wall clock (daylight saving included); an inventory
+    entity's ``tz`` puts its series on its own site's clock (a bank of their own). An unknown
+    zone is refused with the setting's or the inventory field's name."""
+    from noc_assistant.errors import InventoryError
+    from noc_assistant.inventory import topology_from_dict
+    from noc_assistant.settings import Settings, get_settings
+
+    monkeypatch.setenv("NOC_LOCAL_TZ", "Europe/Berlin")
+    get_settings.cache_clear()
+    try:
+        inventory = {"entities": [{"id": "amf-1", "type": "amf", "tz": "America/Chicago"}]}
+        pipe = Pipeline(topology=topology_from_dict(inventory)).replay(amf_points(0.5))
+        assert pipe.monitors is not None
+        zones = {which[2]: bank.clock_.tz for which, bank in pipe.monitors._banks.items()}
+        assert zones == {"America/Chicago": "America/Chicago"}
+        plain = run(amf_points(0.5))
+        assert plain.monitors is not None
+        assert {b.clock_.tz for b in plain.monitors._banks.values()} == {"Europe/Berlin"}
+        monkeypatch.setenv("NOC_LOCAL_TZ", "Europe/Berlyn")
+        with pytest.raises(ValueError, match="local_tz"):
+            Settings()
+        bad = {"entities": [{"id": "amf-1", "type": "amf", "tz": "Mars/Olympus"}]}
+        with pytest.raises(InventoryError, match=r"entities\.0\.tz"):
+            topology_from_dict(bad)
+    finally:
+        get_settings.cache_clear()

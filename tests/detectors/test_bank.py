@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from detectors import Ensemble, EnsembleBank
 from detectors import _bank_kernel as kernel
 from detectors.bank import BankResult
+from detectors.clock import LocalClock
 
 
 def _series(seed: int, n_series: int = 6, steps: int = 1500) -> tuple[np.ndarray, np.ndarray]:
@@ -481,3 +483,31 @@ def test_bank_matches_per_series_with_day_types() -> None:
             chosen += pred is not None and pred[0] == ens.expected_
     assert chosen > 100 and novel > 10
     assert res.opened[1, 900:903].any()
+
+
+def test_a_change_of_clocks_does_not_page_a_zoned_bank() -> None:
+    """15-min traffic that follows Berlin's wall clock (a 60 % daily swing, weekend days 30 %
+    lower at noon)
+    through 30 March 2025, when the busy hour moves an hour earlier in UTC. On Berlin time
+    the bank pages only a 30 % dip on 2 April and equals the per-series ensemble; on UTC
+    the next morning's ramp comes an hour early against every profile and pages."""
+    start = datetime(2025, 3, 10, tzinfo=UTC).timestamp()  # a Monday
+    t = start + np.arange(27 * 96) * 900.0
+    local = LocalClock("Europe/Berlin").local_array(t)
+    hour = (local % 86400.0) / 3600.0
+    weekend = ((local // 86400.0 + 3) % 7) >= 5
+    rng = np.random.default_rng(11)
+    level = np.array([[2000.0], [10000.0], [40000.0]])
+    quiet = 1 - 0.3 * weekend * np.sin(np.pi * hour / 24.0) ** 2  # nights alike every day
+    rate = level * (1 + 0.6 * np.sin(2 * np.pi * (hour - 9.0) / 24.0)) * quiet
+    x = rng.poisson(rate).astype(float)
+    dip = int(np.flatnonzero(t >= datetime(2025, 4, 2, 8, tzinfo=UTC).timestamp())[0])
+    x[1, dip : dip + 4] *= 0.7
+    kw: dict[str, Any] = {"warmup": 7 * 96, "min_duration": 2, "target_rate": 0.1}
+    zoned = EnsembleBank(3, tz="Europe/Berlin", **kw).run(x, t)
+    assert [np.flatnonzero(o).tolist() for o in zoned.opened] == [[], [dip + 1], []]
+    _assert_matches_ensembles(zoned, x, t, {**kw, "tz": "Europe/Berlin"})
+    on_utc = EnsembleBank(3, **kw).run(x, t)
+    change = datetime(2025, 3, 30, 1, tzinfo=UTC).timestamp()
+    after = (t >= change) & (t < change + 2 * 86400.0)
+    assert on_utc.opened[:, after].any(axis=1).sum() >= 2

@@ -10,7 +10,10 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -134,7 +137,8 @@ def test_day_types_keep_weekends_apart() -> None:
     assert monday_typed is not None and abs(monday_typed[0] - 100.0) < 1e-6
     gulf = SeasonalProfile(day_types=True, weekend=(4, 5), utc_offset=3 * 3600.0)
     thursday = monday + 3 * DAY
-    assert gulf._bin(thursday + 20 * 3600.0) < 48 <= gulf._bin(thursday + 21 * 3600.0)
+    at = gulf.clock_.local
+    assert gulf._bin(at(thursday + 20 * 3600.0)) < 48 <= gulf._bin(at(thursday + 21 * 3600.0))
     for bad in ({"period": 7 * DAY}, {"weekend": (7,)}):
         try:
             SeasonalProfile(day_types=True, **bad)  # type: ignore[arg-type]
@@ -263,3 +267,34 @@ def test_shift_share_moves_the_risk_between_members() -> None:
     assert qs_low < qs and qp_low > qp
     assert math.isclose(qp_low + qs_low, qp + qs)
     assert low.floors()[1] > even.floors()[1] and low.floors()[0] < even.floors()[0]
+
+
+def test_a_change_of_clocks_leaves_the_busy_hour_in_its_bins() -> None:
+    """Traffic that follows Berlin's wall clock moves an hour earlier in UTC on 30 March 2025;
+    a profile on Berlin time still predicts it, one on UTC is an hour off on every ramp."""
+    berlin = ZoneInfo("Europe/Berlin")
+    start = datetime(2025, 3, 17, tzinfo=UTC).timestamp()  # a Monday, CET
+    change = datetime(2025, 3, 30, 1, tzinfo=UTC).timestamp()
+
+    def traffic(t: float) -> float:
+        local = datetime.fromtimestamp(t, UTC).astimezone(berlin)
+        hour = local.hour + local.minute / 60.0
+        return 1000.0 + 800.0 * math.sin(2 * math.pi * (hour - 9.0) / 24.0)
+
+    zoned = SeasonalProfile(tz="Europe/Berlin", follow_trend=False)
+    plain = SeasonalProfile(follow_trend=False)
+    worst = {"zoned": 0.0, "plain": 0.0}
+    rng = random.Random(3)
+    t = start
+    while t < change + 3 * DAY:
+        x = traffic(t) + rng.gauss(0.0, 5.0)
+        if t >= change + 3600.0:  # after the change (the first hour's bins are new)
+            for name, prof in (("zoned", zoned), ("plain", plain)):
+                pred = prof.predict(t)
+                assert pred is not None
+                worst[name] = max(worst[name], abs(x - pred[0]))
+        zoned.learn_one(x, t)
+        plain.learn_one(x, t)
+        t += 900.0
+    assert worst["zoned"] < 60.0, worst  # noise and the bins' interpolation
+    assert worst["plain"] > 150.0, worst  # an hour of a ±800 daily swing

@@ -146,6 +146,13 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     rows = list(csv.DictReader((scores / "cat" / "s.csv").open()))
     assert list(rows[0]) == ["timestamp", "value", "score", "alarm"] and len(rows) == 2000
     assert all(0.0 <= float(r["score"]) <= 1.0 and r["alarm"] in {"0", "1"} for r in rows)
+    zoned = tmp_path / "zoned.json"
+    assert (
+        cli_run(["eval", "nab", "--data", str(root), "--out", str(zoned), "--tz", "Asia/Tokyo"])
+        == 0
+    )
+    assert json.loads(zoned.read_text())["windows_detected"] == 1
+    assert cli_run(["eval", "nab", "--data", str(root), "--tz", "Asia/Tokio"]) == 2
 
 
 def test_detect_keeps_alarms_a_refractory_apart(tmp_path: Path) -> None:
