@@ -149,6 +149,17 @@ def _row(name: str, rep: dict[str, Any]) -> str:
     )
 
 
+def _ratios(
+    score: dict[str, float], ours: str, label: str, others: tuple[tuple[str, str], ...]
+) -> str:
+    """The standard-score ratios of ``ours`` to each of ``others`` and to the baseline."""
+    pairs = (*others, (BASELINE, "rolling Gaussian"))
+    if min(score[k] for k, _ in pairs) <= 0:
+        return "Standard scores: " + " / ".join(f"{score[k]:.1f}" for k in (ours, *dict(pairs)))
+    parts = [f"{label} / {name}: {score[ours] / score[k]:.2f}" for k, name in pairs]
+    return f"Standard score, {'; '.join(parts)} (same run)."
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=HERE / "kpi_results.md")
@@ -190,26 +201,12 @@ def main() -> None:
             for cat, entry in sorted(rep["per_category"].items()):
                 lines.append(_row(f"{name}, {cat}", entry))
         score = {name: r["nab_score_standard"] for name, r in reports.items()}
-        if tz is not None:
-            zoned, utc, fixed, gauss = (score[k] for k in (ZONED, ON_UTC, FIXED, BASELINE))
-            lines += [
-                "",
-                f"Standard score, on Berlin time / on UTC: {zoned / utc:.2f}; / fixed UTC+1:"
-                f" {zoned / fixed:.2f}; / rolling Gaussian: {zoned / gauss:.2f} (same run)."
-                if min(utc, fixed, gauss) > 0
-                else f"Standard scores: {zoned:.1f} / {utc:.1f} / {fixed:.1f} / {gauss:.1f}.",
-                "",
-            ]
-            continue
-        ours, untyped, plain, gauss = (score[name] for name in (OURS, NO_TYPES, NO_TREND, BASELINE))
-        lines += [
-            "",
-            f"Standard score, ours / no day-type profile: {ours / untyped:.2f}; ours / no trend"
-            f" term: {ours / plain:.2f}; ours / rolling Gaussian: {ours / gauss:.2f} (same run)."
-            if min(untyped, plain, gauss) > 0
-            else f"Standard scores: {ours:.1f} / {untyped:.1f} / {plain:.1f} / {gauss:.1f}.",
-            "",
-        ]
+        if tz is None:
+            others = ((NO_TYPES, "no day-type profile"), (NO_TREND, "no trend term"))
+            lines += ["", _ratios(score, OURS, "ours", others), ""]
+        else:
+            others = ((ON_UTC, "on UTC"), (FIXED, "fixed UTC+1"))
+            lines += ["", _ratios(score, ZONED, "on Berlin time", others), ""]
     args.out.write_text("\n".join(lines))
 
 

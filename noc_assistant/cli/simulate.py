@@ -61,6 +61,21 @@ def simulate(
             "--no-sbi-metrics: none, as a plain Open5GS deployment."
         ),
     ] = True,
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            help="IANA zone the subscribers live by (Europe/Berlin): the daily traffic follows "
+            "its wall clock, daylight saving included; written as each entity's tz in the "
+            "inventory. Default: UTC."
+        ),
+    ] = None,
+    start: Annotated[
+        str | None,
+        typer.Option(
+            help="First scrape, ISO 8601 (2026-03-20 or 2026-03-20T00:00:00Z; UTC unless it "
+            "says otherwise). Default: 2026-11-29T00:00:00Z."
+        ),
+    ] = None,
 ) -> None:
     """Simulate an operator network with injected faults and write telemetry.jsonl, labels.json
     and inventory.json."""
@@ -78,6 +93,8 @@ def simulate(
             scale=scale,
             core=core,
             sbi_metrics=sbi_metrics,
+            tz=tz,
+            **({} if start is None else {"start": start}),
         )
     except ValidationError as exc:
         raise ConfigError(

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from detectors.clock import zone
 from noc_assistant.simulate.faults import FAULT_IDS, FAULTS
 from noc_assistant.simulate.model import Generator, RunState
 from noc_assistant.simulate.network import (
@@ -86,6 +87,17 @@ class ScenarioConfig(BaseModel):
     #: and latency by target service and status); a plain Open5GS deployment exports none,
     #: and subscriber-data timeouts show only in its reject and failure causes
     sbi_metrics: bool = True
+    #: the IANA zone whose wall clock the subscribers live by (the daily traffic pattern, the
+    #: evening peak, the nightly maintenance; daylight saving included), written into the
+    #: inventory as each entity's ``tz``; None: UTC, and no ``tz`` in the inventory
+    tz: str | None = None
+
+    @field_validator("tz")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        if v is not None:
+            zone(v)
+        return v
 
     @field_validator("faults")
     @classmethod
@@ -172,6 +184,7 @@ class Scenario:
             interval_s=self.interval_s,
             seed=config.seed,
             fault_ids=config.fault_ids,
+            tz=config.tz,
         )
         self.series: list[SeriesDef] = build_series(self.network, config.sbi_metrics)
         #: per series, seconds after the tick its samples are stamped (all 0 without
@@ -181,6 +194,9 @@ class Scenario:
             for s in self.series
         ]
         self.inventory: dict[str, Any] = self.network.inventory()
+        if config.tz is not None:
+            for entity in self.inventory["entities"]:
+                entity["tz"] = config.tz
         self.labels: dict[str, Any] = self.schedule.labels()
         self._gen = Generator(
             self.network,
@@ -193,6 +209,7 @@ class Scenario:
             gaps=self.schedule.gaps,
             restarts=self.schedule.restarts,
             shift={s.entity: off for s, off in zip(self.series, self.offsets, strict=True)},
+            tz=config.tz,
         )
 
     @property

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from detectors.clock import LocalClock
 from noc_assistant.simulate.faults import AMF_SERVICES, KNOBS, SMF_SERVICES
 from noc_assistant.simulate.network import Entity, GpuServer, Network, plmn_digits
 from noc_assistant.simulate.schedule import GapWindow, ResolvedEffect, RestartEvent
@@ -300,7 +301,14 @@ class _EngineOut(NamedTuple):
 
 class _Chunk:
     def __init__(
-        self, net: Network, seed: int, index: int, t: Arr, dt: float, knobs: Knobs
+        self,
+        net: Network,
+        seed: int,
+        index: int,
+        t: Arr,
+        dt: float,
+        knobs: Knobs,
+        clock: LocalClock | None = None,
     ) -> None:
         self.net = net
         self.index = index
@@ -309,7 +317,8 @@ class _Chunk:
         self.n = len(t)
         self.knobs = knobs
         self.noise = Noise(seed, index, self.n, t)
-        hour = (t % 86400.0) / 3600.0
+        wall = t if clock is None else clock.local_array(t)  # the subscribers' day
+        hour = (wall % 86400.0) / 3600.0
         self.core = core_diurnal(hour)
         self.gpu = gpu_diurnal(hour)
         self.out: dict[tuple[str, str], Arr] = {}
@@ -365,8 +374,11 @@ class Generator:
         restarts: Sequence[RestartEvent],
         profile: TrafficProfile = PROFILE,
         shift: Mapping[str, float] | None = None,
+        tz: str | None = None,
     ) -> None:
         self.net = net
+        #: the wall clock the traffic follows (UTC without ``tz``)
+        self.clock = None if tz is None else LocalClock(tz)
         #: per entity, seconds after the tick at which it is scraped (:class:`Knobs`)
         self.shift = dict(shift or {})
         self.series = list(series)
@@ -402,7 +414,7 @@ class Generator:
     # -- assembly -----------------------------------------------------------------------------
 
     def _raw(self, chunk: int, t: Arr, knobs: Knobs, state: RunState) -> _Chunk:
-        c = _Chunk(self.net, self.seed, chunk, t, self.dt, knobs)
+        c = _Chunk(self.net, self.seed, chunk, t, self.dt, knobs, self.clock)
         for e in self.net.by_type("amf"):
             self._amf(c, e)
         for e in self.net.by_type("smf"):

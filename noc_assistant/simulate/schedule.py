@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from detectors.clock import LocalClock
 from noc_assistant.simulate.faults import (
     AMF_SERVICES,
     EPC_FAULTS,
@@ -295,8 +296,17 @@ def _pack(
 
 
 class _Planner:
-    def __init__(self, network: Network, grid: _Grid, seed: int, fault_ids: Sequence[str]) -> None:
+    def __init__(
+        self,
+        network: Network,
+        grid: _Grid,
+        seed: int,
+        fault_ids: Sequence[str],
+        tz: str | None = None,
+    ) -> None:
         self.net = network
+        #: the wall clock of the evening peak and the nightly maintenance (UTC without ``tz``)
+        self.clock = LocalClock(tz)
         self.grid = grid
         self.seed = seed
         self.fault_ids = list(fault_ids)
@@ -314,6 +324,7 @@ class _Planner:
         n_dates = int((g.end - first_day.timestamp()) // DAY_S) + 1
         for d in range(n_dates):
             midnight = first_day.timestamp() + d * DAY_S
+            midnight -= self.clock.offset(midnight)  # the local day's (UTC without a zone)
             # evening peak (traffic model peaks around 19-21 h)
             ps = g.snap(midnight + 18.5 * 3600 + rng.uniform(0, 3600))
             pe = ps + 2 * 3600
@@ -549,9 +560,11 @@ def make_schedule(
     interval_s: float,
     seed: int,
     fault_ids: Sequence[str],
+    tz: str | None = None,
 ) -> Schedule:
-    """Plan a scenario: benign events first (seed only), then faults, then quiet windows."""
-    planner = _Planner(network, _Grid(start, n_ticks, interval_s), seed, fault_ids)
+    """Plan a scenario: benign events first (seed only), then faults, then quiet windows
+    (the evening peak and the nightly maintenance on ``tz``'s wall clock)."""
+    planner = _Planner(network, _Grid(start, n_ticks, interval_s), seed, fault_ids, tz)
     planner.benign()
     spans = planner.faults()
     planner.quiet(spans)

@@ -708,3 +708,23 @@ def test_a_maintenance_restart_stays_inside_its_window(interval: float) -> None:
     for m in sched.maintenance:
         gaps = [g for g in sched.gaps if g.entity == m.entity and m.start <= g.t1 <= m.end]
         assert gaps and all(m.start <= g.t0 < g.t1 <= m.end for g in gaps)
+
+
+def test_traffic_follows_the_zones_wall_clock_through_a_change_of_clocks(tmp_path: Path) -> None:
+    """With ``tz`` the subscribers' day is Berlin's: the busiest hour (19:00-20:00 local) is
+    18:00 UTC on 28 March 2026 and, the clocks gone forward that night, 17:00 UTC on the 29th;
+    without, 19:00 UTC both days. The inventory gives every entity the zone."""
+    cfg = {"days": 2, "faults": "none", "seed": 4, "interval_s": 300.0, "start": "2026-03-28"}
+    peaks = {}
+    for tz in (None, "Europe/Berlin"):
+        sc = build_scenario(ScenarioConfig(tz=tz, **cfg))  # type: ignore[arg-type]
+        frame = Frame(sc)
+        rows = frame.rows("amf-1", "fivegs_amffunction_rm_reginitreq")
+        counts = sum(np.diff(frame.v[i]) for i in rows)  # over the PLMNs
+        per_hour = counts[: 47 * 12].reshape(-1, 12).sum(axis=1)  # 47 whole hours
+        peaks[tz] = [int(np.argmax(per_hour[:23])), int(np.argmax(per_hour[24:47])) + 24]
+        zones = {e.get("tz") for e in sc.inventory["entities"]}
+        assert zones == {tz}
+    assert peaks == {None: [19, 43], "Europe/Berlin": [18, 41]}
+    with pytest.raises(ValidationError, match="unknown time zone"):
+        ScenarioConfig(tz="Europe/Berlyn")
