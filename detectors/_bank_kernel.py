@@ -398,7 +398,9 @@ def ensemble_step(
     ``lv``: per series (n, mean, mad, slow mad); ``st``: per series up, down, z_prev, cov,
     var, rho_n, counted, whole, run, cool, warm_n, tail_lag_n, x_prev (NaN before the first
     value), resolution (0 while unknown) and how often it was seen
-    (:func:`detectors.params.resolution`); ``tl``: :data:`TAIL_KEYS`;
+    (:func:`detectors.params.resolution`), and cycle_n, the mature predictions a profile
+    needs before it may be the point member's reference (a daily cycle's);
+    ``tl``: :data:`TAIL_KEYS`;
     ``s0/g0``, ``s1/g1`` and ``s2/g2``: daily, weekly and day-type profiles; ``t``: empty
     (no timestamps), one, or one per series, in local wall-clock seconds; ``sup``: empty or
     the support of each value (NaN where unknown);
@@ -467,13 +469,15 @@ def ensemble_step(
             mid0, sc0, ok0, off0 = _predict(
                 s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, follow0, 0
             )
-            if ok0 and g0[i, 1] >= MIN_RESIDUALS and g0[i, 0] < best:
+            # a profile's deviation is trusted once learnt over a daily cycle (cycle_n)
+            need = max(float(MIN_RESIDUALS), float(st[i, 15]))
+            if ok0 and g0[i, 1] >= need and g0[i, 0] < best:
                 ref, scale, best = mid0, sc0, float(g0[i, 0])
             if n_seasons > 1:
                 mid1, sc1, ok1, off1 = _predict(
                     s1, g1, i, a1, c1, w1, day1, p, p.min_days1, tday, follow1, 0
                 )
-                if ok1 and g1[i, 1] >= MIN_RESIDUALS and g1[i, 0] < best:
+                if ok1 and g1[i, 1] >= need and g1[i, 0] < best:
                     ref, scale, best = mid1, sc1, float(g1[i, 0])
             if types:
                 mid2, sc2, ok2, off2 = _predict(
@@ -482,7 +486,7 @@ def ensemble_step(
                 # a candidate once it predicted the other day type too (both_ready)
                 other = g2[i, TYPE_RES + (0 if o2 else 1)]
                 if (
-                    ok2 and g2[i, 1] >= MIN_RESIDUALS and other > 0
+                    ok2 and g2[i, 1] >= need and other > 0
                     and g2[i, 0] < p.day_type_margin * best
                 ):  # fmt: skip
                     ref, scale, best = mid2, sc2, float(g2[i, 0])

@@ -26,8 +26,9 @@ _DIRECTIONS = {"both": 0.0, "up": 1.0, "down": 2.0}
 DETAIL = ("expected", "scale", "point_bar", "point_ratio", "shift_ratio")
 #: rows of ``EnsembleBank.state_`` (see :func:`detectors._bank_kernel.ensemble_step`)
 _ST_ROWS = ("up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "run", "cool",
-            "warm_n", "tail_lag_n", "x_prev", "resolution", "resolution_n")  # fmt: skip
+            "warm_n", "tail_lag_n", "x_prev", "resolution", "resolution_n", "cycle_n")  # fmt: skip
 _WARM_N, _TAIL_LAG_N = _ST_ROWS.index("warm_n"), _ST_ROWS.index("tail_lag_n")
+_CYCLE_N = _ST_ROWS.index("cycle_n")
 _TAIL = {key: j for j, key in enumerate(kernel.TAIL_KEYS)}
 _EMPTY = np.zeros(0, np.float64)
 _NO_FLAGS = np.zeros(0, np.bool_)
@@ -228,6 +229,7 @@ class EnsembleBank(EnsembleParams):
         w = self.warmup_[which]
         self.state_[which, _WARM_N] = np.where(w >= 0, w, auto)
         self.state_[which, _TAIL_LAG_N] = np.ceil(self.tail_lag_s / step)
+        self.state_[which, _CYCLE_N] = np.ceil(self.period / step)
 
     def step(
         self,

@@ -209,6 +209,13 @@ class Ensemble(EnsembleParams):
         step = self.interval_ if math.isfinite(self.interval_) else self.interval
         return max(self.min_warmup, math.ceil(self.warmup_s / step))
 
+    def cycle_n(self) -> int:
+        """Mature predictions a profile needs before its deviation is trusted: a daily cycle's
+        (``period`` of them). Learnt over the first night alone, a profile's deviation is
+        the quiet hours' and pages the busy hour's ordinary noise."""
+        step = self.interval_ if math.isfinite(self.interval_) else self.interval
+        return math.ceil(self.period / step)
+
     def tail_lag_n(self) -> int:
         """Scores a normal peak waits before it joins a bar's tail (``tail_lag_s`` of them)."""
         step = self.interval_ if math.isfinite(self.interval_) else self.interval
@@ -251,12 +258,18 @@ class Ensemble(EnsembleParams):
         lvl = self.level_
         ref, scale, best = lvl.mean_, lvl.scale_, lvl.mad_
         if t is not None:
+            need = self.cycle_n()
             for prof, margin in (
                 (self.seasonal_, 1.0),
                 (self.weekly_, 1.0),
                 (self.daytype_, self.day_type_margin),
             ):
-                if prof is not None and prof.both_ready(t) and prof.global_mad_ < margin * best:
+                if (
+                    prof is not None
+                    and prof.both_ready(t)
+                    and prof.res_total_ >= need
+                    and prof.global_mad_ < margin * best
+                ):
                     pred = prof.predict(t)
                     if pred is not None:
                         (ref, scale), best = pred, prof.global_mad_

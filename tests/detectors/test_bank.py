@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from detectors import Ensemble, EnsembleBank
+from detectors import Ensemble, EnsembleBank, SeasonalProfile
 from detectors import _bank_kernel as kernel
 from detectors.bank import BankResult
 from detectors.clock import LocalClock
@@ -518,3 +518,28 @@ def test_a_change_of_clocks_does_not_page_a_zoned_bank(
     on_utc = EnsembleBank(3, **kw).run(x, t)
     after = (t >= moved) & (t < moved + 2 * 86400.0)
     assert on_utc.opened[:, after].any()
+
+
+def test_a_profile_learnt_over_one_night_is_not_yet_the_reference() -> None:
+    """A 15-min throughput gauge, 1,000 at night and 30,000 at 14:00, with 5 % noise. The
+    daily profile predicts from the second day; after its first 30 residuals, all at night,
+    its deviation is a fifth of what a whole day teaches it, and taken as the reference then
+    it paged the second day's ordinary busy-hour noise (all three series, 08:00-14:00). A
+    profile is the reference once it has predicted a daily cycle: nothing pages after the
+    first day's climb (a warm-up of an hour), and the bank equals the per-series ensemble."""
+    rng = np.random.default_rng(5)
+    t = 4 * 86400.0 + np.arange(5 * 96) * 900.0  # Monday 00:00 UTC, 5 days
+    hour = (t % 86400.0) / 3600.0
+    level = 1000.0 + 29000.0 * np.exp(-0.5 * ((hour - 14.0) / 3.5) ** 2)
+    x = level * (1 + 0.05 * rng.standard_normal((3, len(t))))
+    kw: dict[str, Any] = {"min_duration": 2, "target_rate": 0.1, "warmup_s": 3600.0}
+    res = EnsembleBank(3, **kw).run(x, t)
+    assert res.opened[:, :96].any() and not res.opened[:, 96:].any()
+    _assert_matches_ensembles(res, x, t, kw)
+    prof = SeasonalProfile()
+    first = math.nan
+    for v, ts in zip(x[0], t, strict=True):
+        prof.learn_one(float(v), float(ts))
+        if prof.ready() and math.isnan(first):
+            first = prof.global_mad_
+    assert first < 0.3 * prof.global_mad_
