@@ -55,6 +55,7 @@ bench-pipeline: $(VENV)/.full
 # held-out scenarios at 15 s (two weeks), 30 s and 60 s scrapes, 5- and 15-min PM periods, and two with phased scrapes: about 12 min on 2 cores
 bench-scenarios: $(VENV)/.full
 	$(BIN)/python bench/bench_scenarios.py
+	$(BIN)/python bench/bench_zones.py
 
 bench-dspine: $(VENV)/.full
 	$(BIN)/python bench/bench_dspine.py
