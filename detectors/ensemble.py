@@ -37,6 +37,8 @@ class Ensemble(EnsembleParams):
       (:class:`RobustZScore`) does, else from the level: the reference with the smallest
       series-wide deviation among those ready at ``t``, chosen per step from the data, no
       labels (weekday and weekend traffic differ; ``week_bins = 0`` drops the weekly one).
+      A profile is ready once it has predicted a daily cycle (:meth:`cycle_n`): its
+      deviation, learnt over the first night alone, is the quiet hours'.
       A third profile keeps working days and weekend days apart (``day_types``,
       ``weekend``): mature by the first weekend's second day where the weekly one needs
       weeks, it is chosen only where its deviation is under ``day_type_margin`` × the best
