@@ -165,7 +165,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "kpi_results.md")
     args = ap.parse_args()
     lines = [
-        "# Synthetic KPI series (untrended, growing, trending)",
+        "# Synthetic KPI series (untrended, growing, trending, on a wall clock that changes)",
         "",
         f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
         f"- machine: {cpu_name()}, {os.cpu_count()} logical CPUs,"
