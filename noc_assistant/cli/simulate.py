@@ -69,6 +69,13 @@ def simulate(
             "inventory. Default: UTC."
         ),
     ] = None,
+    weekend: Annotated[
+        float,
+        typer.Option(
+            help="Saturday and Sunday's traffic at noon relative to a working day's (0.7: 30 % "
+            "less), the nights alike; 1: no weekend."
+        ),
+    ] = 1.0,
     start: Annotated[
         str | None,
         typer.Option(
@@ -94,6 +101,7 @@ def simulate(
             core=core,
             sbi_metrics=sbi_metrics,
             tz=tz,
+            weekend=weekend,
             **({} if start is None else {"start": start}),
         )
     except ValidationError as exc:

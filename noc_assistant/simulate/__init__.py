@@ -91,6 +91,9 @@ class ScenarioConfig(BaseModel):
     #: evening peak, the nightly maintenance; daylight saving included), written into the
     #: inventory as each entity's ``tz``; None: UTC, and no ``tz`` in the inventory
     tz: str | None = None
+    #: Saturday and Sunday's traffic (core and GPU serving) at noon relative to a working
+    #: day's, easing to the same at night; 1: no weekend
+    weekend: float = Field(default=1.0, ge=0.2, le=2.0)
 
     @field_validator("tz")
     @classmethod
@@ -210,6 +213,7 @@ class Scenario:
             restarts=self.schedule.restarts,
             shift={s.entity: off for s, off in zip(self.series, self.offsets, strict=True)},
             tz=config.tz,
+            weekend=config.weekend,
         )
 
     @property

@@ -309,6 +309,7 @@ class _Chunk:
         dt: float,
         knobs: Knobs,
         clock: LocalClock | None = None,
+        weekend: float = 1.0,
     ) -> None:
         self.net = net
         self.index = index
@@ -321,6 +322,13 @@ class _Chunk:
         hour = (wall % 86400.0) / 3600.0
         self.core = core_diurnal(hour)
         self.gpu = gpu_diurnal(hour)
+        if weekend != 1.0:
+            # Saturday and Sunday (local): the day's traffic × ``weekend`` at noon, the nights
+            # as on working days (no step at midnight)
+            sat_sun = (np.floor(wall / 86400.0) + 3) % 7 >= 5  # 1970-01-01 was a Thursday
+            factor = 1.0 - (1.0 - weekend) * sat_sun * np.sin(np.pi * hour / 24.0) ** 2
+            self.core = self.core * factor
+            self.gpu = self.gpu * factor
         self.out: dict[tuple[str, str], Arr] = {}
         self.shared: dict[str, Arr] = {}
 
@@ -375,10 +383,13 @@ class Generator:
         profile: TrafficProfile = PROFILE,
         shift: Mapping[str, float] | None = None,
         tz: str | None = None,
+        weekend: float = 1.0,
     ) -> None:
         self.net = net
         #: the wall clock the traffic follows (UTC without ``tz``)
         self.clock = None if tz is None else LocalClock(tz)
+        #: Saturday and Sunday's traffic at noon relative to a working day's
+        self.weekend = weekend
         #: per entity, seconds after the tick at which it is scraped (:class:`Knobs`)
         self.shift = dict(shift or {})
         self.series = list(series)
@@ -414,7 +425,7 @@ class Generator:
     # -- assembly -----------------------------------------------------------------------------
 
     def _raw(self, chunk: int, t: Arr, knobs: Knobs, state: RunState) -> _Chunk:
-        c = _Chunk(self.net, self.seed, chunk, t, self.dt, knobs, self.clock)
+        c = _Chunk(self.net, self.seed, chunk, t, self.dt, knobs, self.clock, self.weekend)
         for e in self.net.by_type("amf"):
             self._amf(c, e)
         for e in self.net.by_type("smf"):

@@ -728,3 +728,19 @@ def test_traffic_follows_the_zones_wall_clock_through_a_change_of_clocks(tmp_pat
     assert peaks == {None: [19, 43], "Europe/Berlin": [18, 41]}
     with pytest.raises(ValidationError, match="unknown time zone"):
         ScenarioConfig(tz="Europe/Berlyn")
+
+
+def test_a_weekend_lowers_the_days_traffic_and_leaves_the_nights() -> None:
+    """``weekend=0.7``: Saturday's registrations at noon are ~70 % of Friday's, its small hours
+    as Friday's; without it the two days are alike."""
+    cfg = {"days": 2, "faults": "none", "seed": 4, "interval_s": 300.0, "start": "2026-03-27"}
+    ratios = {}
+    for weekend in (1.0, 0.7):
+        frame = Frame(build_scenario(ScenarioConfig(weekend=weekend, **cfg)))  # type: ignore[arg-type]
+        rows = frame.rows("amf-1", "fivegs_amffunction_rm_reginitreq")
+        per_hour = sum(np.diff(frame.v[i]) for i in rows)[: 47 * 12].reshape(-1, 12).sum(axis=1)
+        ratios[weekend] = (per_hour[24 + 11 : 24 + 14].sum() / per_hour[11:14].sum(),
+                           per_hour[24 + 2 : 24 + 4].sum() / per_hour[2:4].sum())  # fmt: skip
+    assert all(0.93 < r < 1.07 for r in ratios[1.0]), ratios
+    noon, night = ratios[0.7]
+    assert 0.63 < noon < 0.77 and 0.9 < night < 1.1, ratios
