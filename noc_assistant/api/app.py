@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo
 
 import jinja2
 from fastapi import Depends, FastAPI, HTTPException, Request
@@ -30,13 +31,24 @@ def _utc(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _templates() -> jinja2.Environment:
+def _local(ts: float | None, zone: ZoneInfo | None) -> str:
+    """`` (HH:MM zone-abbreviation)``: ``ts`` on the network's wall clock, empty without a
+    zone (the NOC reads its own time beside UTC; the abbreviation tells summer from winter)."""
+    if ts is None or zone is None:
+        return ""
+    at = datetime.fromtimestamp(ts, UTC).astimezone(zone)
+    return f" ({at.strftime('%H:%M')} {at.tzname() or zone.key})"
+
+
+def _templates(local_tz: str | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(resources.files("noc_assistant.api") / "templates")),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
+    zone = None if local_tz is None else ZoneInfo(local_tz)
     env.filters["utc"] = _utc
+    env.filters["local"] = lambda ts: _local(ts, zone)
     return env
 
 
@@ -49,11 +61,14 @@ def get_store(request: Request) -> Store:
 StoreDep = Annotated[Store, Depends(get_store)]
 
 
-def create_app(store: Store, broadcaster: Broadcaster | None = None) -> FastAPI:
-    """Build the application around a store (and a live event hub, if one runs)."""
+def create_app(
+    store: Store, broadcaster: Broadcaster | None = None, local_tz: str | None = None
+) -> FastAPI:
+    """Build the application around a store (and a live event hub, if one runs); an incident's
+    times are shown on the network's wall clock ``local_tz`` too (``NOC_LOCAL_TZ``)."""
     app = FastAPI(title="noc-assistant", version="0.1.0")
     hub = broadcaster or Broadcaster()
-    env = _templates()
+    env = _templates(local_tz)
     app.state.store = store
 
     def _incident_or_404(s: Store, incident_id: str) -> Incident:

@@ -73,7 +73,7 @@ def demo(
     )
     url = f"http://{settings.http_host}:{settings.http_port}"
     if serve:
-        _serve(create_app(store, hub), settings.http_host, settings.http_port)
+        _serve(create_app(store, hub, settings.local_tz), settings.http_host, settings.http_port)
         console.print(f"  console    [link={url}]{url}[/link]")
 
     pending: list[Finding] = []

@@ -23,14 +23,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture()
-def served(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
+def _serve(tmp_path: Path, local_tz: str | None = None) -> Iterator[tuple[str, Store, Broadcaster]]:
     store = Store(tmp_path / "noc.db")
     hub = Broadcaster()
     port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(store, hub), host="127.0.0.1", port=port, log_level="warning")
-    )
+    app = create_app(store, hub, local_tz)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
@@ -43,3 +41,14 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
     yield base, store, hub
     server.should_exit = True
     thread.join(timeout=5)
+
+
+@pytest.fixture()
+def served(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
+    yield from _serve(tmp_path)
+
+
+@pytest.fixture()
+def served_in_berlin(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
+    """The console of a network on Berlin time (``NOC_LOCAL_TZ``)."""
+    yield from _serve(tmp_path, "Europe/Berlin")

@@ -84,12 +84,26 @@ def test_console_lists_and_shows_incidents(served: tuple[str, Store, Broadcaster
     store.save_incident(inc)
     detail = httpx.get(base + "/incidents/inc-1").text
     assert "Verdict: <strong>no fault</strong>" in detail and "candidates" in detail
-    assert "escalated 2001-09-09 01:56:40 UTC" in detail
+    assert "escalated 2001-09-09 01:56:40 UTC" in detail and "CEST" not in detail
     assert "ev-absent-x" in detail and "N4 heartbeat counters on the SMF" in detail
     api = httpx.get(base + "/api/incidents/inc-1").json()
     assert api["incident"]["entities"] == ["upf-3"]
     assert [f["id"] for f in api["findings"]] == ["f-1"]
     assert httpx.get(base + "/api/incidents/nope").status_code == 404
+
+
+def test_an_incidents_times_on_the_networks_wall_clock(
+    served_in_berlin: tuple[str, Store, Broadcaster],
+) -> None:
+    """With ``NOC_LOCAL_TZ`` the incident page gives each time on Berlin's clock beside UTC,
+    summer and winter told apart; without it, UTC only."""
+    base, store, _ = served_in_berlin
+    inc = _incident()
+    inc.state, inc.resolved_at = "resolved", 1.0e9 + 90 * 86400.0  # 8 December: winter
+    store.save_incident(inc)
+    detail = httpx.get(base + "/incidents/inc-1").text
+    assert "opened 2001-09-09 01:46:40 UTC (03:46 CEST)" in detail
+    assert "resolved 2001-12-08 01:46:40 UTC (02:46 CET)" in detail
 
 
 def test_live_feed_streams_published_events(served: tuple[str, Store, Broadcaster]) -> None:
