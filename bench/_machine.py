@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["cpu_name"]
+__all__ = ["cpu_name", "preamble"]
 
 
 def cpu_name() -> str:
@@ -23,3 +26,16 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def preamble(title: str, versions: str = "") -> list[str]:
+    """A result file's first lines: ``title``, then the command that ran (as typed), the
+    machine (``versions`` appended: library versions that matter) and the date."""
+    return [
+        f"# {title}",
+        "",
+        f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
+        f"- machine: {cpu_name()}, {os.cpu_count()} logical CPUs,"
+        f" Python {platform.python_version()}{versions}",
+        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+    ]

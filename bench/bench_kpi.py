@@ -32,9 +32,6 @@ import argparse
 import datetime as dt
 import json
 import math
-import os
-import platform
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +39,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
-from _machine import cpu_name  # bench/ helpers, found beside this script
+from _machine import preamble  # bench/ helpers, found beside this script
 from bench_detectors import rolling_gaussian
 
 from evals import nab
@@ -165,12 +162,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "kpi_results.md")
     args = ap.parse_args()
     lines = [
-        "# Synthetic KPI series (untrended, growing, trending, on a wall clock that changes)",
-        "",
-        f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
-        f"- machine: {cpu_name()}, {os.cpu_count()} logical CPUs,"
-        f" Python {platform.python_version()}, numpy {np.__version__}",
-        f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        *preamble(
+            "Synthetic KPI series (untrended, growing, trending, on a wall clock that changes)",
+            f", numpy {np.__version__}",
+        ),
         "- data: made by the script (fixed seeds; see its docstring): 12 series × 60 days per"
         " corpus, each as 1-min values, 5-min sums and hourly sums; scored with NAB v1.1's"
         " scorer (`evals.nab`), thresholds label-free as in `noc eval nab`.",

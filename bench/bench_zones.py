@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _machine import cpu_name  # bench/ helper, found beside this script
+from _machine import preamble  # bench/ helper, found beside this script
 
 HERE = Path(__file__).resolve().parent
 NOC = str(Path(sys.executable).with_name("noc"))
@@ -70,12 +67,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "zones_results.md")
     args = ap.parse_args()
     lines = [
-        "# A network on Berlin time through a change of clocks",
-        "",
-        f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
-        f"- machine: {cpu_name()}, {os.cpu_count()} logical CPUs, Python"
-        f" {platform.python_version()}",
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        *preamble("A network on Berlin time through a change of clocks"),
         f"- data: `noc simulate --days {DAYS} --interval {INTERVAL} --faults all --tz {ZONE}"
         f" --start {START} --seed N` (clocks forward on 29 March); each row evaluates the same"
         " telemetry with the inventory's zones (profiles on Berlin time) and without them (UTC).",
