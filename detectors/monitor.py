@@ -20,8 +20,8 @@ from detectors.bank import EnsembleBank
 from detectors.ensemble import MEMBERS, Ensemble
 from detectors.robust_zscore import Direction
 
-#: one bank per bad direction and resolution rule (``Observation.counts``)
-#: a bank's bad direction, resolution rule and time zone (None: the monitor's)
+#: one bank per bad direction, resolution rule (``Observation.counts``) and time zone
+#: (``Observation.tz``; None: the monitor's)
 _BankKey = tuple[Direction, bool, str | None]
 
 __all__ = ["MonitorBank", "MonitorEvent", "Observation", "SeriesMonitor"]
