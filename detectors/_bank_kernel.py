@@ -469,8 +469,11 @@ def ensemble_step(
             mid0, sc0, ok0, off0 = _predict(
                 s0, g0, i, a0, c0, w0, day0, p, p.min_days0, tday, follow0, 0
             )
-            # a profile's deviation is trusted once learnt over a daily cycle (cycle_n)
-            need = max(float(MIN_RESIDUALS), float(st[i, 15]))
+            # once the bars are live, a profile's deviation is trusted only after a daily
+            # cycle of residuals (cycle_n; Ensemble.cycle_n)
+            need = float(MIN_RESIDUALS)
+            if tl[i, _TN, 0] >= st[i, 10]:
+                need = max(need, float(st[i, 15]))
             if ok0 and g0[i, 1] >= need and g0[i, 0] < best:
                 ref, scale, best = mid0, sc0, float(g0[i, 0])
             if n_seasons > 1:

@@ -37,8 +37,9 @@ class Ensemble(EnsembleParams):
       (:class:`RobustZScore`) does, else from the level: the reference with the smallest
       series-wide deviation among those ready at ``t``, chosen per step from the data, no
       labels (weekday and weekend traffic differ; ``week_bins = 0`` drops the weekly one).
-      A profile is ready once it has predicted a daily cycle (:meth:`cycle_n`): its
-      deviation, learnt over the first night alone, is the quiet hours'.
+      Once the bars are live, a profile is ready only after it has predicted a daily cycle
+      (:meth:`cycle_n`): its deviation, learnt over the first night alone, is the quiet
+      hours'.
       A third profile keeps working days and weekend days apart (``day_types``,
       ``weekend``): mature by the first weekend's second day where the weekly one needs
       weeks, it is chosen only where its deviation is under ``day_type_margin`` × the best
@@ -212,9 +213,11 @@ class Ensemble(EnsembleParams):
         return max(self.min_warmup, math.ceil(self.warmup_s / step))
 
     def cycle_n(self) -> int:
-        """Mature predictions a profile needs before its deviation is trusted: a daily cycle's
-        (``period`` of them). Learnt over the first night alone, a profile's deviation is
-        the quiet hours' and pages the busy hour's ordinary noise."""
+        """Mature predictions a profile needs, once the bars are live, before its deviation
+        is trusted: a daily cycle's (``period`` of them). Learnt over the first night alone,
+        a profile's deviation is the quiet hours' and pages the busy hour's ordinary noise.
+        In the warm-up nothing pages, and a young profile's larger scores teach the tails
+        higher (safer) bars: its own 30 residuals do there."""
         step = self.interval_ if math.isfinite(self.interval_) else self.interval
         return math.ceil(self.period / step)
 
@@ -260,7 +263,7 @@ class Ensemble(EnsembleParams):
         lvl = self.level_
         ref, scale, best = lvl.mean_, lvl.scale_, lvl.mad_
         if t is not None:
-            need = self.cycle_n()
+            need = self.cycle_n() if self.tails_[0].n_ >= self.warmup_n() else 0
             for prof, margin in (
                 (self.seasonal_, 1.0),
                 (self.weekly_, 1.0),
