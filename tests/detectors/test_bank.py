@@ -524,9 +524,10 @@ def test_a_profile_learnt_over_one_night_is_not_yet_the_reference() -> None:
     """A 15-min throughput gauge, 1,000 at night and 30,000 at 14:00, with 5 % noise. The
     daily profile predicts from the second day; after its first 30 residuals, all at night,
     its deviation is a fifth of what a whole day teaches it, and taken as the reference then
-    it paged the second day's ordinary busy-hour noise (all three series, 08:00-14:00). A
-    profile is the reference once it has predicted a daily cycle: nothing pages after the
-    first day's climb (a warm-up of an hour), and the bank equals the per-series ensemble."""
+    it paged the second day's ordinary busy-hour noise (all three series, 08:00-14:00). Once
+    the bars are live (a warm-up of an hour) a profile is the reference only after it has
+    predicted a daily cycle: nothing pages after the first day's climb, and the bank equals
+    the per-series ensemble."""
     rng = np.random.default_rng(5)
     t = 4 * 86400.0 + np.arange(5 * 96) * 900.0  # Monday 00:00 UTC, 5 days
     hour = (t % 86400.0) / 3600.0
