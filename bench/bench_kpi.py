@@ -36,12 +36,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import numpy as np
 from _machine import preamble  # bench/ helpers, found beside this script
 from bench_detectors import rolling_gaussian
 
+from detectors.clock import LocalClock
 from evals import nab
 
 HERE = Path(__file__).resolve().parent
@@ -57,12 +57,8 @@ def _stamp(minutes: int) -> str:
 
 def _offsets_min(n: int, tz: str | None) -> np.ndarray:
     """Minutes east of UTC at each of ``n`` minutes from :data:`T0` on ``tz``'s wall clock."""
-    if tz is None:
-        return np.zeros(n)
-    zone = ZoneInfo(tz)
-    hours = [(T0 + dt.timedelta(hours=h)).astimezone(zone) for h in range(n // 60 + 1)]
-    off = np.array([h.utcoffset().total_seconds() / 60.0 for h in hours])  # type: ignore[union-attr]
-    return off.repeat(60)[:n]
+    t = T0.timestamp() + 60.0 * np.arange(n)
+    return (LocalClock(tz).local_array(t) - t) / 60.0
 
 
 def make_corpus(root: Path, growth: float, tz: str | None = None) -> None:

@@ -97,10 +97,10 @@ class LocalClock:
         return t + self.offset(t)
 
     def local_array(self, t: F64) -> F64:
-        """:meth:`local` of every element (NaN stays NaN)."""
+        """:meth:`local` of every element (NaN stays NaN; UTC itself: ``t`` as it is)."""
         t = np.asarray(t, np.float64)
         if self._zone is None:
-            return t + self.utc_offset
+            return t if self.utc_offset == 0.0 else t + self.utc_offset
         out = np.full(t.shape, np.nan)
         ok = np.isfinite(t)
         if not ok.any():

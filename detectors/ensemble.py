@@ -198,10 +198,14 @@ class Ensemble(EnsembleParams):
         of the values that came with a support)."""
         return self.counted_ > 0 and self.whole_ >= 0.99 * self.counted_
 
+    def _step(self) -> float:
+        """The scrape interval: the streaming estimate once there is one, else ``interval``."""
+        return self.interval_ if math.isfinite(self.interval_) else self.interval
+
     def risk(self) -> tuple[float, float]:
         """Per-sample risk of the point and the shift member for the current interval
         estimate: the budget's risk split ``1 − shift_share`` / ``shift_share``."""
-        step = self.interval_ if math.isfinite(self.interval_) else self.interval
+        step = self._step()
         q = risk_per_sample(self.target_rate, step)
         return q * (1.0 - self.shift_share), q * self.shift_share
 
@@ -209,7 +213,7 @@ class Ensemble(EnsembleParams):
         """Scored values before the bars exist."""
         if self.warmup is not None:
             return self.warmup
-        step = self.interval_ if math.isfinite(self.interval_) else self.interval
+        step = self._step()
         return max(self.min_warmup, math.ceil(self.warmup_s / step))
 
     def cycle_n(self) -> int:
@@ -218,12 +222,12 @@ class Ensemble(EnsembleParams):
         a profile's deviation is the quiet hours' and pages the busy hour's ordinary noise.
         In the warm-up nothing pages, and a young profile's larger scores teach the tails
         higher (safer) bars: its own 30 residuals do there."""
-        step = self.interval_ if math.isfinite(self.interval_) else self.interval
+        step = self._step()
         return math.ceil(self.period / step)
 
     def tail_lag_n(self) -> int:
         """Scores a normal peak waits before it joins a bar's tail (``tail_lag_s`` of them)."""
-        step = self.interval_ if math.isfinite(self.interval_) else self.interval
+        step = self._step()
         return math.ceil(self.tail_lag_s / step)
 
     def floors(self) -> tuple[float, float]:

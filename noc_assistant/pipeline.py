@@ -463,6 +463,7 @@ class Pipeline:
                 continue
             self._evaluated[entity] = now
             grace = liveness_grace_s(self.store.entity_interval(entity) or step)
+            zone = None if self.topology is None else self.topology.zone_of(entity)
             for kpi in self._kpis_for(entity):
                 window = kpi_window_s(step, kpi.window_s)
                 for group in self._groups_for(entity, kpi):
@@ -493,7 +494,7 @@ class Pipeline:
                             entity in busy,
                             kpi.proportion,
                             now,
-                            None if self.topology is None else self.topology.zone_of(entity),
+                            zone,
                         )
                     )
                     where[key] = (kpi, entity, group)

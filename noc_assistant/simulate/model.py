@@ -308,7 +308,7 @@ class _Chunk:
         t: Arr,
         dt: float,
         knobs: Knobs,
-        clock: LocalClock | None = None,
+        clock: LocalClock,
         weekend: float = 1.0,
     ) -> None:
         self.net = net
@@ -318,7 +318,7 @@ class _Chunk:
         self.n = len(t)
         self.knobs = knobs
         self.noise = Noise(seed, index, self.n, t)
-        wall = t if clock is None else clock.local_array(t)  # the subscribers' day
+        wall = clock.local_array(t)  # the subscribers' day
         hour = (wall % 86400.0) / 3600.0
         self.core = core_diurnal(hour)
         self.gpu = gpu_diurnal(hour)
@@ -387,7 +387,7 @@ class Generator:
     ) -> None:
         self.net = net
         #: the wall clock the traffic follows (UTC without ``tz``)
-        self.clock = None if tz is None else LocalClock(tz)
+        self.clock = LocalClock(tz)
         #: Saturday and Sunday's traffic at noon relative to a working day's
         self.weekend = weekend
         #: per entity, seconds after the tick at which it is scraped (:class:`Knobs`)
