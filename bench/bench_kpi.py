@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 from _machine import preamble  # bench/ helpers, found beside this script
-from bench_detectors import rolling_gaussian
+from bench_detectors import PREVIOUS_DEFAULTS, rolling_gaussian
 
 from detectors.clock import LocalClock
 from evals import nab
@@ -115,11 +115,13 @@ Detector = Callable[[list[nab.NabSeries]], list[tuple[Any, Any]]]
 OURS = "ensemble bank (`noc eval nab`)"
 NO_TYPES = "same bank, no day-type profile"
 NO_TREND = "same bank, no trend term"
+PREVIOUS = "same bank, evals.nab's previous policy"
 BASELINE = "rolling Gaussian, |z| ≥ 4 (baseline)"
 DETECTORS: dict[str, Detector] = {
     OURS: lambda c: nab.detect(c),
     NO_TYPES: lambda c: nab.detect(c, day_types=False),
     NO_TREND: lambda c: nab.detect(c, follow_trend=False, week_follow_trend=False),
+    PREVIOUS: lambda c: nab.detect(c, **PREVIOUS_DEFAULTS),
     BASELINE: rolling_gaussian,
 }
 BERLIN = "Europe/Berlin"
@@ -193,7 +195,11 @@ def main() -> None:
                 lines.append(_row(f"{name}, {cat}", entry))
         score = {name: r["nab_score_standard"] for name, r in reports.items()}
         if tz is None:
-            others = ((NO_TYPES, "no day-type profile"), (NO_TREND, "no trend term"))
+            others = (
+                (NO_TYPES, "no day-type profile"),
+                (NO_TREND, "no trend term"),
+                (PREVIOUS, "previous policy"),
+            )
             lines += ["", _ratios(score, OURS, "ours", others), ""]
         else:
             others = ((ON_UTC, "on UTC"), (FIXED, "fixed UTC+1"))

@@ -304,27 +304,34 @@ NAB_TARGET_RATE = 0.1
 #: detection of a window and charges every later one). Chosen by leave-one-category-out
 #: cross-validation over ``min_duration ∈ {1, 2}`` × refractory ``∈ {0, 6, 12, 24, 48} h``
 #: (bench/bench_detectors.py reports the cross-validated score, where each category is scored
-#: with the knobs chosen on the other six); every fold chose ``min_duration`` 1, six of seven
-#: chose 6 h.
+#: with the knobs chosen on the other six); every fold chose ``min_duration`` 1 and 12 h
+#: (with the governor's allowance in the grid; 6 h before it).
 NAB_MIN_DURATION = 1
-NAB_REFRACTORY_S = 6 * 3600.0
+NAB_REFRACTORY_S = 12 * 3600.0
 
 #: The alarm-rate governor (:func:`governed_alarms`): once a series has raised more than
 #: ``GOVERNOR_SLACK + GOVERNOR_EXCESS × budget × days`` alarms, its bar is multiplied by
-#: ``NAB_GOVERNOR`` at each further alarm (1.0 switches it off). Slack and excess are fixed a
-#: priori (three free alarms, then five times the budget); the factor is a policy knob chosen
-#: like the two above, by leave-one-category-out cross-validation over {1, 1.25, 1.5, 2}
-#: (with the weekly profile in the bank every fold chose 2; before it, 1.5).
+#: ``NAB_GOVERNOR`` at each further alarm (1.0 switches it off). The slack is fixed a priori
+#: (three free alarms); the allowance (in budgets, over ``{1, 2, 5}``) and the factor (over
+#: ``{1, 1.25, 1.5, 2}``) are policy knobs chosen like the two above: in the joint grid six of
+#: seven folds chose an allowance of one budget (a series may page at its budget's pace, no
+#: faster) and 1.25; on this module's bank parameters five chose one budget, two chose two,
+#: all 1.25 (until 2026-12-02 the allowance was fixed at five budgets and the folds chose 2:
+#: a loose allowance wanted a steep factor).
 GOVERNOR_SLACK = 3
-GOVERNOR_EXCESS = 5.0
-NAB_GOVERNOR = 2.0
+GOVERNOR_EXCESS = 1.0
+NAB_GOVERNOR = 1.25
 
 #: The bank's POT start (peaks over ``z = 3`` instead of 2 feed the tail fit) and smallest
 #: deviation worth an alarm (3 % of the expected value instead of 1 %) on NAB. Chosen, with the
 #: policy knobs, by leave-one-category-out cross-validation over start ``∈ {2, 3, 3.5, 4}`` ×
 #: effect ``∈ {0.01, 0.03, 0.05}`` × shift share ``∈ {0.5, 0.7}`` (bench/bench_detectors.py;
 #: the headline is that cross-validated score): six of seven folds chose start 3 and effect
-#: 0.03, five of them with shift share 0.5 and this module's policy. The NOC defaults of
+#: 0.03 on 2026-12-01. Since the governor's allowance joined the grid, five folds choose start
+#: 3.5, effect 0.01 and share 0.7; those lift NAB's full corpus (69.1 → 70.9, labels seen)
+#: but cost the synthetic KPI corpora 4–6 points where the level grows (bench/kpi_results.md),
+#: and with these values kept, the policy alone cross-validates higher (67.6 against the
+#: joint grid's 66.9), so they stay. The NOC defaults of
 #: :class:`~detectors.ensemble.Ensemble` stay as they are (2 and 0.01): a success ratio at
 #: 0.995 must page on a 2-point drop.
 NAB_TAIL_START = 3.0
@@ -438,6 +445,7 @@ def detect(
     refractory_s: float = NAB_REFRACTORY_S,
     governor: float = NAB_GOVERNOR,
     cross: bool = NAB_CROSS,
+    excess: float = GOVERNOR_EXCESS,
     **params: Any,
 ) -> list[tuple[F64, Bool]]:
     """:func:`run_bank` under the NAB alarm policy.
@@ -445,14 +453,23 @@ def detect(
     Returns per series ``(score in [0, 1], alarm)``: ``score = r / (1 + r)`` of the ensemble
     ratio ``r`` (0.5 at the rate-derived bar) and ``alarm`` 1 at each alarm opening that
     comes more than ``refractory_s`` after the previous alarm, under the alarm-rate governor
-    ``governor`` (:func:`governed_alarms`; 1 switches it off); with ``cross`` every upward
-    crossing of the bar may open an alarm. ``params`` go to :func:`run_bank`.
+    ``governor`` (:func:`governed_alarms`; 1 switches it off), which acts once a series has
+    raised more than ``GOVERNOR_SLACK + excess × budget × days`` alarms; with ``cross`` every
+    upward crossing of the bar may open an alarm. ``params`` go to :func:`run_bank`.
     """
     rate = float(params.get("target_rate", NAB_TARGET_RATE))
     out = []
     for s, (r, opened) in zip(corpus, run_bank(corpus, **params), strict=True):
         alarms = governed_alarms(
-            r, opened, days_scored(s), refractory_s, governor, cross, rate, t=s.timestamps
+            r,
+            opened,
+            days_scored(s),
+            refractory_s,
+            governor,
+            cross,
+            rate,
+            excess=excess,
+            t=s.timestamps,
         )
         out.append((r / (1.0 + r), alarms))
     return out

@@ -190,6 +190,23 @@ def test_governor_raises_the_bar_of_a_series_paging_beyond_budget() -> None:
     assert (nab.governed_alarms(sparse, sparse >= 1, days, 0, 1.5) == (sparse >= 1)).all()
 
 
+def test_governor_allowance_is_a_multiple_of_the_budget() -> None:
+    """Spikes at 2× the bar every 6.7 days page at 1.5× the 0.1/day budget: within an
+    allowance of five budgets every one pages; with an allowance of one budget the series
+    pages at its budget's pace, then its bar rises past them."""
+    days = np.arange(1000) / 10.0
+    ratio = np.zeros(1000)
+    ratio[::67] = 2.0
+    opened = ratio >= 1.0
+    loose = nab.governed_alarms(ratio, opened, days, 0, 1.5, excess=5.0)
+    assert (loose == opened).all() and loose.sum() == 15
+    tight = nab.governed_alarms(ratio, opened, days, 0, 1.5, excess=1.0)
+    kept = np.flatnonzero(tight)
+    assert 3 < len(kept) < 15 and np.isin(kept, np.flatnonzero(opened)).all()
+    assert tight[: kept[-1] + 1].sum() == opened[: kept[-1] + 1].sum()  # only the last drop
+    assert len(kept) <= 3 + 1.0 * 0.1 * days[kept[-1]] + 2  # the budget's pace, two over
+
+
 def test_crossings_re_alarm_while_the_bank_holds_an_alarm_open() -> None:
     """The bank's hysteresis reports one opening per episode; with ``cross`` a new upward
     crossing of the bar after the refractory period pages again."""
