@@ -533,6 +533,7 @@ def evaluate(root: Path, scores_out: Path | None = None, **params: Any) -> dict[
     out["samples"] = samples
     out["samples_per_s"] = samples / elapsed if elapsed > 0 else 0.0
     out["detector"] = "ensemble-bank"
+    out["false_alarm_budget_per_series_day"] = float(params.get("target_rate", NAB_TARGET_RATE))
     if scores_out is not None:
         write_scores(scores_out, corpus, results)
     return out

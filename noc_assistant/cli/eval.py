@@ -63,6 +63,13 @@ def _zone_option(value: str | None) -> str | None:
     return value
 
 
+def _budget_option(value: float | None) -> float | None:
+    """A ``--budget`` that is a positive, finite rate (else exit 2 naming the option)."""
+    if value is not None and not (math.isfinite(value) and value > 0.0):
+        raise typer.BadParameter(f"must be a positive number of alarms, got {value}")
+    return value
+
+
 @app.command("nab")
 def nab(
     data: Annotated[Path, typer.Option("--data", help="NAB root (data/, labels/)")],
@@ -79,11 +86,21 @@ def nab(
             " (KPI exports); default: the timestamps are the wall clock (NAB's are)",
         ),
     ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            "--budget",
+            callback=_budget_option,
+            help="false alarms per series-day the bars are set for (label-free; default 0.1,"
+            " the operating target)",
+        ),
+    ] = None,
 ) -> None:
     """Score the label-free detector ensemble on a NAB corpus (NAB v1.1, three profiles)."""
     from evals import nab as nab_eval
 
-    report = nab_eval.evaluate(data, scores_out=scores_out, tz=tz)
+    rate = nab_eval.NAB_TARGET_RATE if budget is None else budget
+    report = nab_eval.evaluate(data, scores_out=scores_out, tz=tz, target_rate=rate)
     _write(report, out)
     console.print(
         f"NAB standard {report['nab_score_standard']:.1f}  low_FP {report['nab_score_low_fp']:.1f}"

@@ -155,6 +155,23 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
     assert cli_run(["eval", "nab", "--data", str(root), "--tz", "Asia/Tokio"]) == 2
 
 
+def test_cli_budget_sets_the_bars_and_is_reported(tmp_path: Path) -> None:
+    """``--budget`` is the false-alarm rate the bars are set for: a budget of 50 a day on a
+    quiet series pages far more often than the default 0.1, and the report says which budget
+    made it; a budget that is not a positive number exits 2."""
+    root = _corpus(tmp_path / "nab", n=3000, windows=((800, 900), (1200, 1300)))
+    reports = {}
+    for name, extra in (("default", []), ("loose", ["--budget", "50"])):
+        out = tmp_path / f"{name}.json"
+        assert cli_run(["eval", "nab", "--data", str(root), "--out", str(out), *extra]) == 0
+        reports[name] = json.loads(out.read_text())
+    assert reports["default"]["false_alarm_budget_per_series_day"] == nab.NAB_TARGET_RATE
+    assert reports["loose"]["false_alarm_budget_per_series_day"] == 50.0
+    assert reports["loose"]["false_alarms"] > reports["default"]["false_alarms"]
+    for bad in ("0", "-1", "nan", "inf"):
+        assert cli_run(["eval", "nab", "--data", str(root), "--budget", bad]) == 2
+
+
 def test_detect_keeps_alarms_a_refractory_apart(tmp_path: Path) -> None:
     """The NAB alarm policy: after an alarm, no other alarm for ``refractory_s`` (on the
     clock); without the refractory the same run alarms more often."""
