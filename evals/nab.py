@@ -103,6 +103,15 @@ _MAX_STEP_BACK_S = 3600.0
 _GAPS = frozenset({"", "nan", "null", "none"})
 
 
+def _stamp(seconds: float) -> str:
+    """NAB's way of writing a window edge (UTC).
+
+    >>> _stamp(_epoch("2014-04-01 00:05:00"))
+    '2014-04-01 00:05:00'
+    """
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _epoch(text: str) -> float:
     """ISO 8601 (NAB's ``2014-04-01 00:00:00``; naive is UTC) or epoch seconds (other public
     KPI series carry them, as FORMATS §1 allows for telemetry).
@@ -227,6 +236,8 @@ class SeriesScore:
     windows_detected: int
     false_alarms: int
     scored_days: float
+    missed: tuple[int, ...] = ()
+    """Indices (into the series' windows) of the scored windows with no alarm."""
 
 
 def score_series(
@@ -245,18 +256,21 @@ def score_series(
     prob = probation_length(n)
     timestamps = np.maximum.accumulate(timestamps)  # tolerate a repeated hour (see loader)
     edges = []
-    for start, end in windows:
+    where = []
+    for at, (start, end) in enumerate(windows):
         left = int(np.searchsorted(timestamps, start, "left"))
         right = int(np.searchsorted(timestamps, end, "right")) - 1
         if left <= right:
             edges.append((left, right))
+            where.append(at)
     max_tp = float(_sigma(np.array([-1.0]))[0])
     idx = np.flatnonzero(alarms)
     idx = idx[idx >= prob]
     in_window = np.zeros(len(idx), np.bool_)
     raw = null = perfect = 0.0
     n_windows = detected = 0
-    for left, right in edges:
+    missed = []
+    for at, (left, right) in zip(where, edges, strict=True):
         width = right - left + 1
         if right < prob:
             continue
@@ -272,6 +286,7 @@ def score_series(
             raw += profile.tp * float(_sigma(np.array([-(right - i + 1) / width]))[0]) / max_tp
         else:
             raw -= profile.fn
+            missed.append(at)
     fps = idx[~in_window]
     if len(fps):
         rights = np.array([r for _, r in edges], np.int64)
@@ -282,7 +297,9 @@ def score_series(
         pos[has] = np.abs(rights[k[has]] - fps[has]) / np.maximum(widths[k[has]] - 1.0, 1.0)
         raw += float(np.sum(profile.fp * _sigma(pos)))
     days = (timestamps[-1] - timestamps[min(prob, n - 1)]) / 86400.0
-    return SeriesScore(raw, null, perfect, n_windows, detected, len(fps), float(days))
+    return SeriesScore(
+        raw, null, perfect, n_windows, detected, len(fps), float(days), tuple(missed)
+    )
 
 
 def normalised_score(scores: Sequence[SeriesScore]) -> float:
@@ -490,7 +507,8 @@ def write_scores(
 
 
 def report(corpus: Sequence[NabSeries], results: Sequence[tuple[F64, Bool]]) -> dict[str, Any]:
-    """FORMATS §5 keys for ``noc eval nab`` plus a per-category breakdown."""
+    """FORMATS §5 keys for ``noc eval nab`` plus per-category and per-series breakdowns (a
+    file's windows, detections, false alarms and the windows it missed, by their edges)."""
     out: dict[str, Any] = {}
     per_cat: dict[str, dict[str, Any]] = {}
     for pname, profile in PROFILES.items():
@@ -510,6 +528,15 @@ def report(corpus: Sequence[NabSeries], results: Sequence[tuple[F64, Bool]]) -> 
                 entry["windows_total"] = sum(g.windows for g in group)
                 entry["false_alarms"] = sum(g.false_alarms for g in group)
         if pname == "standard":
+            out["per_series"] = {
+                s.name: {
+                    "windows_total": sc.windows,
+                    "windows_detected": sc.windows_detected,
+                    "false_alarms": sc.false_alarms,
+                    "missed_windows": [[_stamp(v) for v in s.windows[k]] for k in sc.missed],
+                }
+                for s, sc in zip(corpus, scores, strict=True)
+            }
             out["windows_detected"] = sum(s.windows_detected for s in scores)
             out["windows_total"] = sum(s.windows for s in scores)
             days = sum(s.scored_days for s in scores)

@@ -56,6 +56,15 @@ def test_perfect_null_and_everywhere(profile: str) -> None:
     assert _score(list(range(len(TS))), profile) < -500
 
 
+def test_missed_windows_are_named() -> None:
+    """Each series' score says which of its windows went without an alarm (by index)."""
+    standard = nab.PROFILES["standard"]
+    scored = lambda idx: nab.score_series(TS, np.isin(TS, idx), WINDOWS, standard)  # noqa: E731
+    assert scored([1000, 3000]).missed == ()
+    assert scored([]).missed == (0, 1)
+    assert scored([3100]).missed == (0,) and scored([1050, 2000]).missed == (1,)
+
+
 def test_late_detection_and_false_positive_values() -> None:
     # the middle of the window: σ(pos)/σ(−1) of the window credit
     mid = _score([1049, 3000])
@@ -142,6 +151,17 @@ def test_cli_end_to_end(tmp_path: Path) -> None:
         assert isinstance(rep[key], int | float)
     assert rep["threshold_source"] == "label_free"
     assert rep["windows_total"] == 1 and rep["windows_detected"] == 1
+    assert rep["per_series"]["cat/s.csv"]["windows_detected"] == 1
+    assert rep["per_series"]["cat/s.csv"]["missed_windows"] == []
+    # a labelled window where nothing happens is named in the report, as labelled
+    labels = root / "labels" / "combined_windows.json"
+    labels.write_text(
+        json.dumps({"cat/s.csv": [[_ts(800), _ts(900)], [_ts(1500) + ".000000", _ts(1600)]]})
+    )
+    assert cli_run(["eval", "nab", "--data", str(root), "--out", str(out)]) == 0
+    series = json.loads(out.read_text())["per_series"]["cat/s.csv"]
+    assert series["windows_total"] == 2 and series["windows_detected"] == 1
+    assert series["missed_windows"] == [[_ts(1500), _ts(1600)]]
     assert rep["nab_score_standard"] > 50
     rows = list(csv.DictReader((scores / "cat" / "s.csv").open()))
     assert list(rows[0]) == ["timestamp", "value", "score", "alarm"] and len(rows) == 2000
