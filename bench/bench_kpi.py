@@ -115,7 +115,7 @@ Detector = Callable[[list[nab.NabSeries]], list[tuple[Any, Any]]]
 OURS = "ensemble bank (`noc eval nab`)"
 NO_TYPES = "same bank, no day-type profile"
 NO_TREND = "same bank, no trend term"
-PREVIOUS = "same bank, evals.nab's previous policy"
+PREVIOUS = "same bank, evals.nab's previous defaults"
 BASELINE = "rolling Gaussian, |z| ≥ 4 (baseline)"
 DETECTORS: dict[str, Detector] = {
     OURS: lambda c: nab.detect(c),
@@ -198,7 +198,7 @@ def main() -> None:
             others = (
                 (NO_TYPES, "no day-type profile"),
                 (NO_TREND, "no trend term"),
-                (PREVIOUS, "previous policy"),
+                (PREVIOUS, "previous defaults"),
             )
             lines += ["", _ratios(score, OURS, "ours", others), ""]
         else:

@@ -12,7 +12,7 @@ the series then streams through memory (the series-minor layout of a numpy bank,
 quantity, made the fused loop wait on ~80 concurrent streams and ran slower than numpy).
 Season state is one ``(bins, series)`` record array per profile (:func:`season_dtype`) and
 a ``(series, 9)`` array of its series-wide state (:data:`SERIES_KEYS`); tail state is
-``(series, 14, 2)``: :data:`TAIL_KEYS` × member (point, shift).
+``(series, 14, 3)``: :data:`TAIL_KEYS` × member (point, shift, spread).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from detectors.params import (
     GRACE_CLIP_AFTER,
+    SPREAD_Z_CLIP,
     STEP_MOVE,
     STEP_RATE,
     resolution,
@@ -117,7 +118,7 @@ INLINED = (
 #: cache is keyed on this file alone: after a change to an inlined helper or a constant it
 #: reads, the cached machine code would run stale until this file changes too. The bank's
 #: tests recompute the digest and fail until it is updated here.
-DEPENDENCY_DIGEST = "e73f670a00a9bae5"
+DEPENDENCY_DIGEST = "a1e480fed562331e"
 
 
 def dependency_digest() -> str:
@@ -176,6 +177,9 @@ class KernelParams(NamedTuple):
     day_types: float
     weekend_mask: float
     day_type_margin: float
+    spread_share: float
+    spread_alpha: float
+    spread_slow: float
 
 
 @_jit
@@ -363,7 +367,7 @@ def _learn_season(
 @_inline
 def _tail_fit(tl: NDArray[Any], i: int, xi_max: float) -> None:
     """Refresh the cached tail fit (``log(λ/q)`` up to ``−log n``, ``σ``, ``ξ``) of series ``i``."""
-    for j in range(2):
+    for j in range(tl.shape[2]):
         c = float(tl[i, _TCL, j])
         has = c > 0
         safe_c = c if has else 1.0
@@ -521,17 +525,28 @@ def ensemble_step(
             shift = max(up, down)
         if not big:
             shift = 0.0
+        # spread member: short EWMA of |z| over its slow normal-time mean and spread
+        on2 = p.spread_share > 0.0
+        spread = 0.0
+        if on2:
+            m2 = float(st[i, 16])
+            if scored:
+                m2 += p.spread_alpha * (min(abs(z), SPREAD_Z_CLIP) - m2)
+                st[i, 16] = m2
+            spread = max((m2 - st[i, 17]) / math.sqrt(max(float(st[i, 18]), 1e-12)), 0.0)
         # bars and ratios
         if dirty[i]:
             _tail_fit(tl, i, p.xi_max)
             dirty[i] = False
         warm_n = float(st[i, 10])
         nn = float(tl[i, _TN, 0])  # (both members learn the same steps)
-        bar0 = bar1 = math.inf  # during the warm-up
+        bar0 = bar1 = bar2 = math.inf  # during the warm-up
         if nn >= warm_n:
             log_n = math.log(max(nn, 1.0))
             bar0 = _bar(tl, 0, i, p.tail_start, log_n)
             bar1 = _bar(tl, 1, i, p.tail_start, log_n)
+            if on2:
+                bar2 = _bar(tl, 2, i, p.tail_start, log_n)
         # in the warm-up the point member may page beyond warmup_outlier x its iid bar
         # (EnsembleParams.warmup_alarm); the tails still see bar0 (inf: not yet learnt)
         page0 = bar0
@@ -544,7 +559,16 @@ def ensemble_step(
             novel = s2[e2, i].days == 0 and not (s2[e2, i].cnt > 0 and s2[e2, i].cday < day2)
         r0 = point / page0
         r1 = shift / bar1 if r0 >= p.shift_gate else 0.0
-        sc = max(r0, r1) if p.votes <= 1 else min(r0, r1)
+        if not on2:
+            sc = max(r0, r1) if p.votes <= 1 else min(r0, r1)
+        else:  # the votes-th largest of three
+            r2 = spread / bar2
+            if p.votes <= 1:
+                sc = max(max(r0, r1), r2)
+            elif p.votes == 2:
+                sc = max(min(r0, r1), min(max(r0, r1), r2))
+            else:
+                sc = min(min(r0, r1), r2)
         # alert: minimum duration, hysteresis, refractory
         f = firing[i]
         run0, cool0 = float(st[i, 8]), float(st[i, 9])
@@ -615,9 +639,9 @@ def ensemble_step(
             st[i, 5] = m
         drop = scored and held
         lag = st[i, 11]
-        for j in range(2):
-            s_j = 0.0 if novel else (point if j == 0 else shift)
-            bar = bar0 if j == 0 else bar1
+        for j in range(3 if on2 else 2):
+            s_j = 0.0 if novel else (point if j == 0 else (shift if j == 1 else spread))
+            bar = bar0 if j == 0 else (bar1 if j == 1 else bar2)
             peak = float(tl[i, _TPEAK, j])
             if w and tl[i, _TPC, j] > 0:
                 tl[i, _TAGE, j] += 1.0
@@ -646,6 +670,11 @@ def ensemble_step(
                 tl[i, _TN, j] += 1.0
             elif drop:
                 tl[i, _TPEAK, j] = 0.0
+        if on2 and w:
+            mu2 = float(st[i, 17]) + p.spread_slow * (float(st[i, 16]) - float(st[i, 17]))
+            d2 = float(st[i, 16]) - mu2
+            st[i, 17] = mu2
+            st[i, 18] += p.spread_slow * (d2 * d2 - st[i, 18])
         st[i, 2] = zc
         if nn < warm_n or p.res_always > 0.0:  # see detectors.params
             st[i, 13], st[i, 14] = _resolution(

@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from detectors import _bank_kernel as kernel
 from detectors.clock import LocalClock
-from detectors.params import EnsembleParams
+from detectors.params import SPREAD_MEAN0, SPREAD_VAR0, EnsembleParams
 from detectors.seasonal import check_day_types, weekend_mask
 from detectors.spot import cusum_bar, gaussian_bar
 
@@ -26,7 +26,8 @@ _DIRECTIONS = {"both": 0.0, "up": 1.0, "down": 2.0}
 DETAIL = ("expected", "scale", "point_bar", "point_ratio", "shift_ratio")
 #: rows of ``EnsembleBank.state_`` (see :func:`detectors._bank_kernel.ensemble_step`)
 _ST_ROWS = ("up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "run", "cool",
-            "warm_n", "tail_lag_n", "x_prev", "resolution", "resolution_n", "cycle_n")  # fmt: skip
+            "warm_n", "tail_lag_n", "x_prev", "resolution", "resolution_n", "cycle_n",
+            "spread_m", "spread_mu", "spread_var")  # fmt: skip
 _WARM_N, _TAIL_LAG_N = _ST_ROWS.index("warm_n"), _ST_ROWS.index("tail_lag_n")
 _CYCLE_N = _ST_ROWS.index("cycle_n")
 _TAIL = {key: j for j, key in enumerate(kernel.TAIL_KEYS)}
@@ -93,8 +94,10 @@ class EnsembleBank(EnsembleParams):
         #: per series: the columns named in ``_ST_ROWS``
         self.state_ = np.zeros((n, len(_ST_ROWS)), dt)
         self.state_[:, _ST_ROWS.index("x_prev")] = np.nan
-        #: per series: :data:`detectors._bank_kernel.TAIL_KEYS` × member (point, shift)
-        self.tails_ = np.zeros((n, len(kernel.TAIL_KEYS), 2), dt)
+        self.state_[:, _ST_ROWS.index("spread_mu")] = SPREAD_MEAN0
+        self.state_[:, _ST_ROWS.index("spread_var")] = SPREAD_VAR0
+        #: per series: :data:`detectors._bank_kernel.TAIL_KEYS` × member (point, shift, spread)
+        self.tails_ = np.zeros((n, len(kernel.TAIL_KEYS), 3), dt)
         # daily, weekly and day-type profiles, (bins, series, keys) and series-wide (series,
         # keys), allocated with the first timestamp: period, bins, days a bin needs, and trend
         # terms (a day-type profile has one per day type)
@@ -162,6 +165,9 @@ class EnsembleBank(EnsembleParams):
             day_types=float(self.day_types),
             weekend_mask=float(weekend_mask(self.weekend)),
             day_type_margin=self.day_type_margin,
+            spread_share=self.spread_share,
+            spread_alpha=self.spread_alpha,
+            spread_slow=self.spread_slow,
         )
 
     @property
@@ -211,20 +217,27 @@ class EnsembleBank(EnsembleParams):
         """Recompute risk, floors and warm-up length of the series in ``which``."""
         step = np.where(np.isfinite(self.interval_), self.interval_, self.interval)[which]
         q = self.target_rate * step / 86400.0
-        qp, qs = q * (1.0 - self.shift_share), q * self.shift_share
+        share_p = 1.0 - self.shift_share - self.spread_share
+        qp, qs = q * share_p, q * self.shift_share
         both = self.bad_direction == "both"
+        spread = self.spread_share > 0.0
         fp = np.empty(len(q))
         fs = np.empty(len(q))
+        fd = np.full(len(q), np.inf)
         for u in np.unique(q):
             sel = q == u
-            fp[sel] = gaussian_bar(float(u) * (1.0 - self.shift_share), both)
+            fp[sel] = gaussian_bar(float(u) * share_p, both)
             fs[sel] = cusum_bar(float(u) * self.shift_share, self.shift_k, both)
+            if spread:
+                fd[sel] = gaussian_bar(float(u) * self.spread_share)
         tl = self.tails_
         self.t_dirty_[which] = True
         tl[which, _TAIL["log_q"], 0] = np.log(qp)
         tl[which, _TAIL["log_q"], 1] = np.log(qs)
+        tl[which, _TAIL["log_q"], 2] = np.log(q * self.spread_share) if spread else 0.0
         tl[which, _TAIL["floor"], 0] = fp
         tl[which, _TAIL["floor"], 1] = fs
+        tl[which, _TAIL["floor"], 2] = fd
         auto = np.maximum(self.min_warmup, np.ceil(self.warmup_s / step))
         w = self.warmup_[which]
         self.state_[which, _WARM_N] = np.where(w >= 0, w, auto)

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from detectors.alerting import Alerter, Transition
 from detectors.params import (
     GRACE_CLIP_AFTER,
+    SPREAD_MEAN0,
+    SPREAD_VAR0,
+    SPREAD_Z_CLIP,
     STEP_MOVE,
     STEP_RATE,
     EnsembleParams,
@@ -26,7 +29,7 @@ MEMBERS = ("point", "shift")
 
 @dataclass(kw_only=True, eq=False)
 class Ensemble(EnsembleParams):
-    """Watch one series with two members and page within a false-alarm budget.
+    """Watch one series with two members (three with ``spread``) and page within a budget.
 
     Members (both z-like):
 
@@ -48,16 +51,21 @@ class Ensemble(EnsembleParams):
       leaves the busy hour in its bins;
     - ``shift``: two-sided CUSUM (allowance ``shift_k``) of the same clipped z, divided by the
       long-run factor ``√((1 + ρ) / (1 − ρ))`` of its lag-1 autocorrelation ``ρ`` (learnt in
-      normal time), so overlapping KPI windows do not pass for a shift.
+      normal time), so overlapping KPI windows do not pass for a shift;
+    - ``spread`` (``spread_share`` > 0; off by default and in the NOC, on in ``noc eval
+      nab``): the short EWMA (``spread_alpha``) of the point member's |z|, over its slow
+      normal-time mean and spread: a series whose noise grows with no one value far enough
+      off to page (a host thrashing, a sensor failing). Its ratio votes with the other two
+      (``spread_ratio_``); ``ratios_`` keeps the point and shift members'.
 
     **Bars from a rate.** ``target_rate`` is the false-alarm budget per series-day. With the
     scrape interval (a streaming median of the timestamp steps, see
     :data:`~detectors.params.STEP_RATE`; ``interval`` without timestamps) it becomes a
-    per-sample risk ``q``, split over the two members (the shift member gets ``shift_share``
-    of it). Each member's
-    bar is a :class:`~detectors.spot.PeaksOverThreshold` (SPOT) bar for ``q`` over its
-    normal-time score clusters, floored by the iid Gaussian bar (point) or the Siegmund CUSUM
-    bar (shift) for the same ``q``. Nothing alarms during the first ``grace`` values (the
+    per-sample risk ``q``, split over the members (the shift member gets ``shift_share`` of
+    it, the spread member ``spread_share``, the point member the rest). Each member's bar is
+    a :class:`~detectors.spot.PeaksOverThreshold` (SPOT) bar for ``q`` over its normal-time
+    score clusters, floored by the iid Gaussian bar (point, spread) or the Siegmund CUSUM bar
+    (shift) for the same ``q``. Nothing alarms during the first ``grace`` values (the
     level settles) and the next warm-up: ``warmup`` scored values, or ``warmup_s`` seconds of
     them when ``warmup`` is None (at least ``min_warmup``).
 
@@ -161,6 +169,13 @@ class Ensemble(EnsembleParams):
             PeaksOverThreshold(start=self.tail_start, xi_max=self.xi_max),
             PeaksOverThreshold(start=self.tail_start, xi_max=self.xi_max),
         )
+        #: the spread member (``spread_share``): its tail, short EWMA of |z|, the slow mean
+        #: and variance of that EWMA, and its last ratio
+        self.spread_tail_ = PeaksOverThreshold(start=self.tail_start, xi_max=self.xi_max)
+        self.spread_m_ = 0.0
+        self.spread_mu_ = SPREAD_MEAN0
+        self.spread_var_ = SPREAD_VAR0
+        self.spread_ratio_ = 0.0
         self.alerter_ = Alerter(
             1.0, self.min_duration, self.clear_after, self.release, self.burst, self.refractory
         )
@@ -204,10 +219,28 @@ class Ensemble(EnsembleParams):
 
     def risk(self) -> tuple[float, float]:
         """Per-sample risk of the point and the shift member for the current interval
-        estimate: the budget's risk split ``1 − shift_share`` / ``shift_share``."""
+        estimate: the budget's risk split ``1 − shift_share − spread_share`` /
+        ``shift_share`` (the spread member's is :meth:`spread_risk`)."""
         step = self._step()
         q = risk_per_sample(self.target_rate, step)
-        return q * (1.0 - self.shift_share), q * self.shift_share
+        return q * (1.0 - self.shift_share - self.spread_share), q * self.shift_share
+
+    def spread_risk(self) -> float:
+        """Per-sample risk of the spread member: ``spread_share`` of the budget's."""
+        return risk_per_sample(self.target_rate, self._step()) * self.spread_share
+
+    def _spread(self, z: float, scored: bool) -> tuple[float, float, float]:
+        """The spread member's score after ``z`` (its short EWMA moves while ``scored``),
+        its iid floor and bar (inf while off or in the warm-up)."""
+        if self.spread_share <= 0.0:
+            return 0.0, math.inf, math.inf
+        if scored:
+            self.spread_m_ += self.spread_alpha * (min(abs(z), SPREAD_Z_CLIP) - self.spread_m_)
+        sd = math.sqrt(max(self.spread_var_, 1e-12))
+        score = max((self.spread_m_ - self.spread_mu_) / sd, 0.0)
+        q = self.spread_risk()
+        floor = gaussian_bar(q)
+        return score, floor, self.spread_tail_.bar(q, floor, self.warmup_n())
 
     def warmup_n(self) -> int:
         """Scored values before the bars exist."""
@@ -352,10 +385,13 @@ class Ensemble(EnsembleParams):
         point = scores[0] / point_bar
         shift = scores[1] / bars[1] if point >= self.shift_gate else 0.0
         ratios = (point, shift)
+        spread, spread_floor, spread_bar = self._spread(z, self.level_.n_ >= self.grace)
+        self.spread_ratio_ = spread / spread_bar
+        votes = (*ratios, self.spread_ratio_) if self.spread_share > 0.0 else ratios
         self.member_scores_ = scores
         self.bars_ = (point_bar, bars[1])
         self.ratios_ = ratios
-        self.score_ = sorted(ratios, reverse=True)[min(self.votes, len(ratios)) - 1]
+        self.score_ = sorted(votes, reverse=True)[min(self.votes, len(votes)) - 1]
         transition = self.alerter_.update(self.score_)
         scored = self.level_.n_ >= self.grace
         zc, self.up_, self.down_ = self._shift(z)
@@ -399,8 +435,18 @@ class Ensemble(EnsembleParams):
                 )
                 for s, b, tail in zip(scores, admit, self.tails_, strict=True):
                     tail.learn_one(0.0 if novel else s, b, lag)
+                if self.spread_share > 0.0:
+                    b = (
+                        spread_bar
+                        if math.isfinite(spread_bar)
+                        else (self.warmup_outlier * spread_floor)
+                    )
+                    self.spread_tail_.learn_one(0.0 if novel else spread, b, lag)
+                    self.spread_mu_ += self.spread_slow * (self.spread_m_ - self.spread_mu_)
+                    d = self.spread_m_ - self.spread_mu_
+                    self.spread_var_ += self.spread_slow * (d * d - self.spread_var_)
             else:
-                for tail in self.tails_:
+                for tail in (*self.tails_, self.spread_tail_):
                     tail.drop_run()
         self.z_prev_ = zc
         if self.resolution_always or math.isinf(bars[0]):  # see detectors.params

@@ -56,6 +56,13 @@ RESOLUTION_MIN_COUNT = 8.0
 #: :class:`~detectors.robust_zscore.RobustZScore`).
 GRACE_CLIP_AFTER = 8
 
+#: The spread member (``EnsembleParams.spread_share``): |z| clipped here before its short
+#: EWMA, whose slow mean and variance start from a standard Gaussian's E|z| = √(2/π) and
+#: Var|z| = 1 − 2/π (the spread of one |z|, so the young member is cautious).
+SPREAD_Z_CLIP = 6.0
+SPREAD_MEAN0 = math.sqrt(2.0 / math.pi)
+SPREAD_VAR0 = 1.0 - 2.0 / math.pi
+
 
 #: A scrape interval at least this long is a PM reporting period (3GPP TS 32.401/28.550: 5 or
 #: 15 min), where one sample already aggregates the whole period: see :func:`kpi_window_s` and
@@ -259,6 +266,15 @@ class EnsembleParams:
     shift_gate: float = 0.5
     #: share of the risk budget given to the shift member
     shift_share: float = 0.5
+    #: share of the risk budget given to the spread member (0: off, as in the NOC): the short
+    #: EWMA (``spread_alpha`` per value) of the point member's |z| (clipped at
+    #: :data:`SPREAD_Z_CLIP`), standardised by its slow normal-time mean and spread (learnt at
+    #: ``spread_slow`` per value from the Gaussian's, :data:`SPREAD_MEAN0` and
+    #: :data:`SPREAD_VAR0`): a series whose noise grows (a pattern breaking up, a host
+    #: thrashing) with no one value far enough off its reference to page
+    spread_share: float = 0.0
+    spread_alpha: float = 1.0 / 12.0
+    spread_slow: float = 0.002
     #: warm-up peaks beyond this multiple of the iid bar are not learnt as normal
     warmup_outlier: float = math.inf
     #: ... and page: the point member's bar in the warm-up (after the grace) is

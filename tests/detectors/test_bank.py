@@ -77,6 +77,10 @@ def _assert_matches_ensembles(
         ({"week_period": 2 * 86400.0, "week_bins": 24, "min_duration": 1}, True),
         ({"week_bins": 0}, True),
         ({"resolution_always": True, "min_duration": 1}, True),
+        # the spread member on: alone (no gate on the shift), in a vote of two, and quicker
+        ({"spread_share": 0.2, "shift_gate": 0.0, "min_duration": 1}, True),
+        ({"spread_share": 0.3, "votes": 2, "min_duration": 1, "target_rate": 2.0}, True),
+        ({"spread_share": 0.1, "spread_alpha": 0.3, "spread_slow": 0.01}, False),
     ],
 )
 def test_bank_matches_per_series(params: dict[str, object], with_t: bool) -> None:
@@ -544,3 +548,25 @@ def test_a_profile_learnt_over_one_night_is_not_yet_the_reference() -> None:
         if prof.ready() and math.isnan(first):
             first = prof.global_mad_
     assert first < 0.3 * prof.global_mad_
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3])
+def test_spread_member_pages_when_the_noise_grows(share: float) -> None:
+    """A 1-min gauge whose noise grows by 60 % on day 3, its level unchanged: no single value
+    is far enough off to page, the spread member (``spread_share``) pages within the hour;
+    the bank and the per-series ensemble agree."""
+    rng = np.random.default_rng(3)
+    day = 1440
+    x = 100 + rng.normal(0, 1, 3 * day)
+    x[2 * day :] = 100 + rng.normal(0, 1.6, day)
+    t = np.arange(3 * day) * 60.0
+    kw: dict[str, Any] = {"warmup": 600, "min_duration": 1, "week_bins": 0, "spread_share": share}
+    res = EnsembleBank(1, **kw).run(x[None, :], t)
+    ens = Ensemble(**kw)
+    opened = [ens.update(float(v), float(ts)) == "open" for v, ts in zip(x, t, strict=True)]
+    assert res.opened[0].tolist() == opened
+    assert not res.opened[0, : 2 * day].any()
+    if share > 0:
+        assert res.opened[0, 2 * day : 2 * day + 60].any()
+    else:
+        assert not res.opened[0].any() and ens.spread_ratio_ == 0.0
