@@ -435,6 +435,7 @@ def ensemble_step(
     tday = math.floor(t0 / TREND_DAY)
     follow0 = p.trend0 > 0.0
     follow1 = p.trend1 > 0.0
+    on2 = p.spread_share > 0.0  # the spread member
     for i in range(x.shape[0]):
         opened[i] = False
         closed[i] = False
@@ -526,7 +527,6 @@ def ensemble_step(
         if not big:
             shift = 0.0
         # spread member: short EWMA of |z| over its slow normal-time mean and spread
-        on2 = p.spread_share > 0.0
         spread = 0.0
         if on2:
             m2 = float(st[i, 16])

@@ -385,7 +385,8 @@ class Ensemble(EnsembleParams):
         point = scores[0] / point_bar
         shift = scores[1] / bars[1] if point >= self.shift_gate else 0.0
         ratios = (point, shift)
-        spread, spread_floor, spread_bar = self._spread(z, self.level_.n_ >= self.grace)
+        scored = self.level_.n_ >= self.grace
+        spread, spread_floor, spread_bar = self._spread(z, scored)
         self.spread_ratio_ = spread / spread_bar
         votes = (*ratios, self.spread_ratio_) if self.spread_share > 0.0 else ratios
         self.member_scores_ = scores
@@ -393,7 +394,6 @@ class Ensemble(EnsembleParams):
         self.ratios_ = ratios
         self.score_ = sorted(votes, reverse=True)[min(self.votes, len(votes)) - 1]
         transition = self.alerter_.update(self.score_)
-        scored = self.level_.n_ >= self.grace
         zc, self.up_, self.down_ = self._shift(z)
         if transition == "close":  # the episode is over: restart the CUSUM (no re-paging)
             self.up_ = self.down_ = 0.0
