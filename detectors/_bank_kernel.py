@@ -365,9 +365,10 @@ def _learn_season(
 
 
 @_inline
-def _tail_fit(tl: NDArray[Any], i: int, xi_max: float) -> None:
-    """Refresh the cached tail fit (``log(λ/q)`` up to ``−log n``, ``σ``, ``ξ``) of series ``i``."""
-    for j in range(tl.shape[2]):
+def _tail_fit(tl: NDArray[Any], i: int, xi_max: float, members: int) -> None:
+    """Refresh the cached tail fit (``log(λ/q)`` up to ``−log n``, ``σ``, ``ξ``) of series ``i``'s
+    first ``members`` members (the spread member's only where it is on)."""
+    for j in range(members):
         c = float(tl[i, _TCL, j])
         has = c > 0
         safe_c = c if has else 1.0
@@ -536,7 +537,7 @@ def ensemble_step(
             spread = max((m2 - st[i, 17]) / math.sqrt(max(float(st[i, 18]), 1e-12)), 0.0)
         # bars and ratios
         if dirty[i]:
-            _tail_fit(tl, i, p.xi_max)
+            _tail_fit(tl, i, p.xi_max, 3 if on2 else 2)
             dirty[i] = False
         warm_n = float(st[i, 10])
         nn = float(tl[i, _TN, 0])  # (both members learn the same steps)

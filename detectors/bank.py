@@ -84,6 +84,7 @@ class EnsembleBank(EnsembleParams):
     dtype: DTypeLike = np.float64
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         n, warmup = self.n_series, self.warmup
         #: the network's wall clock, on which the profiles place each (UTC) timestamp
         self.clock_ = LocalClock(self.tz, self.utc_offset)

@@ -124,6 +124,7 @@ class Ensemble(EnsembleParams):
     warmup: int | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.level_ = RobustZScore(
             alpha=self.alpha,
             grace=self.grace,

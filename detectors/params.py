@@ -292,3 +292,34 @@ class EnsembleParams:
     #: (:meth:`detectors.seasonal.SeasonalProfile.trend`)
     follow_trend: bool = True
     week_follow_trend: bool = True
+
+    def __post_init__(self) -> None:
+        """Refuse settings the detectors cannot honour, naming the field.
+
+        >>> EnsembleParams(shift_share=0.6, spread_share=0.4)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: shift_share + spread_share must be under 1 (...), got 0.6 + 0.4
+        """
+        for name in ("shift_share", "spread_share"):
+            share = getattr(self, name)
+            if not 0.0 <= share < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {share}")
+        if self.shift_share + self.spread_share >= 1.0:
+            raise ValueError(
+                "shift_share + spread_share must be under 1 (the point member keeps the rest"
+                f" of the risk), got {self.shift_share} + {self.spread_share}"
+            )
+        for name in ("alpha", "seasonal_alpha", "rho_alpha", "spread_alpha", "spread_slow"):
+            rate = getattr(self, name)
+            if not 0.0 < rate <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {rate}")
+        for name in ("target_rate", "interval", "period"):
+            value = getattr(self, name)
+            if not (value > 0.0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be positive and finite, got {value}")
+        if self.bad_direction not in ("up", "down", "both"):
+            raise ValueError(f"bad_direction must be up, down or both, got {self.bad_direction!r}")
+        for name in ("min_duration", "votes", "n_bins"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

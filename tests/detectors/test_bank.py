@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -570,3 +571,25 @@ def test_spread_member_pages_when_the_noise_grows(share: float) -> None:
         assert res.opened[0, 2 * day : 2 * day + 60].any()
     else:
         assert not res.opened[0].any() and ens.spread_ratio_ == 0.0
+
+
+@pytest.mark.parametrize("cls", [Ensemble, EnsembleBank])
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"shift_share": 0.7, "spread_share": 0.3}, "shift_share + spread_share"),
+        ({"spread_share": -0.1}, "spread_share"),
+        ({"shift_share": 1.0}, "shift_share"),
+        ({"spread_alpha": 0.0}, "spread_alpha"),
+        ({"target_rate": math.nan}, "target_rate"),
+        ({"votes": 0}, "votes"),
+        ({"bad_direction": "sideways"}, "bad_direction"),
+    ],
+)
+def test_settings_the_detectors_cannot_honour_are_refused(
+    cls: type[Ensemble] | type[EnsembleBank], params: dict[str, Any], field: str
+) -> None:
+    args: tuple[int, ...] = (2,) if cls is EnsembleBank else ()
+    with pytest.raises(ValueError, match=f"^{re.escape(field)} must"):
+        cls(*args, **params)
+    cls(*args)  # the defaults pass
