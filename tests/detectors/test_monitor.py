@@ -6,6 +6,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 
 from detectors import Alerter, MonitorBank, MonitorEvent, Observation, SeriesMonitor
 from detectors.robust_zscore import Direction
@@ -77,11 +78,12 @@ def test_a_fault_in_the_warm_up_does_not_blind_the_monitor() -> None:
     assert not any(75000 <= t < 75000 + 960 for t in blind)
 
 
-def test_monitor_bank_gives_each_monitors_events() -> None:
+@pytest.mark.parametrize("spread", [0.0, 0.1])
+def test_monitor_bank_gives_each_monitors_events(spread: float) -> None:
     """30 series, three bad directions, series that appear late (the banks grow past their
     first 8 slots), gaps, ratios of counts with too little support, counts of rare events
     (some quiet until long after the warm-up): the bank's events are the per-series monitors'
-    events, in feed order."""
+    events, in feed order, with the spread member off (the NOC's default) and on."""
     rng = np.random.default_rng(5)
     steps, n = 1500, 30
     directions: list[Direction] = ["up", "down", "both"]
@@ -89,11 +91,15 @@ def test_monitor_bank_gives_each_monitors_events() -> None:
     start = {key: (0 if i < 10 else 50 * (i - 9)) for i, (key, _, _) in enumerate(spec)}
     t = np.arange(steps) * 60.0
     day = np.sin(2 * np.pi * t / 86400.0)
-    bank = MonitorBank(warmup=200)
+    bank = MonitorBank(warmup=200, spread_share=spread)
     counts = {key: i % 10 == 7 for i, (key, _, _) in enumerate(spec)}
     singles = {
         key: SeriesMonitor(
-            bad_direction=d, min_support=m, warmup=200, resolution_always=counts[key]
+            bad_direction=d,
+            min_support=m,
+            warmup=200,
+            resolution_always=counts[key],
+            spread_share=spread,
         )
         for key, d, m in spec
     }
