@@ -356,8 +356,11 @@ def score_scenario(
     >>> r = score_scenario(alerts, labels, ["smf-1", "upf-3", "amf-1"], (0.0, 86400.0))
     >>> r["incident_recall"], r["false_positives"], r["detection_delay_s_p50"]
     (1.0, 1, 300.0)
-    >>> r["per_detector"]["ensemble:shift"]["false_positives"]
-    1
+    >>> shift = r["per_detector"]["ensemble:shift"]
+    >>> shift["false_positives"], shift["detection_delay_s_p50"], shift["fpr_ci95"][0] > 0
+    (1, None, True)
+    >>> r["per_detector"]["ensemble:point"]["detection_delay_s_p50"]
+    300.0
     >>> r["false_alert_list"][0]["alert"], r["false_alert_list"][0]["opened_at"]
     ('a2', '1970-01-01T01:23:20Z')
     >>> r["missed_incidents"]
@@ -379,12 +382,18 @@ def score_scenario(
     per_detector: dict[str, dict[str, Any]] = {}
     for det in sorted({d for a in alerts for d in a.detectors}):
         sub = [a for a in alerts if det in a.detectors]
-        dc = _counts(sub, incidents, maint, ents, span, window_s)
+        dc = _counts(sub, incidents, maint, ents, span, window_s, scrapes)
         per_detector[det] = {
             "alerts": dc["alerts"],
             "false_positives": dc["false_positives"],
             "fpr": dc["fpr"],
             "recall": dc["recall"],
+            # beyond FORMATS §5's four keys: the ensemble's figures, per detector
+            "fpr_ci95": list(wilson(dc["windows_with_false_alert"], dc["normal_windows"])),
+            "false_alerts_per_entity_day": dc["false_positives"] / days if days > 0 else 0.0,
+            "detection_delay_s_p50": _percentile(dc["delays"], 50),
+            "detection_delay_after_signal_s_p50": _percentile(dc["after_signal"], 50),
+            "detection_delay_intervals_p50": _percentile(dc["in_intervals"], 50),
         }
     return {
         "alerts_total": c["alerts"],

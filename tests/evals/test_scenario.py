@@ -56,13 +56,20 @@ def test_counts_on_hand_made_alerts() -> None:
     assert lo < r["fpr"] < hi
     normal_days = (3 * 48 - 4) / 24
     assert r["false_alerts_per_entity_day"] == pytest.approx(2 / normal_days)
-    assert r["per_detector"]["point"] == {
+    point, shift = r["per_detector"]["point"], r["per_detector"]["shift"]
+    assert {k: point[k] for k in ("alerts", "false_positives", "fpr", "recall")} == {
         "alerts": 3,
         "false_positives": 1,
         "fpr": pytest.approx(1 / r["normal_windows"]),
         "recall": 0.5,
     }
-    assert r["per_detector"]["shift"]["recall"] == 0.5
+    # the ensemble's figures, per detector: each one's own interval, rate and delay
+    lo, hi = point["fpr_ci95"]
+    assert lo < point["fpr"] < hi < r["fpr_ci95"][1]
+    assert point["false_alerts_per_entity_day"] == pytest.approx(1 / normal_days)
+    assert point["detection_delay_s_p50"] == 120.0
+    assert shift["recall"] == 0.5 and shift["detection_delay_s_p50"] == 600.0
+    assert point["detection_delay_intervals_p50"] is None  # no scrape times given
     assert r["rca_ac1"] is None
     # the false alerts and missed incidents by name, for the engineer checking them
     assert [(f["alert"], f["entity"]) for f in r["false_alert_list"]] == [
