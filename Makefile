@@ -47,6 +47,7 @@ bench: bench-detectors bench-pipeline bench-scenarios bench-dspine
 
 bench-detectors: $(VENV)/.full
 	$(BIN)/python bench/bench_detectors.py --cv-detector --sweep
+	$(BIN)/python bench/bench_single.py
 	$(BIN)/python bench/bench_kpi.py
 
 bench-pipeline: $(VENV)/.full

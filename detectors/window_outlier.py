@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,50 @@ class WindowOutlier:
     def score_one(self, x: float) -> float:
         if self.model_ is None or math.isnan(x):
             return 0.0
-        recent = [*list(self.values_)[-(self.window - 1) :], x]
-        feats = self._features(np.asarray(recent, np.float64))
-        return max(0.0, self.offset_ - float(self.model_.score_samples(feats)[0]))
+        recent = np.append(self._tail(), x)
+        feats = self._features(recent)
+        return max(0.0, self.offset_ - float(self.model_.score_samples(feats)[-1]))
+
+    def _tail(self) -> np.ndarray:
+        """The last ``window − 1`` learnt values (none for a window of one)."""
+        values = np.asarray(self.values_, np.float64)
+        return values[len(values) - (self.window - 1) :]
+
+    def score_learn_many(self, xs: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Score each value of ``xs`` before learning it (prequential), as ``score_one`` then
+        ``learn_one`` value by value would, but with one ``score_samples`` call per stretch
+        the model stays fitted for (up to ``refit_every`` values), not one per value.
+
+        >>> import math
+        >>> xs = [math.sin(t / 5) for t in range(600)] + [5.0]
+        >>> one, many = WindowOutlier(window=8, fit_size=128, refit_every=128), None
+        >>> by_one = []
+        >>> for x in xs:
+        ...     by_one.append(one.score_one(x))
+        ...     one.learn_one(x)
+        >>> many = WindowOutlier(window=8, fit_size=128, refit_every=128)
+        >>> bool(np.allclose(many.score_learn_many(xs), by_one))
+        True
+        """
+        values = np.asarray(xs, np.float64)
+        out = np.zeros(len(values))
+        i = 0
+        while i < len(values):
+            if self.model_ is None or math.isnan(values[i]):
+                out[i] = self.score_one(float(values[i]))
+                self.learn_one(float(values[i]))
+                i += 1
+                continue
+            # the model is refitted on the learn_one that brings since_fit_ to refit_every
+            stop = min(len(values), i + max(self.refit_every - self.since_fit_, 1))
+            gaps = np.flatnonzero(np.isnan(values[i:stop]))
+            if len(gaps):
+                stop = i + int(gaps[0])
+            block = values[i:stop]
+            recent = np.concatenate([self._tail(), block])
+            feats = self._features(recent)[-len(block) :]
+            out[i:stop] = np.maximum(0.0, self.offset_ - self.model_.score_samples(feats))
+            for x in block.tolist():
+                self.learn_one(x)
+            i = stop
+        return out
