@@ -3,132 +3,29 @@
 Run: ``.venv/bin/python bench/bench_single.py [--nab ../shared/datasets/nab]``
 
 The ensemble bank is what ``noc eval nab`` scores; this table shows what each of the
-library's univariate detectors does alone under the same rules, so that the ensemble's gain
-over its parts (and over river's HalfSpaceTrees, the issue's reference point) is measured in
-one run on one machine. Every detector gets:
-
-- a label-free bar: SPOT as Siffer et al. calibrate it (:class:`detectors.spot.
-  PeaksOverThreshold`): the tail starts at the 98th percentile of the scores of NAB's
-  probation rows (score units differ from detector to detector, so no fixed start or floor),
-  and the bar is the GPD quantile for the per-sample risk ``budget × interval / 86,400`` of
-  the ensemble's budget (0.1 false alarms per series-day, the a-priori target), refitted
-  online from every later score under it;
-- the ensemble's NAB alarm policy (:func:`evals.nab.governed_alarms` with its defaults:
-  refractory 12 h, governor 1.25 past one budget, crossings on), opened at each upward
-  crossing of the bar;
-- the detector's own defaults: nothing here is tuned on NAB.
-
-HalfSpaceTrees needs its input in [0, 1]: each file is scaled by its probation's minimum and
-maximum (label-free; NAB's own detectors do the same with the file's range).
+library's univariate detectors does alone under the same rules (``noc eval nab --detector
+NAME``, :mod:`evals.single`: each detector's defaults, a label-free SPOT bar from its
+probation scores at the budget's per-sample risk, the ensemble's NAB alarm policy), so that
+the ensemble's gain over its parts and over river's HalfSpaceTrees, the issue's reference
+point, is measured in one run on one machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import math
 import platform
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from _machine import cpu_name  # bench/ helper, found beside this script
 
-import detectors as d
-from detectors import spot
 from evals import nab
+from evals.single import DETECTORS, START_QUANTILE, detect_single
 
 HERE = Path(__file__).resolve().parent
-
-#: SPOT's tail starts at this quantile of the warm-up's scores (Siffer et al.'s calibration)
-START_QUANTILE = 0.98
-
-#: the detector's score per value, before it learns the value (prequential)
-Scorer = Callable[[nab.NabSeries, int], np.ndarray]
-
-
-def _stream(factory: Callable[[], Any], with_t: bool = False) -> Scorer:
-    def run(s: nab.NabSeries, _probation: int) -> np.ndarray:
-        det = factory()
-        out = np.zeros(len(s.values))
-        for j, (x, t) in enumerate(zip(s.values.tolist(), s.timestamps.tolist(), strict=True)):
-            kw = {"t": t} if with_t else {}
-            out[j] = det.score_one(x, **kw)
-            det.learn_one(x, **kw)
-        return out
-
-    return run
-
-
-def _window_outlier(s: nab.NabSeries, _probation: int) -> np.ndarray:
-    return d.WindowOutlier().score_learn_many(s.values)
-
-
-def _half_space_trees(s: nab.NabSeries, probation: int) -> np.ndarray:
-    from river.anomaly import HalfSpaceTrees
-
-    head = s.values[:probation]
-    lo, hi = float(np.min(head)), float(np.max(head))
-    span = hi - lo if hi > lo else 1.0
-    det = HalfSpaceTrees(seed=0)
-    out = np.zeros(len(s.values))
-    for j, x in enumerate(((s.values - lo) / span).tolist()):
-        out[j] = det.score_one({"x": x})
-        det.learn_one({"x": x})
-    return out
-
-
-def _snarimax() -> d.ForecastResidual:
-    from river.time_series import SNARIMAX
-
-    return d.ForecastResidual(SNARIMAX(p=2, d=1, q=1))
-
-
-DETECTORS: dict[str, Scorer] = {
-    "robust z-score (EWMA median / MAD)": _stream(d.RobustZScore),
-    "daily profile (SeasonalProfile, 48 bins)": _stream(d.SeasonalProfile, with_t=True),
-    "CUSUM (two-sided, robust scale)": _stream(d.Cusum),
-    "forecast residual, Holt (river HoltWinters)": _stream(d.ForecastResidual),
-    "forecast residual, SNARIMAX(2, 1, 1) (river)": _stream(_snarimax),
-    "IsolationForest on windows (WindowOutlier)": _window_outlier,
-    "river HalfSpaceTrees (reference)": _half_space_trees,
-}
-
-
-def alarms_of(
-    s: nab.NabSeries, scores: np.ndarray, budget: float = nab.NAB_TARGET_RATE
-) -> tuple[np.ndarray, np.ndarray]:
-    """NAB ``(score in [0, 1], alarm)`` of one detector's raw scores under a label-free bar."""
-    k = len(scores)
-    probation = min(nab.probation_length(k), k)
-    interval = float(np.median(np.diff(s.timestamps))) if k > 1 else 300.0
-    risk = spot.risk_per_sample(budget, max(interval, 1.0))
-    head = scores[:probation]
-    start = float(np.quantile(head, START_QUANTILE)) if probation else 0.0
-    if start <= 0.0:  # mostly zeros in the warm-up: the smallest positive score starts the tail
-        pos = head[head > 0]
-        start = float(pos.min()) if len(pos) else 1e-12
-    bar = spot.PeaksOverThreshold(risk=risk, start=start, floor=0.0, warmup=probation)
-    ratio = np.zeros(k)
-    for j, sc in enumerate(scores.tolist()):
-        th = bar.threshold_
-        ratio[j] = sc / th if j >= probation and math.isfinite(th) else 0.0
-        bar.learn_one(sc, th)
-    opened = (ratio >= 1.0) & ~np.concatenate([[False], ratio[:-1] >= 1.0])
-    alarm = nab.governed_alarms(
-        ratio,
-        opened,
-        nab.days_scored(s),
-        nab.NAB_REFRACTORY_S,
-        nab.NAB_GOVERNOR,
-        nab.NAB_CROSS,
-        budget,
-        t=s.timestamps,
-    )
-    return ratio / (1.0 + ratio), alarm
 
 
 def bench(root: Path) -> list[tuple[str, dict[str, Any], float, dict[str, float]]]:
@@ -138,12 +35,10 @@ def bench(root: Path) -> list[tuple[str, dict[str, Any], float, dict[str, float]
     t0 = time.perf_counter()
     ours = nab.detect(corpus)
     rows.append(("ensemble bank (`noc eval nab`)", *_summary(corpus, ours, samples, t0)))
-    for name, scorer in DETECTORS.items():
+    for name, (label, _) in DETECTORS.items():
         t0 = time.perf_counter()
-        results = []
-        for s in corpus:
-            results.append(alarms_of(s, scorer(s, nab.probation_length(len(s.values)))))
-        rows.append((name, *_summary(corpus, results, samples, t0)))
+        results = detect_single(corpus, name)
+        rows.append((f"{label} (`--detector {name}`)", *_summary(corpus, results, samples, t0)))
     return rows
 
 
@@ -179,7 +74,8 @@ def main() -> None:
         f"- machine: {cpu_name()}, Python {platform.python_version()}",
         f"- date: {now}",
         "- rules: every detector with its own defaults, a label-free SPOT bar (tail from the",
-        "  98th percentile of its scores in NAB's probation, GPD quantile at the per-sample risk",
+        f"  {START_QUANTILE:.0%} quantile of its scores in NAB's probation, GPD quantile at the"
+        " per-sample risk",
         f"  of {nab.NAB_TARGET_RATE:g} false alarms per series-day) and the ensemble's NAB alarm",
         "  policy (refractory, governor, crossings); the ensemble bank row is `noc eval nab`.",
         "  Rate: NAB samples scored per second, bar and policy included, one process.",

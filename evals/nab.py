@@ -561,17 +561,33 @@ def report(corpus: Sequence[NabSeries], results: Sequence[tuple[F64, Bool]]) -> 
     return out
 
 
-def evaluate(root: Path, scores_out: Path | None = None, **params: Any) -> dict[str, Any]:
-    """Load the NAB corpus at ``root``, run the detectors, score; optionally write scores."""
+def evaluate(
+    root: Path, scores_out: Path | None = None, detector: str = "ensemble-bank", **params: Any
+) -> dict[str, Any]:
+    """Load the NAB corpus at ``root``, run the detectors, score; optionally write scores.
+
+    ``detector`` is the ensemble bank (default) or one name of
+    :data:`evals.single.DETECTORS`, scored alone under the same label-free rules (``params``
+    then takes ``target_rate`` and ``tz`` only).
+    """
     corpus = load_corpus(root)
     start = time.perf_counter()
-    results = detect(corpus, **params)
+    if detector == "ensemble-bank":
+        results = detect(corpus, **params)
+    else:
+        from evals.single import detect_single
+
+        rate = float(params.pop("target_rate", NAB_TARGET_RATE))
+        tz = params.pop("tz", None)
+        if params:
+            raise TypeError(f"a single detector takes no {', '.join(sorted(params))}")
+        results = detect_single(corpus, detector, rate, tz)
     elapsed = time.perf_counter() - start
     out = report(corpus, results)
     samples = sum(len(s.values) for s in corpus)
     out["samples"] = samples
     out["samples_per_s"] = samples / elapsed if elapsed > 0 else 0.0
-    out["detector"] = "ensemble-bank"
+    out["detector"] = detector
     out["false_alarm_budget_per_series_day"] = float(params.get("target_rate", NAB_TARGET_RATE))
     if scores_out is not None:
         write_scores(scores_out, corpus, results)

@@ -70,6 +70,27 @@ def _budget_option(value: float | None) -> float | None:
     return value
 
 
+#: what ``noc eval nab --detector`` accepts besides the ensemble (evals.single.DETECTORS,
+#: named here so that ``--help`` does not import the detectors)
+_SINGLE_DETECTORS = (
+    "robust_zscore",
+    "seasonal",
+    "cusum",
+    "forecast_residual",
+    "snarimax",
+    "window_outlier",
+    "half_space_trees",
+)
+
+
+def _detector_option(value: str) -> str:
+    """A ``--detector`` the evaluation knows (else exit 2 naming the choices)."""
+    if value != "ensemble-bank" and value not in _SINGLE_DETECTORS:
+        known = ", ".join(("ensemble-bank", *_SINGLE_DETECTORS))
+        raise typer.BadParameter(f"unknown detector {value!r}; known: {known}")
+    return value
+
+
 @app.command("nab")
 def nab(
     data: Annotated[Path, typer.Option("--data", help="NAB root (data/, labels/)")],
@@ -95,12 +116,23 @@ def nab(
             " the operating target)",
         ),
     ] = None,
+    detector: Annotated[
+        str,
+        typer.Option(
+            "--detector",
+            callback=_detector_option,
+            help="ensemble-bank (default), or one library detector scored alone under the same"
+            " label-free bar and alarm policy: " + ", ".join(_SINGLE_DETECTORS),
+        ),
+    ] = "ensemble-bank",
 ) -> None:
     """Score the label-free detector ensemble on a NAB corpus (NAB v1.1, three profiles)."""
     from evals import nab as nab_eval
 
     rate = nab_eval.NAB_TARGET_RATE if budget is None else budget
-    report = nab_eval.evaluate(data, scores_out=scores_out, tz=tz, target_rate=rate)
+    report = nab_eval.evaluate(
+        data, scores_out=scores_out, detector=detector, tz=tz, target_rate=rate
+    )
     _write(report, out)
     console.print(
         f"NAB standard {report['nab_score_standard']:.1f}  low_FP {report['nab_score_low_fp']:.1f}"
