@@ -424,8 +424,10 @@ class SeasonalProfile:
         return self.predict(t) is not None
 
     def signed_score(self, x: float, t: float | None = None) -> float:
-        """Signed deviation from the expected value in scales; 0 where not mature."""
-        if t is None or math.isnan(x):
+        """Signed deviation from the expected value in scales; 0 where not mature, and
+        everywhere until the scale is trusted (:meth:`ready`): a first mature bin with a
+        handful of residuals behind its scale would score a routine value in the hundreds."""
+        if t is None or math.isnan(x) or not self.ready():
             return 0.0
         pred = self.predict(t)
         if pred is None:

@@ -298,3 +298,21 @@ def test_a_change_of_clocks_leaves_the_busy_hour_in_its_bins() -> None:
         t += 900.0
     assert worst["zoned"] < 60.0, worst  # noise and the bins' interpolation
     assert worst["plain"] > 150.0, worst  # an hour of a ±800 daily swing
+
+
+def test_profile_scores_nothing_until_its_scale_is_trusted() -> None:
+    """A first mature bin has a handful of residuals behind its scale: scored alone, the
+    profile gave routine values z in the hundreds there. It scores 0 until :meth:`ready`, and
+    a routine day after that stays under a textbook bar; a real dip still scores."""
+    rng = random.Random(4)
+    prof = SeasonalProfile()
+    scores = []
+    for k in range(6 * 288):
+        t = 300.0 * k
+        x = 80 + 10 * math.sin(2 * math.pi * t / 86400) + rng.gauss(0, 1)
+        scores.append((prof.ready(), prof.score_one(x, t=t)))
+        prof.learn_one(x, t=t)
+    assert all(s == 0.0 for ready, s in scores if not ready)
+    assert any(ready for ready, _ in scores[: 3 * 288])
+    assert max(s for _, s in scores) < 8.0
+    assert prof.score_one(40.0, t=300.0 * 6 * 288) > 10.0
