@@ -8,7 +8,10 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-__all__ = ["cpu_name", "preamble"]
+__all__ = ["NAB_ROOT", "cpu_name", "preamble"]
+
+#: where the shared NAB corpus lies beside a checkout (``../shared/datasets/nab``)
+NAB_ROOT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab"
 
 
 def cpu_name() -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numba
 import numpy as np
-from _machine import cpu_name  # bench/ helper, found beside this script
+from _machine import NAB_ROOT, cpu_name  # bench/ helper, found beside this script
 
 from detectors import EnsembleBank
 from evals import nab
@@ -304,11 +304,7 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument(
-        "--nab",
-        type=Path,
-        default=Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab",
-    )
+    ap.add_argument("--nab", type=Path, default=NAB_ROOT)
     ap.add_argument("--out", type=Path, default=HERE / "detectors_results.md")
     ap.add_argument(
         "--cv-detector",

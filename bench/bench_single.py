@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _machine import cpu_name  # bench/ helper, found beside this script
+from _machine import NAB_ROOT, cpu_name  # bench/ helper, found beside this script
 
 from evals import nab
 from evals.single import DETECTORS, START_QUANTILE, detect_single
@@ -57,11 +57,7 @@ def _summary(
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument(
-        "--nab",
-        type=Path,
-        default=Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab",
-    )
+    ap.add_argument("--nab", type=Path, default=NAB_ROOT)
     ap.add_argument("--out", type=Path, default=HERE / "single_results.md")
     args = ap.parse_args()
     rows = bench(args.nab)
