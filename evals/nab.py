@@ -571,24 +571,24 @@ def evaluate(
     then takes ``target_rate`` and ``tz`` only).
     """
     corpus = load_corpus(root)
+    rate = float(params.get("target_rate", NAB_TARGET_RATE))
     start = time.perf_counter()
     if detector == "ensemble-bank":
         results = detect(corpus, **params)
     else:
         from evals.single import detect_single
 
-        rate = float(params.pop("target_rate", NAB_TARGET_RATE))
-        tz = params.pop("tz", None)
-        if params:
-            raise TypeError(f"a single detector takes no {', '.join(sorted(params))}")
-        results = detect_single(corpus, detector, rate, tz)
+        extra = sorted(set(params) - {"target_rate", "tz"})
+        if extra:
+            raise TypeError(f"a single detector takes no {', '.join(extra)}")
+        results = detect_single(corpus, detector, rate, params.get("tz"))
     elapsed = time.perf_counter() - start
     out = report(corpus, results)
     samples = sum(len(s.values) for s in corpus)
     out["samples"] = samples
     out["samples_per_s"] = samples / elapsed if elapsed > 0 else 0.0
     out["detector"] = detector
-    out["false_alarm_budget_per_series_day"] = float(params.get("target_rate", NAB_TARGET_RATE))
+    out["false_alarm_budget_per_series_day"] = rate
     if scores_out is not None:
         write_scores(scores_out, corpus, results)
     return out

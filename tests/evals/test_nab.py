@@ -297,6 +297,11 @@ def test_cli_scores_one_detector_alone(tmp_path: Path, name: str) -> None:
     assert rep["windows_detected"] == 1
     rows = list(csv.DictReader((scores / "cat" / "s.csv").open()))
     assert len(rows) == 2000 and any(r["alarm"] == "1" for r in rows)
+    assert rep["false_alarm_budget_per_series_day"] == nab.NAB_TARGET_RATE
+    assert cli_run([*args, "--detector", name, "--budget", "50"]) == 0
+    loose = json.loads(out.read_text())
+    assert loose["false_alarm_budget_per_series_day"] == 50.0
+    assert loose["false_alarms"] > rep["false_alarms"]
     assert cli_run([*args, "--detector", "holt_winters_typo"]) == 2
 
 
