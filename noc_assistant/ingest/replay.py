@@ -113,6 +113,10 @@ def _value(raw: object) -> float | None:
     raise _LineError("value must be a number or null")
 
 
+#: sample types that count events from zero (a histogram's sum may go down: not here)
+_COUNTS_UP = frozenset({"counter", "histogram_bucket", "histogram_count"})
+
+
 def _point(ts: object, metric: object, labels: object, value: object, type_: object) -> Point:
     if not isinstance(metric, str) or not _metric_ok(metric):
         raise _LineError(f"metric {metric!r} is not a Prometheus metric name")
@@ -126,7 +130,12 @@ def _point(ts: object, metric: object, labels: object, value: object, type_: obj
         type_ = "gauge"
     if type_ not in METRIC_TYPES:
         raise _LineError(f"type {type_!r} is not one of {sorted(METRIC_TYPES)}")
-    return Point(parse_ts(ts), metric, label_key, _value(value), str(type_))
+    number = _value(value)
+    if number is not None and number < 0 and type_ in _COUNTS_UP:
+        # read as a reset, a negative sample would make a negative rate, then a burst as
+        # large as the counter when the next good sample "restarts" it
+        raise _LineError(f"{type_} value {number!r} is negative (a counter counts up from 0)")
+    return Point(parse_ts(ts), metric, label_key, number, str(type_))
 
 
 @lru_cache(maxsize=65536)

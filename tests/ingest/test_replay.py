@@ -54,6 +54,29 @@ def test_malformed_lines_are_quarantined_with_line_numbers(tmp_path: Path) -> No
     assert all(w["source"] == str(path) for w in written)
 
 
+def test_a_negative_count_is_quarantined_not_read_as_a_reset(tmp_path: Path) -> None:
+    """A counter (or a histogram's bucket or count) below zero is no sample an exporter can
+    give: read as a reset it made a negative rate and then a burst the counter's size. A
+    negative gauge or histogram sum is a value like any other."""
+    lines = [
+        _line("2026-11-29T10:00:00Z", "reqs", 100.0, type="counter"),
+        _line("2026-11-29T10:00:15Z", "reqs", -3.0, type="counter"),
+        _line("2026-11-29T10:00:15Z", "lat_bucket", -1, type="histogram_bucket"),
+        _line("2026-11-29T10:00:15Z", "lat_count", "-2", type="histogram_count"),
+        _line("2026-11-29T10:00:15Z", "lat_sum", -0.5, type="histogram_sum"),
+        _line("2026-11-29T10:00:15Z", "temp", -4.0),
+        _line("2026-11-29T10:00:30Z", "reqs", 0.0, type="counter"),
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    q = Quarantine()
+    points = list(read_replay(path, q))
+    assert [p.value for p in points] == [100.0, -0.5, -4.0, 0.0]
+    assert [r.line for r in q.records] == [2, 3, 4]
+    assert "counter value -3.0 is negative" in q.records[0].reason
+    assert all("negative" in r.reason for r in q.records)
+
+
 def test_nan_and_null_are_gaps_not_zero(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text(
