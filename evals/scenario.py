@@ -173,6 +173,38 @@ def _incidents(labels: Mapping[str, Any], source: str) -> list[_Interval]:
     return out
 
 
+def _faults(labels: Mapping[str, Any]) -> dict[str, str]:
+    """Incident id → its root cause's fault class (``unknown`` where the label has none);
+    ids as :func:`_incidents` gives them."""
+    out = {}
+    for i, inc in enumerate(labels.get("incidents", []) or []):
+        root = inc.get("root_cause") if isinstance(inc, Mapping) else None
+        fault = root.get("fault") if isinstance(root, Mapping) else None
+        out[str(inc.get("id", f"incident-{i}"))] = str(fault) if fault else "unknown"
+    return out
+
+
+def _by_fault(
+    incidents: Sequence[_Interval], faults: Mapping[str, str], c: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Per fault class: incidents, detected, recall and median delays (which classes the
+    detectors miss or see late, the first thing an engineer tuning them asks)."""
+    found = {d["incident"]: d for d in c["detected"]}
+    out: dict[str, dict[str, Any]] = {}
+    for fault in sorted({faults.get(i.id, "unknown") for i in incidents}):
+        mine = [i.id for i in incidents if faults.get(i.id, "unknown") == fault]
+        hits = [found[i] for i in mine if i in found]
+        after = [h["delay_after_signal_intervals"] for h in hits]
+        out[fault] = {
+            "incidents": len(mine),
+            "detected": len(hits),
+            "recall": len(hits) / len(mine),
+            "detection_delay_s_p50": _percentile([h["delay_s"] for h in hits], 50),
+            "detection_delay_intervals_p50": _percentile([a for a in after if a is not None], 50),
+        }
+    return out
+
+
 def _maintenance(labels: Mapping[str, Any], source: str) -> list[_Interval]:
     out = []
     for i, m in enumerate(labels.get("maintenance", []) or []):
@@ -433,4 +465,5 @@ def score_scenario(
         ],
         "missed_incidents": c["missed"],
         "detected_incidents": c["detected"],
+        "recall_by_fault": _by_fault(incidents, _faults(labels), c),
     }

@@ -88,6 +88,23 @@ def test_counts_on_hand_made_alerts() -> None:
             "delay_after_signal_intervals": None,
         }
     ]
+    # and per fault class: which classes are missed, and how late the others are seen
+    assert r["recall_by_fault"] == {
+        "pfcp_association_loss": {
+            "incidents": 1,
+            "detected": 1,
+            "recall": 1.0,
+            "detection_delay_s_p50": 120.0,
+            "detection_delay_intervals_p50": None,
+        },
+        "registration_storm": {
+            "incidents": 1,
+            "detected": 0,
+            "recall": 0.0,
+            "detection_delay_s_p50": None,
+            "detection_delay_intervals_p50": None,
+        },
+    }
 
 
 def test_no_alerts_and_wilson() -> None:
