@@ -16,6 +16,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from _machine import cpu_name  # bench/ helper, found beside this script
 
@@ -27,6 +28,12 @@ from noc_assistant.pipeline import Pipeline
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _fault_row(fault: str, v: dict[str, Any]) -> str:
+    delay = v["detection_delay_s_p50"]
+    shown = "–" if delay is None else f"{delay:.0f}"
+    return f"| {fault} | {v['incidents']} | {v['detected']} | {v['recall']:.3f} | {shown} |"
 
 
 def main() -> None:
@@ -125,6 +132,12 @@ def main() -> None:
         "```json",
         json.dumps(scores.get("per_detector"), indent=2),
         "```",
+        "",
+        "Per fault class (`recall_by_fault`):",
+        "",
+        "| fault class | incidents | detected | recall | median delay s |",
+        "|---|---|---|---|---|",
+        *[_fault_row(fault, v) for fault, v in (scores.get("recall_by_fault") or {}).items()],
     ]
     (ROOT / "bench" / "pipeline_results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

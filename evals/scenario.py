@@ -142,6 +142,8 @@ def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float,
 
     >>> [round(v, 4) for v in wilson(0, 100)]
     [0.0, 0.037]
+    >>> wilson(0, 290)[0], wilson(7, 7)[1]          # exact ends, not a rounding error off
+    (0.0, 1.0)
     """
     if n <= 0:
         return (0.0, 1.0)
@@ -149,7 +151,9 @@ def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float,
     den = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    lo = 0.0 if successes <= 0 else max(0.0, centre - half)
+    hi = 1.0 if successes >= n else min(1.0, centre + half)
+    return (lo, hi)
 
 
 def _incidents(labels: Mapping[str, Any], source: str) -> list[_Interval]:
