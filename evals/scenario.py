@@ -115,6 +115,8 @@ class _Interval:
     start: float
     end: float
     id: str = ""
+    fault: str = "unknown"
+    """An incident's root-cause fault class (``unknown`` where its label names none)."""
 
 
 def parse_time(value: Any, *, source: str = "labels") -> float:
@@ -170,6 +172,7 @@ def _incidents(labels: Mapping[str, Any], source: str) -> list[_Interval]:
                     parse_time(inc["start"], source=source),
                     parse_time(inc["end"], source=source),
                     str(inc.get("id", f"incident-{i}")),
+                    str(root.get("fault") or "unknown"),
                 )
             )
         except (KeyError, AttributeError, TypeError):
@@ -177,26 +180,13 @@ def _incidents(labels: Mapping[str, Any], source: str) -> list[_Interval]:
     return out
 
 
-def _faults(labels: Mapping[str, Any]) -> dict[str, str]:
-    """Incident id → its root cause's fault class (``unknown`` where the label has none);
-    ids as :func:`_incidents` gives them."""
-    out = {}
-    for i, inc in enumerate(labels.get("incidents", []) or []):
-        root = inc.get("root_cause") if isinstance(inc, Mapping) else None
-        fault = root.get("fault") if isinstance(root, Mapping) else None
-        out[str(inc.get("id", f"incident-{i}"))] = str(fault) if fault else "unknown"
-    return out
-
-
-def _by_fault(
-    incidents: Sequence[_Interval], faults: Mapping[str, str], c: Mapping[str, Any]
-) -> dict[str, dict[str, Any]]:
+def _by_fault(incidents: Sequence[_Interval], c: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per fault class: incidents, detected, recall and median delays (which classes the
     detectors miss or see late, the first thing an engineer tuning them asks)."""
     found = {d["incident"]: d for d in c["detected"]}
     out: dict[str, dict[str, Any]] = {}
-    for fault in sorted({faults.get(i.id, "unknown") for i in incidents}):
-        mine = [i.id for i in incidents if faults.get(i.id, "unknown") == fault]
+    for fault in sorted({i.fault for i in incidents}):
+        mine = [i.id for i in incidents if i.fault == fault]
         hits = [found[i] for i in mine if i in found]
         after = [h["delay_after_signal_intervals"] for h in hits]
         out[fault] = {
@@ -469,5 +459,5 @@ def score_scenario(
         ],
         "missed_incidents": c["missed"],
         "detected_incidents": c["detected"],
-        "recall_by_fault": _by_fault(incidents, _faults(labels), c),
+        "recall_by_fault": _by_fault(incidents, c),
     }
