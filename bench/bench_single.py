@@ -46,13 +46,9 @@ def _summary(
     corpus: list[nab.NabSeries], results: Any, samples: int, t0: float
 ) -> tuple[dict[str, Any], float, dict[str, float]]:
     rate = samples / (time.perf_counter() - t0)
-    per_cat = {}
-    for cat in sorted({s.category for s in corpus}):
-        mine = [i for i, s in enumerate(corpus) if s.category == cat]
-        per_cat[cat] = nab.report([corpus[i] for i in mine], [results[i] for i in mine])[
-            "nab_score_standard"
-        ]
-    return nab.report(corpus, results), rate, per_cat
+    rep = nab.report(corpus, results)
+    per_cat = {cat: v["nab_score_standard"] for cat, v in sorted(rep["per_category"].items())}
+    return rep, rate, per_cat
 
 
 def main() -> None:
