@@ -355,6 +355,15 @@ def _counts(
     }
 
 
+def _intervals_p50(c: Mapping[str, Any], interval_s: float | None) -> float | None:
+    """Median delay after the signal in scrape intervals: each incident's own step where
+    scrape times are known, else the median delay over the replay's ``interval_s``."""
+    if c["in_intervals"]:
+        return _percentile(c["in_intervals"], 50)
+    after = _percentile(c["after_signal"], 50)
+    return after / interval_s if after is not None and interval_s else None
+
+
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
@@ -419,7 +428,7 @@ def score_scenario(
             "false_alerts_per_entity_day": dc["false_positives"] / days if days > 0 else 0.0,
             "detection_delay_s_p50": _percentile(dc["delays"], 50),
             "detection_delay_after_signal_s_p50": _percentile(dc["after_signal"], 50),
-            "detection_delay_intervals_p50": _percentile(dc["in_intervals"], 50),
+            "detection_delay_intervals_p50": _intervals_p50(dc, interval_s),
         }
     return {
         "alerts_total": c["alerts"],
@@ -441,11 +450,7 @@ def score_scenario(
         "per_detector": per_detector,
         "detection_delay_after_signal_s_p50": after50,
         "detection_delay_after_signal_s_p95": _percentile(c["after_signal"], 95),
-        "detection_delay_intervals_p50": (
-            _percentile(c["in_intervals"], 50)
-            if c["in_intervals"]
-            else (after50 / interval_s if after50 is not None and interval_s else None)
-        ),
+        "detection_delay_intervals_p50": _intervals_p50(c, interval_s),
         # what an engineer checks next: which alerts were false, which incidents were missed
         "false_alert_list": [
             {
