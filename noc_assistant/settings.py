@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr = SecretStr("local")
     llm_model: str = "smollm2-135m-instruct"
     nats_url: str = "nats://127.0.0.1:4222"
+    nats_stream: str = "NOC_TELEMETRY"
+    """The JetStream stream that carries telemetry (subjects ``<prefix>.<entity>``)."""
+    nats_subject_prefix: str = "noc.telemetry"
+    state_key: SecretStr | None = None
+    """Signs pipeline snapshots (``noc bus worker``, ``--checkpoint``): a restart resumes the
+    detectors' learnt state only from a snapshot this key signed."""
     local_tz: str | None = None
     """The network's time zone, an IANA name (``Europe/Berlin``, ``America/Chicago``): the
     wall clock the detectors' daily, weekly and day-type profiles follow, daylight saving

@@ -13,3 +13,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+
+# NATS with JetStream on loopback (the scale-out telemetry bus; tests/app/test_bus_nats.py)
+if ! command -v nats-server >/dev/null 2>&1; then
+  echo "installing Debian packages: nats-server"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nats-server >/dev/null
+fi
+if ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
+  echo "starting nats-server (JetStream) on 127.0.0.1:4222"
+  $SUDO mkdir -p /var/lib/nats-server
+  $SUDO start-stop-daemon --start --oknodo --background --exec "$(command -v nats-server)" -- \
+    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+  for _ in $(seq 1 50); do
+    (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null && break
+    sleep 0.1
+  done
+fi

@@ -1,7 +1,7 @@
 """The ``noc`` command line. Only this package prints or exits.
 
 Each command group lives in its own module (``simulate``, ``demo``, ``eval``, ``pack``,
-``llm``, ``incident``); this module assembles them and maps typed errors to exit codes:
+``llm``, ``incident``, ``bus``); this module assembles them and maps typed errors to exit codes:
 0 done, 1 internal error, 2 bad input or usage.
 """
 
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import typer
 
+from noc_assistant.cli import bus as bus_cmd
 from noc_assistant.cli import eval as eval_cmd
 from noc_assistant.cli import incident as incident_cmd
 from noc_assistant.cli import llm as llm_cmd
@@ -36,6 +37,7 @@ app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(incident_cmd.app, name="incident")
 app.add_typer(pack_cmd.app, name="pack")
 app.add_typer(llm_cmd.app, name="llm")
+app.add_typer(bus_cmd.app, name="bus")
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -24,14 +24,17 @@ from noc_assistant.errors import ReplayFormatError
 from noc_assistant.ingest.point import METRIC_TYPES, Point
 from noc_assistant.ingest.quarantine import Quarantine
 
-__all__ = ["epoch_seconds", "parse_ts", "read_replay"]
+__all__ = ["LineError", "epoch_seconds", "parse_json_line", "parse_ts", "read_replay"]
 
 _METRIC_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _CSV_REQUIRED = ("ts", "metric", "instance", "value")
 
 
-class _LineError(ValueError):
-    pass
+class LineError(ValueError):
+    """One line (or message) of telemetry that is not a valid sample; the text says why."""
+
+
+_LineError = LineError
 
 
 def parse_ts(raw: object) -> float:
@@ -167,6 +170,35 @@ def _open(path: Path) -> IO[bytes]:
         raise ReplayFormatError(f"cannot open: {exc.strerror}", source=str(path)) from None
 
 
+def parse_json_line(raw: bytes) -> Point:
+    """One FORMATS §1 JSONL sample; :class:`LineError` says what is wrong with it.
+
+    >>> parse_json_line(b'{"ts": 60, "metric": "up", "labels": {"instance": "amf-1"}, "value": 1}')
+    Point(ts=60.0, metric='up', labels=(('instance', 'amf-1'),), value=1.0, type='gauge')
+    >>> parse_json_line(b'{"ts": 60, "metric": "up", "value": "x"}')
+    Traceback (most recent call last):
+    ...
+    noc_assistant.ingest.replay.LineError: value 'x' is not a number
+    """
+    try:
+        obj: Any = _loads(raw)
+    except ValueError as exc:
+        raise LineError(f"invalid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise LineError("line is not a JSON object")
+    for key in ("ts", "metric", "value"):
+        if key not in obj:
+            raise LineError(f"missing required field {key!r}")
+    try:
+        return _point(
+            obj["ts"], obj["metric"], obj.get("labels", {}), obj["value"], obj.get("type")
+        )
+    except LineError:
+        raise
+    except ValueError as exc:  # anything else a field's conversion refused
+        raise LineError(str(exc)) from None
+
+
 def _read_jsonl(path: Path, quarantine: Quarantine) -> Iterator[Point]:
     source = str(path)
     with _open(path) as fh:
@@ -174,20 +206,9 @@ def _read_jsonl(path: Path, quarantine: Quarantine) -> Iterator[Point]:
             if not raw.strip():
                 continue
             try:
-                obj: Any = _loads(raw)
-                if not isinstance(obj, dict):
-                    raise _LineError("line is not a JSON object")
-                for key in ("ts", "metric", "value"):
-                    if key not in obj:
-                        raise _LineError(f"missing required field {key!r}")
-                yield _point(
-                    obj["ts"], obj["metric"], obj.get("labels", {}), obj["value"], obj.get("type")
-                )
-            except ValueError as exc:
-                if isinstance(exc, _LineError):
-                    quarantine.add(source, lineno, str(exc), _text(raw))
-                else:
-                    quarantine.add(source, lineno, f"invalid JSON: {exc}", _text(raw))
+                yield parse_json_line(raw)
+            except LineError as exc:
+                quarantine.add(source, lineno, str(exc), _text(raw))
 
 
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")

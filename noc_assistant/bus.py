@@ -1,0 +1,401 @@
+"""The telemetry bus at scale: NATS JetStream (DESIGN.md, "Real components").
+
+The embedded default feeds the pipeline in process; a deployment that outgrows one process
+puts telemetry on JetStream and runs detector workers beside it:
+
+- **Stream** ``settings.nats_stream`` holds subjects ``<prefix>.<entity>`` (prefix
+  ``settings.nats_subject_prefix``, default ``noc.telemetry``): a message is a batch of
+  FORMATS §1 JSONL lines of one entity (one scrape, or up to ``batch`` lines). The entity in the
+  subject lets a worker take a slice of the network with a subject filter (``noc.telemetry.upf-1``
+  for one entity, ``noc.telemetry.>`` for all; each worker correlates within its slice).
+  :func:`publish_replay` publishes a replay file this way, each message with a
+  ``Nats-Msg-Id`` built from the file and its line span, so that a re-run within the stream's
+  duplicate window (two minutes) adds nothing.
+- **Worker** (:class:`BusWorker`): a durable pull consumer feeds a :class:`Pipeline`; every
+  ``checkpoint_every`` messages the whole pipeline is snapshotted (:mod:`noc_assistant.checkpoint`)
+  into the object store ``noc-state`` under ``<durable>-<stream seq>``, a manifest
+  ``{seq, object, sha256}`` is put in the key-value bucket ``noc-state`` under the durable's
+  name, and only then is the consumer acknowledged up to that sequence (ack-all). A worker that
+  starts finds the manifest, restores the snapshot and recreates its consumer at the next
+  sequence: what a crash interrupted is read again from the stream, and what came before it is
+  not read twice, so the restarted worker's alerts are those of a worker that never stopped
+  (tested with a real nats-server). The sinks see the events between the last snapshot and
+  a crash twice (at-least-once); the store's writes are upserts by id, so it holds them once.
+- A line that is not a sample is quarantined (the message's subject and stream sequence, the
+  line's number in the message, the reason and the raw text), never dropped.
+
+One module for the outside system: everything that speaks NATS is here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+import orjson
+from nats.errors import Error as NatsError
+from nats.errors import NoServersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import api
+from nats.js.errors import KeyNotFoundError, NotFoundError, ObjectNotFoundError
+
+from knowledge.pack import Pack
+from noc_assistant.checkpoint import CheckpointError, restore, snapshot
+from noc_assistant.errors import ConfigError, NocError, ReplayFormatError
+from noc_assistant.ingest import Quarantine
+from noc_assistant.ingest.replay import LineError, parse_json_line
+from noc_assistant.pipeline import FindingSink, IncidentSink, Pipeline
+
+__all__ = [
+    "STATE_BUCKET",
+    "SUBJECT_PREFIX",
+    "BusError",
+    "BusWorker",
+    "PublishStats",
+    "WorkerStats",
+    "entity_subject",
+    "publish_replay",
+]
+
+SUBJECT_PREFIX = "noc.telemetry"
+STATE_BUCKET = "noc-state"
+_TOKEN = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class BusError(NocError):
+    """The NATS server is unreachable or refused an operation."""
+
+
+def entity_subject(entity: str, prefix: str = SUBJECT_PREFIX) -> str:
+    """The subject of an entity's telemetry (characters NATS reserves become ``_``).
+
+    >>> entity_subject("upf-1")
+    'noc.telemetry.upf-1'
+    >>> entity_subject("10.0.0.7:9090", "lab.telemetry")
+    'lab.telemetry.10_0_0_7_9090'
+    >>> entity_subject("")
+    'noc.telemetry._'
+    """
+    return f"{prefix}.{_TOKEN.sub('_', entity) or '_'}"
+
+
+async def _connect(url: str) -> Any:
+    try:
+        return await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
+    except (NoServersError, OSError, NatsError) as exc:
+        raise BusError(f"{url}: cannot connect to NATS: {exc}") from None
+
+
+async def _ensure_stream(js: Any, stream: str, prefix: str) -> None:
+    try:
+        await js.stream_info(stream)
+    except NotFoundError:
+        await js.add_stream(
+            api.StreamConfig(
+                name=stream,
+                subjects=[f"{prefix}.>"],
+                storage=api.StorageType.FILE,
+                duplicate_window=120.0,
+            )
+        )
+
+
+@dataclass
+class PublishStats:
+    lines: int = 0
+    messages: int = 0
+    duplicates: int = 0
+    quarantined: int = 0
+
+
+def _batches(
+    path: Path, batch: int, quarantine: Quarantine
+) -> Iterator[tuple[str, int, int, bytes]]:
+    """(entity, first line, last line, JSONL bytes): a file's lines grouped by entity, a group
+    flushed when the time stamp moves on (one scrape) or it holds ``batch`` lines; every group
+    of a time stamp is out before any line of a later one."""
+    groups: dict[str, tuple[int, int, list[bytes]]] = {}
+    current: float | None = None
+    source = str(path)
+
+    def flush() -> Iterator[tuple[str, int, int, bytes]]:
+        for entity, (first, last, lines) in groups.items():
+            yield entity, first, last, b"".join(lines)
+        groups.clear()
+
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise ReplayFormatError(f"cannot open: {exc.strerror}", source=source) from None
+    with fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                point = parse_json_line(raw)
+            except LineError as exc:
+                quarantine.add(source, lineno, str(exc), raw.decode("utf-8", "replace").rstrip())
+                continue
+            if current is not None and point.ts != current:
+                yield from flush()
+            current = point.ts
+            entity = point.instance
+            first, _, lines = groups.get(entity, (lineno, lineno, []))
+            lines.append(raw if raw.endswith(b"\n") else raw + b"\n")
+            groups[entity] = (first, lineno, lines)
+            if len(lines) >= batch:
+                yield entity, first, lineno, b"".join(lines)
+                del groups[entity]
+        yield from flush()
+
+
+async def _duplicates(pending: list[asyncio.Future[Any]]) -> int:
+    """Wait for the server's acknowledgements; how many it found to be duplicates."""
+    acks = await asyncio.gather(*pending)
+    return sum(bool(ack.duplicate) for ack in acks)
+
+
+async def _publish(
+    url: str, stream: str, prefix: str, path: Path, batch: int, quarantine: Quarantine
+) -> PublishStats:
+    nc = await _connect(url)
+    stats = PublishStats()
+    try:
+        js = nc.jetstream()
+        await _ensure_stream(js, stream, prefix)
+        pending: list[asyncio.Future[Any]] = []
+        for entity, first, last, body in _batches(path, batch, quarantine):
+            msg_id = f"{path.name}:{first}-{last}"
+            pending.append(
+                await js.publish_async(
+                    entity_subject(entity, prefix),
+                    body,
+                    stream=stream,
+                    headers={"Nats-Msg-Id": msg_id},
+                )
+            )
+            stats.lines += body.count(b"\n")
+            stats.messages += 1
+            if len(pending) >= 256:
+                stats.duplicates += await _duplicates(pending)
+                pending = []
+        stats.duplicates += await _duplicates(pending)
+    except NatsError as exc:
+        raise BusError(f"{url}: publishing to {stream}: {exc}") from None
+    finally:
+        await nc.drain()
+    stats.quarantined = quarantine.count
+    return stats
+
+
+def publish_replay(
+    path: Path,
+    *,
+    url: str,
+    stream: str,
+    prefix: str = SUBJECT_PREFIX,
+    batch: int = 500,
+    quarantine: Quarantine | None = None,
+) -> PublishStats:
+    """Publish a JSONL replay file to the stream (creating it if absent); bad lines go to
+    ``quarantine`` with the file's line number and are not published."""
+    q = quarantine if quarantine is not None else Quarantine()
+    return asyncio.run(_publish(url, stream, prefix, path, batch, q))
+
+
+@dataclass
+class WorkerStats:
+    messages: int = 0
+    lines: int = 0
+    quarantined: int = 0
+    checkpoints: int = 0
+    restored_seq: int = 0
+    """The stream sequence of the snapshot the worker resumed from (0: it started afresh)."""
+    last_seq: int = 0
+    checkpoint_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class BusWorker:
+    """A detector worker on a durable JetStream consumer (see the module docstring).
+
+    ``make_pipeline`` builds a fresh pipeline when there is no snapshot; ``pack`` and the sinks
+    are re-attached to a restored one. ``idle_s``: stop after that long without a message
+    (None: run until cancelled); ``finish_on_idle``: then treat the feed as ended (release the
+    reorder buffer, resolve quiet incidents), as a replay does. ``stop_after``: leave after that
+    many messages without a snapshot or an acknowledgement, as a crash would (tests).
+    """
+
+    url: str
+    stream: str
+    durable: str
+    key: bytes
+    pack: Pack
+    make_pipeline: Callable[[], Pipeline]
+    on_finding: FindingSink | None = None
+    on_incident: IncidentSink | None = None
+    quarantine: Quarantine = field(default_factory=Quarantine)
+    prefix: str = SUBJECT_PREFIX
+    filter_subject: str | None = None
+    """Subjects this worker takes (default ``<prefix>.>``: the whole network)."""
+    checkpoint_every: int = 200
+    fetch_batch: int = 64
+    idle_s: float | None = None
+    finish_on_idle: bool = False
+    stop_after: int | None = None
+    pipeline: Pipeline | None = None
+
+    def run(self) -> WorkerStats:
+        """Consume until idle (or ``stop_after``); the statistics of the run."""
+        return asyncio.run(self.arun())
+
+    async def arun(self) -> WorkerStats:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", self.durable):
+            raise ConfigError(f"durable name {self.durable!r}: use letters, digits, _ and -")
+        nc = await _connect(self.url)
+        try:
+            return await self._consume(nc)
+        except NatsError as exc:
+            raise BusError(f"{self.url}: {exc}") from None
+        finally:
+            await nc.close()
+
+    async def _consume(self, nc: Any) -> WorkerStats:
+        js = nc.jetstream()
+        await _ensure_stream(js, self.stream, self.prefix)
+        subject = self.filter_subject or f"{self.prefix}.>"
+        kv = await js.create_key_value(bucket=STATE_BUCKET, history=1)
+        obs = await js.create_object_store(STATE_BUCKET)
+        stats = WorkerStats()
+        pipe, last_seq, previous = await self._resume(kv, obs)
+        self.pipeline = pipe
+        stats.restored_seq = last_seq
+        # the snapshot is the truth: the consumer restarts at the message after it
+        with contextlib.suppress(NotFoundError):
+            await js.delete_consumer(self.stream, self.durable)
+        start = (
+            {"deliver_policy": api.DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": last_seq + 1}
+            if last_seq
+            else {"deliver_policy": api.DeliverPolicy.ALL}
+        )
+        config = api.ConsumerConfig(
+            durable_name=self.durable,
+            ack_policy=api.AckPolicy.ALL,
+            ack_wait=600.0,
+            max_ack_pending=max(1000, 4 * self.checkpoint_every),
+            filter_subject=subject,
+            **start,
+        )
+        sub = await js.pull_subscribe(
+            subject, durable=self.durable, stream=self.stream, config=config
+        )
+        since = 0
+        idle_from = time.monotonic()
+        last_msg: Any = None
+        while True:
+            try:
+                msgs = await sub.fetch(self.fetch_batch, timeout=0.5)
+            except NatsTimeout:
+                if self.idle_s is not None and time.monotonic() - idle_from >= self.idle_s:
+                    break
+                continue
+            idle_from = time.monotonic()
+            for msg in msgs:
+                seq = msg.metadata.sequence.stream
+                if seq <= last_seq:
+                    continue  # delivered again: already in the state
+                stats.lines += self._feed(pipe, msg.subject, seq, msg.data)
+                last_seq = seq
+                last_msg = msg
+                stats.messages += 1
+                since += 1
+                if self.stop_after is not None and stats.messages >= self.stop_after:
+                    stats.last_seq = last_seq
+                    stats.quarantined = self.quarantine.count
+                    return stats  # as a crash would: no snapshot, no acknowledgement
+                if since >= self.checkpoint_every:
+                    previous = await self._checkpoint(kv, obs, pipe, last_seq, previous, stats)
+                    await last_msg.ack()
+                    since = 0
+        if self.finish_on_idle:
+            pipe.finish()
+        if since or self.finish_on_idle:
+            previous = await self._checkpoint(kv, obs, pipe, last_seq, previous, stats)
+            if last_msg is not None:
+                await last_msg.ack()
+        stats.last_seq = last_seq
+        stats.quarantined = self.quarantine.count
+        return stats
+
+    def _feed(self, pipe: Pipeline, subject: str, seq: int, data: bytes) -> int:
+        source = f"nats:{self.stream}#{seq} ({subject})"
+        n = 0
+        for lineno, raw in enumerate(data.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            n += 1
+            try:
+                point = parse_json_line(raw)
+            except LineError as exc:
+                self.quarantine.add(source, lineno, str(exc), raw.decode("utf-8", "replace"))
+                continue
+            pipe.feed(point)
+        return n
+
+    async def _resume(self, kv: Any, obs: Any) -> tuple[Pipeline, int, str | None]:
+        try:
+            entry = await kv.get(self.durable)
+        except KeyNotFoundError:
+            return self.make_pipeline(), 0, None
+        source = f"nats kv {STATE_BUCKET}/{self.durable}"
+        try:
+            manifest = json.loads(entry.value)
+            name, seq, digest = manifest["object"], int(manifest["seq"]), manifest["sha256"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"manifest is not usable: {exc}", source=source) from None
+        try:
+            blob = (await obs.get(name)).data
+        except ObjectNotFoundError:
+            raise CheckpointError(f"snapshot object {name!r} is missing", source=source) from None
+        if hashlib.sha256(blob).hexdigest() != digest:
+            raise CheckpointError(f"snapshot object {name!r} does not match", source=source)
+        pipe, _meta = restore(
+            blob,
+            self.key,
+            pack=self.pack,
+            on_finding=self.on_finding,
+            on_incident=self.on_incident,
+            source=f"nats object {STATE_BUCKET}/{name}",
+        )
+        return pipe, seq, name
+
+    async def _checkpoint(
+        self,
+        kv: Any,
+        obs: Any,
+        pipe: Pipeline,
+        seq: int,
+        previous: str | None,
+        stats: WorkerStats,
+    ) -> str:
+        started = time.perf_counter()
+        blob = snapshot(pipe, self.key, {"stream": self.stream, "seq": seq})
+        name = f"{self.durable}-{seq}"
+        await obs.put(name, blob)
+        manifest = {"object": name, "seq": seq, "sha256": hashlib.sha256(blob).hexdigest()}
+        await kv.put(self.durable, orjson.dumps(manifest))
+        if previous is not None and previous != name:
+            with contextlib.suppress(ObjectNotFoundError):
+                await obs.delete(previous)
+        stats.checkpoints += 1
+        stats.checkpoint_s.append(time.perf_counter() - started)
+        return name

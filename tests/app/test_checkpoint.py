@@ -1,0 +1,139 @@
+"""Pipeline snapshots: a restored pipeline carries on exactly as the uninterrupted one."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from knowledge.pack import Pack, load_pack
+from noc_assistant.checkpoint import (
+    CheckpointError,
+    read_file,
+    read_meta,
+    restore,
+    snapshot,
+    state_key,
+    write_file,
+)
+from noc_assistant.correlate import IncidentEvent
+from noc_assistant.errors import ConfigError
+from noc_assistant.ingest import Point
+from noc_assistant.ingest.replay import read_replay
+from noc_assistant.inventory import load_topology
+from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
+from noc_assistant.settings import Settings
+from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+
+KEY = b"test-key-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("ckpt")
+    config = ScenarioConfig(days=1, faults="all", seed=5, interval_s=300)
+    return write_scenario(build_scenario(config), out)
+
+
+Event = tuple[str, str, float, tuple[str, ...]]
+
+
+def _recorder(events: list[Event]) -> Callable[[IncidentEvent], None]:
+    """Records each event as it is emitted (the incident object changes afterwards)."""
+
+    def record(e: IncidentEvent) -> None:
+        events.append((e.kind, e.incident.id, e.incident.updated_at, tuple(e.incident.entities)))
+
+    return record
+
+
+def _pipeline(pack: Pack, inventory: Path, events: list[Event]) -> Pipeline:
+    return Pipeline(
+        pack=pack,
+        topology=load_topology(inventory, pack),
+        on_incident=_recorder(events),
+        lateness_intervals=REPLAY_LATENESS_INTERVALS,
+    )
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.7])
+def test_restored_pipeline_continues_as_if_never_stopped(
+    scenario: dict[str, Path], tmp_path: Path, fraction: float
+) -> None:
+    pack = load_pack()
+    points: list[Point] = list(read_replay(scenario["telemetry"]))
+    whole: list[Event] = []
+    reference = _pipeline(pack, scenario["inventory"], whole).replay(points)
+    assert len({e[1] for e in whole}) >= 5  # the day has incidents to get right
+
+    before: list[Event] = []
+    first = _pipeline(pack, scenario["inventory"], before)
+    cut = int(len(points) * fraction)
+    first.feed_all(points[:cut])
+    path = tmp_path / "pipe.ckpt"
+    write_file(path, snapshot(first, KEY, {"seq": cut}))
+    del first
+
+    after: list[Event] = []
+    blob = read_file(path)
+    assert read_meta(blob) == {"seq": cut}
+    second, meta = restore(blob, KEY, pack=load_pack(), on_incident=_recorder(after))
+    assert meta == {"seq": cut}
+    second.replay(points[cut:])
+
+    assert before + after == whole
+    assert [f.id for f in second.findings] == [f.id for f in reference.findings]
+    assert [f.score for f in second.findings] == [f.score for f in reference.findings]
+    for inc in second.correlator.incidents.values():
+        ref = reference.correlator.incidents[inc.id]
+        assert [(h.fault, h.entity) for h in inc.hypotheses] == [
+            (h.fault, h.entity) for h in ref.hypotheses
+        ]
+
+
+def _half(scenario: dict[str, Path]) -> Pipeline:
+    pack = load_pack()
+    pipe = _pipeline(pack, scenario["inventory"], [])
+    points = list(read_replay(scenario["telemetry"]))
+    pipe.feed_all(points[: len(points) // 2])
+    return pipe
+
+
+def test_snapshot_with_another_key_or_damaged_is_refused(scenario: dict[str, Path]) -> None:
+    blob = snapshot(_half(scenario), KEY)
+    pack = load_pack()
+    with pytest.raises(CheckpointError, match="signature does not verify"):
+        restore(blob, b"another-key-0123456789", pack=pack, source="x.ckpt")
+    damaged = bytearray(blob)
+    damaged[-100] ^= 0x01
+    with pytest.raises(CheckpointError, match=r"x\.ckpt: signature"):
+        restore(bytes(damaged), KEY, pack=pack, source="x.ckpt")
+    with pytest.raises(CheckpointError, match="not a noc-assistant pipeline snapshot"):
+        restore(b"\x80\x05pickle", KEY, pack=pack)
+    with pytest.raises(CheckpointError, match="truncated"):
+        restore(blob[:20], KEY, pack=pack)
+
+
+def test_snapshot_from_another_pack_names_the_kpi(scenario: dict[str, Path]) -> None:
+    pipe = _half(scenario)
+    blob = snapshot(pipe, KEY)
+    pack = load_pack()
+    watched = sorted(series.split("{")[0] for series, _ in pipe.kpi_history)[0]
+    kpi = pack.kpis[watched]
+    changed = kpi.model_copy(update={"formula": f"({kpi.formula}) * 2"})
+    other = dataclasses.replace(pack, kpis={**pack.kpis, watched: changed})
+    with pytest.raises(CheckpointError, match=f"KPI '{watched}' changed its formula"):
+        restore(blob, KEY, pack=other)
+    fewer = dataclasses.replace(pack, kpis={k: v for k, v in pack.kpis.items() if k != watched})
+    with pytest.raises(CheckpointError, match=f"no longer defines KPI '{watched}'"):
+        restore(blob, KEY, pack=fewer)
+
+
+def test_state_key_comes_from_settings() -> None:
+    with pytest.raises(ConfigError, match="NOC_STATE_KEY is not set"):
+        state_key(Settings(state_key=None))
+    with pytest.raises(ConfigError, match="at least 16"):
+        state_key(Settings(state_key="short"))  # type: ignore[arg-type]
+    assert state_key(Settings(state_key="x" * 20)) == b"x" * 20  # type: ignore[arg-type]
