@@ -459,7 +459,8 @@ class Pipeline:
             # phases; a window ending on the tick would cut its last interval, and its newest
             # sample would wait a tick); nothing new since the last evaluation, nothing to learn
             now = min(at, seen)
-            if now <= self._evaluated.get(entity, -math.inf):
+            since = self._evaluated.get(entity, -math.inf)
+            if now <= since:
                 continue
             self._evaluated[entity] = now
             grace = liveness_grace_s(self.store.entity_interval(entity) or step)
@@ -467,7 +468,7 @@ class Pipeline:
             for kpi in self._kpis_for(entity):
                 window = kpi_window_s(step, kpi.window_s)
                 for group in self._groups_for(entity, kpi):
-                    view = self.store.view(entity, now, window, dict(group), grace)
+                    view = self.store.view(entity, now, window, dict(group), grace, since)
                     value = kpi.parsed.evaluate(view)
                     if value is None:
                         continue

@@ -116,6 +116,11 @@ def _value(raw: object) -> float | None:
     raise _LineError("value must be a number or null")
 
 
+#: no quantity this product reads comes near it (a byte counter at 100 GB/s takes 3e11 years
+#: to reach it); a value past it, or ±inf, is an exporter's placeholder (DBL_MAX, an
+#: uninitialised register), which read as a sample pages on every KPI built from it
+_ABSURD = 1e30
+
 #: sample types that count events from zero (a histogram's sum may go down: not here)
 _COUNTS_UP = frozenset({"counter", "histogram_bucket", "histogram_count"})
 
@@ -134,6 +139,11 @@ def _point(ts: object, metric: object, labels: object, value: object, type_: obj
     if type_ not in METRIC_TYPES:
         raise _LineError(f"type {type_!r} is not one of {sorted(METRIC_TYPES)}")
     number = _value(value)
+    if number is not None and not -_ABSURD < number < _ABSURD:
+        raise _LineError(
+            f"value {number!r} is not a measurement (not finite, or past ±{_ABSURD:g}: "
+            "an exporter's placeholder such as DBL_MAX)"
+        )
     if number is not None and number < 0 and type_ in _COUNTS_UP:
         # read as a reset, a negative sample would make a negative rate, then a burst as
         # large as the counter when the next good sample "restarts" it
@@ -179,6 +189,10 @@ def parse_json_line(raw: bytes) -> Point:
     Traceback (most recent call last):
     ...
     noc_assistant.ingest.replay.LineError: value 'x' is not a number
+    >>> parse_json_line(b'{"ts": 60, "metric": "up", "value": 1.7e308}')  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    noc_assistant.ingest.replay.LineError: value 1.7e+308 is not a measurement (not finite, ...)
     """
     try:
         obj: Any = _loads(raw)

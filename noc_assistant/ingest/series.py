@@ -59,6 +59,26 @@ class SeriesState:
         while inc and inc[0][1] <= cutoff:
             inc.popleft()
 
+    def late(self, at: float, since: float, grace: float) -> bool:
+        """Whether the series missed its entity's latest scrape: nothing new since ``since``
+        (the entity's previous evaluation), though the entity answered at ``at``, and it is
+        not silent for longer than ``grace`` either. Its increase over a window ending at
+        ``at`` then lacks the last interval, which a ratio against a series that was scraped
+        reads as a drop (one lost line of a success counter paged). The next sample spreads
+        the increment over the gap, so the window is whole again one scrape later. A series
+        an exporter stamps at another phase than the entity's other series is not late: it
+        has a newer sample than the previous evaluation.
+
+        >>> st = SeriesState({})
+        >>> for t in (0.0, 60.0, 120.0):
+        ...     st.add(t, t, 900.0)
+        >>> st.late(180.0, 120.0, 300.0), st.late(180.0, 110.0, 300.0)
+        (True, False)
+        >>> st.late(600.0, 540.0, 300.0)  # silent for longer than the grace: not just late
+        False
+        """
+        return bool(self.increments) and self.last_ts <= since and at - self.last_ts <= grace
+
     def increase(self, start: float, end: float) -> float | None:
         """Increase over ``(start, end]``; None if the series has no sample there, NaN if it
         is unknown.
@@ -190,11 +210,13 @@ class SeriesStore:
         window_s: float,
         extra: Mapping[str, str] | None = None,
         grace_s: float = 0.0,
+        since: float = -math.inf,
     ) -> EntityView:
         """Selector source for ``entity`` at ``at``; ``extra`` label matchers apply to every
         selector (the group of a grouped KPI); ``grace_s``: how long a series may be silent
-        and still be ``present`` (the liveness grace of the entity's interval)."""
-        return EntityView(self, entity, at, window_s, extra or {}, grace_s)
+        and still be ``present`` (the liveness grace of the entity's interval); ``since``: the
+        entity's previous evaluation (a counter with no sample after it is late)."""
+        return EntityView(self, entity, at, window_s, extra or {}, grace_s, since)
 
     def label_groups(
         self, entity: str, metrics: Iterable[str], names: Iterable[str]
@@ -234,7 +256,7 @@ class SeriesStore:
 class EntityView:
     """A :class:`knowledge.formula.SelectorSource` for one entity at one time."""
 
-    __slots__ = ("at", "entity", "extra", "grace_s", "store", "window_s")
+    __slots__ = ("at", "entity", "extra", "grace_s", "since", "store", "window_s")
 
     def __init__(
         self,
@@ -244,6 +266,7 @@ class EntityView:
         window_s: float,
         extra: Mapping[str, str],
         grace_s: float = 0.0,
+        since: float = -math.inf,
     ) -> None:
         self.store = store
         self.entity = entity
@@ -252,11 +275,15 @@ class EntityView:
         self.extra = extra
         self.grace_s = grace_s
         """How long a series may be silent and still count as answering (``present``)."""
+        self.since = since
+        """The entity's previous evaluation: a counter with nothing newer is late."""
 
     def _increase(self, metric: str, part: str, matchers: Mapping[str, str]) -> float | None:
         total: float | None = None
         start = self.at - self.window_s
         for st in self.store.matching(self.entity, metric, part, matchers):
+            if st.late(self.at, self.since, self.grace_s):
+                return None  # its last interval is not in yet: a gap, not a low value
             inc = st.increase(start, self.at)
             if inc is not None and math.isnan(inc):
                 return None  # a reset the window holds part of: a gap, not a low value

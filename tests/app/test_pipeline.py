@@ -74,6 +74,24 @@ def test_gap_is_not_read_as_zero() -> None:
     assert min(v for _, v in hist) > 0.9
 
 
+def test_a_lost_line_of_one_counter_is_no_drop_of_its_ratio() -> None:
+    """Lines lost (quarantined) for the success counter alone: at the next evaluations its
+    window lacks an interval the request counter has, which read as a success ratio of 3/4
+    and paged. The KPI waits for the counter instead (a gap of one scrape)."""
+    points = amf_points()
+    lost = {T0 + 3 * 3600, T0 + 4 * 3600, T0 + 4 * 3600 + STEP, T0 + 5 * 3600}
+    kept = [
+        p for p in points if not (p.metric == "fivegs_amffunction_rm_reginitsucc" and p.ts in lost)
+    ]
+    assert len(points) - len(kept) == len(lost)
+    pipe = run(kept)
+    assert pipe.findings == []
+    hist = dict(pipe.kpi_history[("amf-registration-success", "amf-1")])
+    assert min(hist.values()) > 0.97  # no evaluation saw a window short of an interval
+    assert not set(hist) & lost  # those evaluations waited for the counter
+    assert T0 + 5 * 3600 + STEP in hist  # and the next scrape made the window whole again
+
+
 def test_success_ratio_drop_opens_and_resolves_one_incident() -> None:
     start, end = T0 + 4 * 3600, T0 + 4 * 3600 + 1200
     pipe = run(amf_points(fault=(start, end)))
