@@ -304,7 +304,7 @@ class BusWorker:
         while True:
             try:
                 msgs = await sub.fetch(self.fetch_batch, timeout=0.5)
-            except NatsTimeout:
+            except (TimeoutError, NatsTimeout):  # nats-py raises either, by where it waited
                 if self.idle_s is not None and time.monotonic() - idle_from >= self.idle_s:
                     break
                 continue
