@@ -50,8 +50,9 @@ bench-detectors: $(VENV)/.full
 	$(BIN)/python bench/bench_single.py
 	$(BIN)/python bench/bench_kpi.py
 
-bench-pipeline: $(VENV)/.full
+bench-pipeline: $(VENV)/.full system-deps
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_bus.py
 
 # held-out scenarios at 15 s (two weeks), 30 s and 60 s scrapes, 5- and 15-min PM periods, and two with phased scrapes: about 12 min on 2 cores
 bench-scenarios: $(VENV)/.full
