@@ -252,6 +252,10 @@ class BusWorker:
     idle_s: float | None = None
     finish_on_idle: bool = False
     stop_after: int | None = None
+    retain_s: float | None = 7 * 86400.0
+    """Before each snapshot, incidents resolved longer ago than this (data time) are dropped
+    from memory with their findings (:meth:`Pipeline.forget`): the sinks stored them, and a
+    worker that runs for months keeps a bounded state. None keeps everything."""
     pipeline: Pipeline | None = None
 
     def run(self) -> WorkerStats:
@@ -388,6 +392,8 @@ class BusWorker:
         stats: WorkerStats,
     ) -> str:
         started = time.perf_counter()
+        if self.retain_s is not None and pipe.last_ts is not None:
+            pipe.forget(pipe.last_ts - self.retain_s)
         blob = snapshot(pipe, self.key, {"stream": self.stream, "seq": seq})
         name = f"{self.durable}-{seq}"
         await obs.put(name, blob)

@@ -308,6 +308,27 @@ class Correlator:
         self._recent = [i for i in self._recent if (i.resolved_at or 0) >= cutoff]
         return events
 
+    def forget(self, before: float) -> list[Incident]:
+        """Drop incidents resolved before ``before`` (and out of the flap window), suppressed
+        findings and maintenance windows that ended before it; the dropped incidents.
+
+        A long-running process keeps only what can still change: the store has the rest.
+        """
+        recent = {id(i) for i in self._recent}
+        gone = [
+            inc
+            for inc in self.incidents.values()
+            if inc.state == "resolved"
+            and inc.resolved_at is not None
+            and inc.resolved_at < before
+            and id(inc) not in recent
+        ]
+        for inc in gone:
+            del self.incidents[inc.id]
+        self.suppressed = [f for f in self.suppressed if f.ts >= before]
+        self.maintenance = [m for m in self.maintenance if m.end >= before]
+        return gone
+
     def close_all(self, ts: float) -> list[IncidentEvent]:
         """End of input: nothing more will arrive, resolve whatever is quiet."""
         return self.tick(ts)

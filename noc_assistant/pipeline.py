@@ -635,6 +635,25 @@ class Pipeline:
         if self.on_incident is not None:
             self.on_incident(event)
 
+    @property
+    def last_ts(self) -> float | None:
+        """The data's clock: the newest sample time released so far."""
+        return self._last_ts
+
+    def forget(self, before: float) -> int:
+        """Drop what can no longer change: incidents resolved before ``before`` (out of the
+        flap window), with their findings and diagnoses, and other findings older than it.
+        What follows is unchanged (tested); a long-running worker calls this so that its
+        memory and snapshots stay bounded, its sinks having stored the rest. Returns the
+        number of incidents dropped. A replay keeps everything for its report."""
+        gone = self.correlator.forget(before)
+        for inc in gone:
+            self.diagnoses.pop(inc.id, None)
+        live = {fid for inc in self.correlator.incidents.values() for fid in inc.finding_ids}
+        self.findings = [f for f in self.findings if f.ts >= before or f.id in live]
+        self._by_id = {f.id: f for f in self.findings}
+        return len(gone)
+
     def diagnose(self, incident: Incident) -> Diagnosis:
         """Rank root causes for ``incident`` now; the hypotheses are stored on the incident."""
         findings = [self._by_id[i] for i in incident.finding_ids if i in self._by_id]

@@ -59,6 +59,9 @@ def worker(
     idle: Annotated[
         float | None, typer.Option(help="Stop after this many seconds without a message.")
     ] = None,
+    retain_days: Annotated[
+        float, typer.Option(min=0, help="Resolved incidents stay in memory this long.")
+    ] = 7.0,
     finish: Annotated[
         bool, typer.Option(help="On stopping idle, treat the feed as ended (resolve incidents).")
     ] = False,
@@ -120,6 +123,7 @@ def worker(
         checkpoint_every=checkpoint_every,
         idle_s=idle,
         finish_on_idle=finish,
+        retain_s=retain_days * 86400.0,
     )
     stats = bus.run()
     resumed = f"resumed after #{stats.restored_seq}" if stats.restored_seq else "started afresh"

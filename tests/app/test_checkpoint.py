@@ -137,3 +137,33 @@ def test_state_key_comes_from_settings() -> None:
     with pytest.raises(ConfigError, match="at least 16"):
         state_key(Settings(state_key="short"))  # type: ignore[arg-type]
     assert state_key(Settings(state_key="x" * 20)) == b"x" * 20  # type: ignore[arg-type]
+
+
+def test_forgetting_what_is_resolved_changes_nothing_that_follows(
+    scenario: dict[str, Path],
+) -> None:
+    """A long-running worker drops resolved incidents (and their findings) from memory; the
+    events after that are those of a pipeline that kept everything."""
+    pack = load_pack()
+    points = list(read_replay(scenario["telemetry"]))
+    whole: list[Event] = []
+    _pipeline(pack, scenario["inventory"], whole).replay(points)
+
+    events: list[Event] = []
+    pipe = _pipeline(pack, scenario["inventory"], events)
+    cut = int(len(points) * 0.6)
+    pipe.feed_all(points[:cut])
+    now = pipe.last_ts
+    assert now is not None
+    kept_before = (len(pipe.correlator.incidents), len(pipe.findings))
+    dropped = pipe.forget(now - 3 * 3600)
+    assert dropped >= 3
+    assert len(pipe.correlator.incidents) == kept_before[0] - dropped
+    assert len(pipe.findings) < kept_before[1]
+    assert all(
+        i.state == "open" or (i.resolved_at or 0) >= now - 3 * 3600
+        for i in pipe.correlator.incidents.values()
+    )
+    assert set(pipe.diagnoses) <= set(pipe.correlator.incidents)
+    pipe.replay(points[cut:])
+    assert events == whole
