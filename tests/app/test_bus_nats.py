@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,3 +209,66 @@ def test_cli_publish_then_worker_stores_incidents(
         assert "resumed after" in capsys.readouterr().out
     finally:
         get_settings.cache_clear()
+
+
+def test_a_killed_worker_process_loses_nothing(
+    scenario: dict[str, Path], stream: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """``noc bus worker`` killed with SIGKILL after its first snapshot, then started again:
+    the database ends with the incidents of an uninterrupted replay."""
+    name, prefix, durable = stream
+    publish_replay(scenario["telemetry"], url=URL, stream=name, prefix=prefix)
+    db = tmp_path / "noc.db"
+    env = {
+        **os.environ,
+        "NOC_NATS_STREAM": name,
+        "NOC_NATS_SUBJECT_PREFIX": prefix,
+        "NOC_DB_URL": f"sqlite:///{db}",
+        "NOC_DATA_DIR": str(tmp_path),
+        "NOC_STATE_KEY": KEY.decode(),
+    }
+    args = [sys.executable, "-m", "noc_assistant", "bus", "worker", "--durable", durable]
+    args += ["--inventory", str(scenario["inventory"]), "--checkpoint-every", "300"]
+
+    async def snapshotted() -> bool:
+        nc = await nats.connect(URL)
+        try:
+            kv = await nc.jetstream().key_value(STATE_BUCKET)
+            await kv.get(durable)
+            return True
+        except (nats.js.errors.BucketNotFoundError, nats.js.errors.KeyNotFoundError):
+            return False
+        finally:
+            await nc.close()
+
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not asyncio.run(snapshotted()):
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = len(open_store(f"sqlite:///{db}").list_incidents())
+
+    done = subprocess.run(
+        [*args, "--idle", "1", "--finish"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "resumed after #" in done.stdout
+
+    reference = Pipeline(
+        pack=load_pack(),
+        topology=load_topology(scenario["inventory"], load_pack()),
+        lateness_intervals=REPLAY_LATENESS_INTERVALS,
+    ).replay(read_replay(scenario["telemetry"]))
+    stored = {
+        i.id: (i.state, i.opened_at, i.resolved_at, i.entities)
+        for i in open_store(f"sqlite:///{db}").list_incidents()
+    }
+    want = {
+        i.id: (i.state, i.opened_at, i.resolved_at, i.entities)
+        for i in reference.correlator.incidents.values()
+    }
+    assert stored == want
+    assert killed_at < len(want)  # the kill came before the end
