@@ -22,7 +22,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="NOC_", env_file=".env", extra="ignore")
 
     db_url: str = "sqlite:///noc.db"
-    """``sqlite:///PATH`` (embedded default) or ``postgresql://...``."""
+    """``sqlite:///PATH`` (embedded default) or ``postgresql://USER[:PASSWORD]@HOST/DB``
+    (:mod:`noc_assistant.postgres`); the password belongs in the environment, not the repo."""
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     api_token: SecretStr | None = None

@@ -1,90 +1,118 @@
-"""Storage of findings and incidents. The embedded default is a SQLite file.
+"""Storage of findings and incidents: a SQLite file (embedded default) or PostgreSQL.
 
-All SQL of the project lives here. Writes are transactional; a crash loses at most the
-transaction in flight, and reopening the file continues where it stopped.
+All SQL of the project lives here and in :mod:`noc_assistant.postgres` (the PostgreSQL
+connection). Both backends run the same statements (``?`` placeholders, upserts by id), so a
+worker that writes an event twice after a restart stores it once. Writes are transactional;
+a crash loses at most the transaction in flight, and reopening continues where it stopped.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from noc_assistant.errors import ConfigError, StorageError
 from noc_assistant.models import Finding, Incident
 from noc_assistant.rca import Diagnosis
 
-__all__ = ["Store", "open_store"]
+__all__ = ["SqliteStore", "Store", "open_store", "schema"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS incidents (
+
+def schema(real: str) -> list[str]:
+    """The tables, with ``real`` the 8-byte float type of the backend (epoch seconds need
+    it: PostgreSQL's REAL is 4 bytes and would round a time stamp to minutes)."""
+    return [
+        f"""CREATE TABLE IF NOT EXISTS incidents (
     id TEXT PRIMARY KEY,
     state TEXT NOT NULL,
-    opened_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    resolved_at REAL,
+    opened_at {real} NOT NULL,
+    updated_at {real} NOT NULL,
+    resolved_at {real},
     title TEXT NOT NULL,
     body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS incidents_opened ON incidents (opened_at);
-CREATE TABLE IF NOT EXISTS findings (
+)""",
+        "CREATE INDEX IF NOT EXISTS incidents_opened ON incidents (opened_at)",
+        f"""CREATE TABLE IF NOT EXISTS findings (
     id TEXT PRIMARY KEY,
     incident_id TEXT,
     entity TEXT NOT NULL,
     kpi TEXT NOT NULL,
-    ts REAL NOT NULL,
-    score REAL NOT NULL,
+    ts {real} NOT NULL,
+    score {real} NOT NULL,
     body TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS findings_incident ON findings (incident_id);
-CREATE TABLE IF NOT EXISTS diagnoses (
+)""",
+        "CREATE INDEX IF NOT EXISTS findings_incident ON findings (incident_id)",
+        """CREATE TABLE IF NOT EXISTS diagnoses (
     incident_id TEXT PRIMARY KEY,
     body TEXT NOT NULL
-);
-"""
+)""",
+    ]
 
 
 class Store:
-    """Findings and incidents in SQLite (thread-safe; one connection guarded by a lock)."""
+    """Findings, incidents and diagnoses; the SQL is shared, the connection is the
+    subclass's (:class:`SqliteStore`, :class:`noc_assistant.postgres.PostgresStore`).
+    Thread-safe: one connection guarded by a lock."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = str(path)
-        try:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise StorageError(f"{self.path}: cannot open database: {exc}") from exc
+    path: str
+    """Where the data lives, for messages (a file, or a URL without its password)."""
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
 
+    # -- the backend's part ------------------------------------------------------------------
+
+    def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run ``sql`` once per row in one transaction."""
+        raise NotImplementedError
+
+    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def _save(self, what: str, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        try:
+            with self._lock:
+                self._write(sql, rows)
+        except StorageError:
+            raise
+        except Exception as exc:  # the backend's own error class
+            raise StorageError(f"{self.path}: cannot save {what}: {exc}") from exc
+
+    def _query(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        try:
+            with self._lock:
+                return self._read(sql, args)
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"{self.path}: cannot read: {exc}") from exc
 
     def clear(self) -> None:
         """Remove every finding and incident (a fresh demo run)."""
-        with self._lock, self._conn:
-            self._conn.execute("DELETE FROM findings")
-            self._conn.execute("DELETE FROM incidents")
-            self._conn.execute("DELETE FROM diagnoses")
+        for table in ("findings", "incidents", "diagnoses"):
+            self._save(table, f"DELETE FROM {table}", [()])
 
     def save_findings(self, findings: Iterable[Finding], incident_id: str | None = None) -> None:
         rows = [
             (f.id, incident_id, f.entity, f.kpi, f.ts, f.score, f.model_dump_json())
             for f in findings
         ]
-        try:
-            with self._lock, self._conn:
-                self._conn.executemany(
-                    "INSERT INTO findings (id, incident_id, entity, kpi, ts, score, body) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-                    "incident_id = COALESCE(excluded.incident_id, findings.incident_id)",
-                    rows,
-                )
-        except sqlite3.Error as exc:
-            raise StorageError(f"{self.path}: cannot save findings: {exc}") from exc
+        if rows:
+            self._save(
+                "findings",
+                "INSERT INTO findings (id, incident_id, entity, kpi, ts, score, body) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
+                "incident_id = COALESCE(excluded.incident_id, findings.incident_id)",
+                rows,
+            )
 
     def save_incident(self, incident: Incident) -> None:
         row = (
@@ -96,37 +124,28 @@ class Store:
             incident.title,
             incident.model_dump_json(),
         )
-        try:
-            with self._lock, self._conn:
-                self._conn.execute(
-                    "INSERT INTO incidents (id, state, opened_at, updated_at, resolved_at, title,"
-                    " body) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
-                    " state = excluded.state, updated_at = excluded.updated_at,"
-                    " resolved_at = excluded.resolved_at, title = excluded.title,"
-                    " body = excluded.body",
-                    row,
-                )
-        except sqlite3.Error as exc:
-            raise StorageError(f"{self.path}: cannot save incident {incident.id}: {exc}") from exc
+        self._save(
+            f"incident {incident.id}",
+            "INSERT INTO incidents (id, state, opened_at, updated_at, resolved_at, title,"
+            " body) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET"
+            " state = excluded.state, updated_at = excluded.updated_at,"
+            " resolved_at = excluded.resolved_at, title = excluded.title,"
+            " body = excluded.body",
+            [row],
+        )
 
     def save_diagnosis(self, diagnosis: Diagnosis) -> None:
         """Keep the latest diagnosis of an incident (hypotheses with their evidence)."""
-        try:
-            with self._lock, self._conn:
-                self._conn.execute(
-                    "INSERT INTO diagnoses (incident_id, body) VALUES (?, ?) ON CONFLICT"
-                    "(incident_id) DO UPDATE SET body = excluded.body",
-                    (diagnosis.incident_id, diagnosis.model_dump_json()),
-                )
-        except sqlite3.Error as exc:
-            raise StorageError(f"{self.path}: cannot save diagnosis: {exc}") from exc
+        self._save(
+            "diagnosis",
+            "INSERT INTO diagnoses (incident_id, body) VALUES (?, ?) ON CONFLICT"
+            "(incident_id) DO UPDATE SET body = excluded.body",
+            [(diagnosis.incident_id, diagnosis.model_dump_json())],
+        )
 
     def get_diagnosis(self, incident_id: str) -> Diagnosis | None:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT body FROM diagnoses WHERE incident_id = ?", (incident_id,)
-            ).fetchone()
-        return Diagnosis.model_validate_json(row[0]) if row else None
+        rows = self._query("SELECT body FROM diagnoses WHERE incident_id = ?", (incident_id,))
+        return Diagnosis.model_validate_json(rows[0][0]) if rows else None
 
     def list_incidents(self, state: str | None = None, limit: int = 500) -> list[Incident]:
         query = "SELECT body FROM incidents"
@@ -134,37 +153,65 @@ class Store:
         if state:
             query += " WHERE state = ?"
             args = (state,)
-        query += " ORDER BY opened_at DESC LIMIT ?"
-        with self._lock:
-            rows = self._conn.execute(query, (*args, limit)).fetchall()
+        query += " ORDER BY opened_at DESC, id LIMIT ?"
+        rows = self._query(query, (*args, limit))
         return [Incident.model_validate_json(r[0]) for r in rows]
 
     def get_incident(self, incident_id: str) -> Incident | None:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT body FROM incidents WHERE id = ?", (incident_id,)
-            ).fetchone()
-        return Incident.model_validate_json(row[0]) if row else None
+        rows = self._query("SELECT body FROM incidents WHERE id = ?", (incident_id,))
+        return Incident.model_validate_json(rows[0][0]) if rows else None
 
     def findings_for(self, incident_id: str) -> list[Finding]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT body FROM findings WHERE incident_id = ? ORDER BY ts", (incident_id,)
-            ).fetchall()
+        rows = self._query(
+            "SELECT body FROM findings WHERE incident_id = ? ORDER BY ts, id", (incident_id,)
+        )
         return [Finding.model_validate_json(r[0]) for r in rows]
 
     def count(self, table: str) -> int:
         if table not in {"findings", "incidents"}:
             raise ValueError(table)
+        return int(self._query(f"SELECT COUNT(*) FROM {table}")[0][0])
+
+
+class SqliteStore(Store):
+    """The embedded default: one SQLite file (WAL journal)."""
+
+    def __init__(self, path: Path | str) -> None:
+        super().__init__()
+        self.path = str(path)
+        try:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            for statement in schema("REAL"):
+                self._conn.execute(statement)
+        except sqlite3.Error as exc:
+            raise StorageError(f"{self.path}: cannot open database: {exc}") from exc
+
+    def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        with self._conn:
+            self._conn.executemany(sql, rows)
+
+    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        return list(self._conn.execute(sql, tuple(args)).fetchall())
+
+    def close(self) -> None:
         with self._lock:
-            return int(self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+            self._conn.close()
 
 
 def open_store(db_url: str) -> Store:
-    """Open the store named by a settings URL (``sqlite:///PATH``)."""
+    """Open the store named by a settings URL: ``sqlite:///PATH`` or
+    ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE``."""
     if db_url.startswith("sqlite:///"):
         path = Path(db_url[len("sqlite:///") :])
         if path.parent and not path.parent.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-        return Store(path)
-    raise ConfigError(f"NOC_DB_URL {db_url!r}: only sqlite:///PATH is supported so far")
+        return SqliteStore(path)
+    if db_url.startswith(("postgresql://", "postgres://")):
+        from noc_assistant.postgres import PostgresStore
+
+        return PostgresStore(db_url)
+    raise ConfigError(
+        f"NOC_DB_URL {db_url!r}: use sqlite:///PATH or postgresql://USER@HOST/DATABASE"
+    )

@@ -30,3 +30,18 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
     sleep 0.1
   done
 fi
+
+# PostgreSQL on loopback (the store at scale; tests/app/test_storage_backends.py). Machines of
+# this kind have it installed with trust authentication on 127.0.0.1:5432; start it if stopped.
+if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
+  if ! command -v pg_ctlcluster >/dev/null 2>&1; then
+    echo "PostgreSQL is not installed: the storage tests need it on 127.0.0.1:5432" >&2
+    exit 1
+  fi
+  echo "starting PostgreSQL on 127.0.0.1:5432"
+  $SUDO pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -1)" main start
+  for _ in $(seq 1 100); do
+    (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null && break
+    sleep 0.1
+  done
+fi

@@ -212,18 +212,17 @@ def test_cli_publish_then_worker_stores_incidents(
 
 
 def test_a_killed_worker_process_loses_nothing(
-    scenario: dict[str, Path], stream: tuple[str, str, str], tmp_path: Path
+    scenario: dict[str, Path], stream: tuple[str, str, str], tmp_path: Path, pg_url: str
 ) -> None:
-    """``noc bus worker`` killed with SIGKILL after its first snapshot, then started again:
-    the database ends with the incidents of an uninterrupted replay."""
+    """``noc bus worker`` on NATS and PostgreSQL, killed with SIGKILL after its first snapshot,
+    then started again: the database ends with the incidents of an uninterrupted replay."""
     name, prefix, durable = stream
     publish_replay(scenario["telemetry"], url=URL, stream=name, prefix=prefix)
-    db = tmp_path / "noc.db"
     env = {
         **os.environ,
         "NOC_NATS_STREAM": name,
         "NOC_NATS_SUBJECT_PREFIX": prefix,
-        "NOC_DB_URL": f"sqlite:///{db}",
+        "NOC_DB_URL": pg_url,
         "NOC_DATA_DIR": str(tmp_path),
         "NOC_STATE_KEY": KEY.decode(),
     }
@@ -249,7 +248,7 @@ def test_a_killed_worker_process_loses_nothing(
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    killed_at = len(open_store(f"sqlite:///{db}").list_incidents())
+    killed_at = len(open_store(pg_url).list_incidents())
 
     done = subprocess.run(
         [*args, "--idle", "1", "--finish"], env=env, capture_output=True, text=True, timeout=300
@@ -264,7 +263,7 @@ def test_a_killed_worker_process_loses_nothing(
     ).replay(read_replay(scenario["telemetry"]))
     stored = {
         i.id: (i.state, i.opened_at, i.resolved_at, i.entities)
-        for i in open_store(f"sqlite:///{db}").list_incidents()
+        for i in open_store(pg_url).list_incidents()
     }
     want = {
         i.id: (i.state, i.opened_at, i.resolved_at, i.entities)

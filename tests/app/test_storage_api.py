@@ -8,7 +8,7 @@ import httpx
 
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.models import Finding, Hypothesis, Incident
-from noc_assistant.storage import Store, open_store
+from noc_assistant.storage import SqliteStore, Store, open_store
 
 
 def _incident(i: str = "inc-1") -> Incident:
@@ -49,7 +49,7 @@ def test_store_round_trip_and_reopen(tmp_path: Path) -> None:
     inc.state, inc.resolved_at = "resolved", 1.0e9 + 900
     store.save_incident(inc)
     store.close()
-    again = Store(db)
+    again = SqliteStore(db)
     got = again.get_incident("inc-1")
     assert got is not None and got.state == "resolved" and got.resolved_at == 1.0e9 + 900
     assert [f.id for f in again.findings_for("inc-1")] == ["f-1"]
