@@ -256,6 +256,8 @@ class BusWorker:
     """Before each snapshot, incidents resolved longer ago than this (data time) are dropped
     from memory with their findings (:meth:`Pipeline.forget`): the sinks stored them, and a
     worker that runs for months keeps a bounded state. None keeps everything."""
+    tick: Callable[[], None] | None = None
+    """Called after each batch of messages and each idle wait (renews alert leases)."""
     pipeline: Pipeline | None = None
 
     def run(self) -> WorkerStats:
@@ -306,6 +308,8 @@ class BusWorker:
         idle_from = time.monotonic()
         last_msg: Any = None
         while True:
+            if self.tick is not None:
+                self.tick()
             try:
                 msgs = await sub.fetch(self.fetch_batch, timeout=0.5)
             except (TimeoutError, NatsTimeout):  # nats-py raises either, by where it waited

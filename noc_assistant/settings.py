@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     llm_base_url: str = "http://127.0.0.1:8000/v1"
     llm_api_key: SecretStr = SecretStr("local")
     llm_model: str = "smollm2-135m-instruct"
+    alertmanager_url: str | None = None
+    """A Prometheus Alertmanager (``http://HOST:9093``) that ``noc bus worker`` sends its
+    incidents to (v2 API), beside the database."""
+    console_url: str | None = None
+    """The console's address as the on-call reaches it: alerts link to their incident page."""
     nats_url: str = "nats://127.0.0.1:4222"
     nats_stream: str = "NOC_TELEMETRY"
     """The JetStream stream that carries telemetry (subjects ``<prefix>.<entity>``)."""

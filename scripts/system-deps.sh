@@ -45,3 +45,11 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
     sleep 0.1
   done
 fi
+
+# Prometheus Alertmanager (the alert sink at scale; tests/app/test_alertmanager.py starts its
+# own instances on free loopback ports, so nothing is started here)
+if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
+  echo "installing Debian packages: prometheus-alertmanager"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null
+fi

@@ -68,6 +68,7 @@ def worker(
 ) -> None:
     """Consume telemetry from the stream, detect, store incidents; resumes from its snapshot."""
     from knowledge.pack import PackError, load_pack
+    from noc_assistant.alertmanager import AlertmanagerSink
     from noc_assistant.bus import BusWorker
     from noc_assistant.checkpoint import state_key
     from noc_assistant.correlate import IncidentEvent
@@ -87,8 +88,16 @@ def worker(
     store = open_store(settings.db_url)
     quarantine = Quarantine(path=settings.data_dir / f"bus-{durable}.quarantine.jsonl")
 
+    sink = (
+        AlertmanagerSink(settings.alertmanager_url, console_url=settings.console_url)
+        if settings.alertmanager_url
+        else None
+    )
+
     def on_incident(event: IncidentEvent) -> None:
         inc = event.incident
+        if sink is not None:
+            sink.on_incident(event)
         store.save_incident(inc)
         pipe = bus.pipeline
         diagnosis = pipe.diagnoses.get(inc.id) if pipe is not None else None
@@ -125,6 +134,20 @@ def worker(
         finish_on_idle=finish,
         retain_s=retain_days * 86400.0,
     )
+    if sink is not None:
+        alerts = sink
+        tracked = False
+
+        def tick() -> None:
+            nonlocal tracked
+            if not tracked and bus.pipeline is not None:
+                # a restored worker's open incidents: Alertmanager may have let them lapse
+                incidents = bus.pipeline.correlator.incidents.values()
+                alerts.track([i for i in incidents if i.state == "open"])
+                tracked = True
+            alerts.refresh()
+
+        bus.tick = tick
     stats = bus.run()
     resumed = f"resumed after #{stats.restored_seq}" if stats.restored_seq else "started afresh"
     console.print(
@@ -132,3 +155,9 @@ def worker(
         f"#{stats.last_seq}, {stats.checkpoints} snapshots, {stats.quarantined} quarantined",
         highlight=False,
     )
+    if sink is not None:
+        console.print(
+            f"alertmanager {sink.url}: {sink.sent} alerts sent, {sink.pending} waiting"
+            + (f" ({sink.last_error})" if sink.last_error else ""),
+            highlight=False,
+        )

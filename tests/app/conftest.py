@@ -1,9 +1,11 @@
-"""Shared fixtures: the web console served by a real uvicorn on a loopback port, and a schema
-of its own on the loopback PostgreSQL."""
+"""Shared fixtures: the web console served by a real uvicorn on a loopback port, a schema of its
+own on the loopback PostgreSQL, and a real Alertmanager."""
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -14,9 +16,12 @@ import httpx
 import psycopg
 import pytest
 import uvicorn
+import yaml
 
+from knowledge.topology import Topology
 from noc_assistant.api.app import create_app
 from noc_assistant.api.events import Broadcaster
+from noc_assistant.correlate import inhibit_rules
 from noc_assistant.storage import SqliteStore, Store
 
 
@@ -70,3 +75,42 @@ def pg_url() -> Iterator[str]:
     yield f"{POSTGRES}?options=-csearch_path%3D{schema}"
     with psycopg.connect(POSTGRES, autocommit=True) as admin:
         admin.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def alertmanager(tmp_path: Path) -> Iterator[str]:
+    """A real Alertmanager on a free loopback port, inhibiting smf-1 while upf-2 is critical
+    (``inhibit_rules`` of that topology); its URL."""
+    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    assert binary, "Alertmanager is not installed (scripts/system-deps.sh installs it)"
+    topology = Topology({"smf-1": "smf", "upf-2": "upf"}, {"smf-1": {"upf-2"}, "upf-2": set()})
+    config = {
+        "route": {"receiver": "null", "group_wait": "1s"},
+        "receivers": [{"name": "null"}],
+        **inhibit_rules(topology),
+    }
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(config))
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp_path / 'am.yml'}",
+            f"--storage.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -179,6 +180,7 @@ def test_cli_publish_then_worker_stores_incidents(
     scenario: dict[str, Path],
     stream: tuple[str, str, str],
     tmp_path: Path,
+    alertmanager: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -189,6 +191,7 @@ def test_cli_publish_then_worker_stores_incidents(
         "NOC_NATS_SUBJECT_PREFIX": prefix,
         "NOC_DB_URL": db,
         "NOC_DATA_DIR": str(tmp_path),
+        "NOC_ALERTMANAGER_URL": alertmanager,
     }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("NOC_STATE_KEY", raising=False)
@@ -204,7 +207,10 @@ def test_cli_publish_then_worker_stores_incidents(
         assert run(args) == 0
         out = capsys.readouterr().out
         assert "started afresh" in out and "ALERT" in out
-        assert open_store(db).count("incidents") >= 5
+        incidents = open_store(db).count("incidents")
+        assert incidents >= 5
+        sent = re.search(r"alertmanager \S+: (\d+) alerts sent, 0 waiting", out)
+        assert sent is not None and int(sent.group(1)) >= 2 * incidents  # opened … resolved
         assert run(args) == 0
         assert "resumed after" in capsys.readouterr().out
     finally:

@@ -1,0 +1,165 @@
+"""Incidents as Prometheus Alertmanager alerts (the v2 API: ``POST /api/v2/alerts``).
+
+Alertmanager routes, groups, silences and inhibits what it is sent; this module is the seam:
+:class:`AlertmanagerSink` takes the pipeline's incident events and keeps Alertmanager's view
+equal to ours.
+
+- An alert's identity is its label set, so the labels are fixed when an incident first goes
+  out: ``alertname="NocIncident"``, ``incident`` (our id), ``instance`` (the entity it opened
+  on, as the exporters and :func:`noc_assistant.correlate.inhibit_rules` name entities),
+  ``severity`` (``critical``; ``warning`` when the first diagnosis was no fault). What changes
+  as the incident grows (the entities, KPIs, the ranked root causes) is in the annotations.
+- A firing alert is sent with ``endsAt`` a lease ahead (Alertmanager would resolve a silent
+  one by itself after its ``resolve_timeout``); :meth:`AlertmanagerSink.refresh` renews the
+  leases of the open incidents. A resolved incident is sent with ``endsAt`` its resolution.
+- Alertmanager down costs nothing: what could not be sent waits and goes with the next send,
+  newest state per incident (alerts are idempotent by labels). :attr:`last_error` says why.
+
+Times: ``startsAt``/``endsAt`` are the data's times (a live feed's are the wall clock's); the
+lease of a firing alert is counted from the wall clock, since Alertmanager judges it by that.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from noc_assistant.correlate import IncidentEvent
+from noc_assistant.models import Incident
+
+__all__ = ["AlertmanagerSink", "alert_body"]
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def alert_body(
+    incident: Incident, labels: dict[str, str], ends_at: float, console_url: str | None = None
+) -> dict[str, Any]:
+    """One Alertmanager v2 alert for ``incident`` (labels fixed by the caller).
+
+    >>> inc = Incident(id="inc-1", fingerprint="f", opened_at=0.0, updated_at=60.0,
+    ...                entities=["upf-2", "smf-1"], kpis=["upf-pfcp-peers"], title="t")
+    >>> body = alert_body(inc, {"alertname": "NocIncident"}, 3600.0, "http://noc:8080")
+    >>> body["startsAt"], body["endsAt"], body["generatorURL"]
+    ('1970-01-01T00:00:00Z', '1970-01-01T01:00:00Z', 'http://noc:8080/incidents/inc-1')
+    >>> body["annotations"]["entities"]
+    'upf-2, smf-1'
+    """
+    annotations = {
+        "summary": incident.title or f"incident {incident.id}",
+        "entities": ", ".join(incident.entities),
+        "kpis": ", ".join(incident.kpis),
+    }
+    if incident.hypotheses:
+        annotations["root_cause"] = "; ".join(
+            f"{h.fault} on {h.entity or '-'} ({h.confidence:.0%})" for h in incident.hypotheses[:3]
+        )
+    body: dict[str, Any] = {
+        "labels": labels,
+        "annotations": annotations,
+        "startsAt": _iso(incident.opened_at),
+        "endsAt": _iso(ends_at),
+    }
+    if console_url:
+        body["generatorURL"] = f"{console_url.rstrip('/')}/incidents/{incident.id}"
+    return body
+
+
+class AlertmanagerSink:
+    """Sends incident events to an Alertmanager (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        console_url: str | None = None,
+        lease_s: float = 3600.0,
+        timeout_s: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.console_url = console_url
+        self.lease_s = lease_s
+        self._client = httpx.Client(timeout=timeout_s, transport=transport)
+        self._labels: dict[str, dict[str, str]] = {}
+        self._open: dict[str, Incident] = {}
+        self._pending: dict[str, dict[str, Any]] = {}
+        self._renewed = 0.0
+        self.sent = 0
+        self.last_error: str | None = None
+
+    def labels(self, incident: Incident) -> dict[str, str]:
+        """The incident's alert labels, fixed at its first send."""
+        fixed = self._labels.get(incident.id)
+        if fixed is None:
+            top = incident.hypotheses[0] if incident.hypotheses else None
+            fixed = {
+                "alertname": "NocIncident",
+                "incident": incident.id,
+                "instance": incident.entities[0] if incident.entities else "",
+                "severity": "warning"
+                if top is not None and top.fault == "no_fault"
+                else "critical",
+            }
+            self._labels[incident.id] = fixed
+        return fixed
+
+    def _queue(self, incident: Incident) -> None:
+        if incident.state == "resolved":
+            ends = incident.resolved_at if incident.resolved_at is not None else time.time()
+            self._open.pop(incident.id, None)
+        else:
+            ends = max(time.time(), incident.updated_at) + self.lease_s
+            self._open[incident.id] = incident
+        self._pending[incident.id] = alert_body(
+            incident, self.labels(incident), ends, self.console_url
+        )
+
+    def on_incident(self, event: IncidentEvent) -> None:
+        """An incident sink for :class:`noc_assistant.pipeline.Pipeline`."""
+        self._queue(event.incident)
+        self.flush()
+
+    def track(self, incidents: Iterable[Incident]) -> None:
+        """Send these incidents' current state (a restarted worker's open incidents)."""
+        for incident in incidents:
+            self._queue(incident)
+        self.flush()
+
+    def refresh(self) -> None:
+        """Renew the leases of the open incidents (at most every quarter lease)."""
+        now = time.monotonic()
+        if now - self._renewed < self.lease_s / 4:
+            self.flush()
+            return
+        self._renewed = now
+        self.track(list(self._open.values()))
+
+    def flush(self) -> int:
+        """Send what waits; how many alerts went (0 when Alertmanager did not take them)."""
+        if not self._pending:
+            return 0
+        batch = list(self._pending.values())
+        try:
+            resp = self._client.post(f"{self.url}/api/v2/alerts", json=batch)
+            resp.raise_for_status()
+        except httpx.HTTPError as exc:
+            self.last_error = f"{self.url}: {exc}"
+            return 0
+        self._pending.clear()
+        self.sent += len(batch)
+        self.last_error = None
+        return len(batch)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def close(self) -> None:
+        self._client.close()
