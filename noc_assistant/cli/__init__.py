@@ -1,8 +1,8 @@
 """The ``noc`` command line. Only this package prints or exits.
 
 Each command group lives in its own module (``simulate``, ``demo``, ``eval``, ``pack``,
-``llm``, ``incident``, ``bus``); this module assembles them and maps typed errors to exit codes:
-0 done, 1 internal error, 2 bad input or usage.
+``llm``, ``incident``, ``bus``, ``watch``); this module assembles them and maps typed errors
+to exit codes: 0 done, 1 internal error, 2 bad input or usage.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from noc_assistant.cli import llm as llm_cmd
 from noc_assistant.cli import pack as pack_cmd
 from noc_assistant.cli import run as run_cmd
 from noc_assistant.cli import simulate as simulate_cmd
+from noc_assistant.cli import watch as watch_cmd
 from noc_assistant.cli._console import err_console
 from noc_assistant.errors import BadInputError, ConfigError, NocError
 
@@ -33,6 +34,7 @@ app = typer.Typer(
 )
 run_cmd.register(app)
 simulate_cmd.register(app)
+watch_cmd.register(app)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(incident_cmd.app, name="incident")
 app.add_typer(pack_cmd.app, name="pack")

@@ -67,47 +67,19 @@ def worker(
     ] = False,
 ) -> None:
     """Consume telemetry from the stream, detect, store incidents; resumes from its snapshot."""
-    from knowledge.pack import PackError, load_pack
-    from noc_assistant.alertmanager import AlertmanagerSink
     from noc_assistant.bus import BusWorker
     from noc_assistant.checkpoint import state_key
-    from noc_assistant.correlate import IncidentEvent
-    from noc_assistant.errors import ConfigError
+    from noc_assistant.cli._live import IncidentOutput, load_pack_and_topology
     from noc_assistant.ingest import Quarantine
-    from noc_assistant.inventory import load_topology
     from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
     from noc_assistant.storage import open_store
 
     settings = get_settings()
     key = state_key(settings)
-    try:
-        pack = load_pack(settings.pack_dir)
-    except PackError as exc:
-        raise ConfigError(str(exc)) from None
-    topology = load_topology(inventory, pack) if inventory is not None else None
+    pack, topology = load_pack_and_topology(settings, inventory)
     store = open_store(settings.db_url)
     quarantine = Quarantine(path=settings.data_dir / f"bus-{durable}.quarantine.jsonl")
-
-    sink = (
-        AlertmanagerSink(settings.alertmanager_url, console_url=settings.console_url)
-        if settings.alertmanager_url
-        else None
-    )
-
-    def on_incident(event: IncidentEvent) -> None:
-        inc = event.incident
-        if sink is not None:
-            sink.on_incident(event)
-        store.save_incident(inc)
-        pipe = bus.pipeline
-        diagnosis = pipe.diagnoses.get(inc.id) if pipe is not None else None
-        if diagnosis is not None:
-            store.save_diagnosis(diagnosis)
-        if event.finding is not None:
-            store.save_findings([event.finding], incident_id=inc.id)
-        if event.kind in ("opened", "resolved"):
-            word = "[red]ALERT[/]" if event.kind == "opened" else "[green]RESOLVED[/]"
-            console.print(f"{word} {', '.join(inc.entities)}  [dim]{inc.id}[/]", highlight=False)
+    on_incident = IncidentOutput(settings, store, lambda: bus.pipeline)
 
     def make_pipeline() -> Pipeline:
         return Pipeline(
@@ -134,20 +106,7 @@ def worker(
         finish_on_idle=finish,
         retain_s=retain_days * 86400.0,
     )
-    if sink is not None:
-        alerts = sink
-        tracked = False
-
-        def tick() -> None:
-            nonlocal tracked
-            if not tracked and bus.pipeline is not None:
-                # a restored worker's open incidents: Alertmanager may have let them lapse
-                incidents = bus.pipeline.correlator.incidents.values()
-                alerts.track([i for i in incidents if i.state == "open"])
-                tracked = True
-            alerts.refresh()
-
-        bus.tick = tick
+    bus.tick = on_incident.tick
     stats = bus.run()
     resumed = f"resumed after #{stats.restored_seq}" if stats.restored_seq else "started afresh"
     console.print(
@@ -155,9 +114,5 @@ def worker(
         f"#{stats.last_seq}, {stats.checkpoints} snapshots, {stats.quarantined} quarantined",
         highlight=False,
     )
-    if sink is not None:
-        console.print(
-            f"alertmanager {sink.url}: {sink.sent} alerts sent, {sink.pending} waiting"
-            + (f" ({sink.last_error})" if sink.last_error else ""),
-            highlight=False,
-        )
+    if on_incident.summary():
+        console.print(on_incident.summary(), highlight=False)

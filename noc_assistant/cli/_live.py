@@ -1,0 +1,102 @@
+"""What the live commands (``noc bus worker``, ``noc watch``) share: the pack and topology from
+settings, and the incident sink that stores, prints and forwards each event."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from noc_assistant.cli._console import console
+
+if TYPE_CHECKING:
+    from knowledge.pack import Pack
+    from knowledge.topology import Topology
+    from noc_assistant.alertmanager import AlertmanagerSink
+    from noc_assistant.api.events import Broadcaster
+    from noc_assistant.correlate import IncidentEvent
+    from noc_assistant.pipeline import Pipeline
+    from noc_assistant.settings import Settings
+    from noc_assistant.storage import Store
+
+__all__ = ["IncidentOutput", "load_pack_and_topology"]
+
+
+def load_pack_and_topology(
+    settings: Settings, inventory: Path | None
+) -> tuple[Pack, Topology | None]:
+    from knowledge.pack import PackError, load_pack
+    from noc_assistant.errors import ConfigError
+    from noc_assistant.inventory import load_topology
+
+    try:
+        pack = load_pack(settings.pack_dir)
+    except PackError as exc:
+        raise ConfigError(str(exc)) from None
+    return pack, (load_topology(inventory, pack) if inventory is not None else None)
+
+
+class IncidentOutput:
+    """The incident sink of a live command: the database (upserts by id, so an event seen
+    twice after a restart is stored once), the console's live feed, Alertmanager when
+    configured, and an ALERT / RESOLVED line on the terminal."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        pipeline: Callable[[], Pipeline | None],
+        hub: Broadcaster | None = None,
+    ) -> None:
+        from noc_assistant.alertmanager import AlertmanagerSink
+
+        self.store = store
+        self._pipeline = pipeline
+        self.hub = hub
+        self.alerts: AlertmanagerSink | None = (
+            AlertmanagerSink(settings.alertmanager_url, console_url=settings.console_url)
+            if settings.alertmanager_url
+            else None
+        )
+        self._tracked = False
+
+    def __call__(self, event: IncidentEvent) -> None:
+        inc = event.incident
+        if self.alerts is not None:
+            self.alerts.on_incident(event)
+        self.store.save_incident(inc)
+        pipe = self._pipeline()
+        diagnosis = pipe.diagnoses.get(inc.id) if pipe is not None else None
+        if diagnosis is not None:
+            self.store.save_diagnosis(diagnosis)
+        if event.finding is not None:
+            self.store.save_findings([event.finding], incident_id=inc.id)
+        if self.hub is not None:
+            self.hub.publish({"kind": event.kind, "incident": inc.id, "state": inc.state})
+        if event.kind in ("opened", "resolved", "reopened"):
+            word = {"opened": "[red]ALERT[/]", "resolved": "[green]RESOLVED[/]"}.get(
+                event.kind, "[yellow]REOPENED[/]"
+            )
+            console.print(
+                f"{word} {', '.join(inc.entities)}  {inc.title}  [dim]{inc.id}[/]", highlight=False
+            )
+
+    def tick(self) -> None:
+        """Renew Alertmanager's leases; the first time, send a restored pipeline's open
+        incidents (Alertmanager may have let them lapse while the process was down)."""
+        if self.alerts is None:
+            return
+        pipe = self._pipeline()
+        if not self._tracked and pipe is not None:
+            incidents = pipe.correlator.incidents.values()
+            self.alerts.track([i for i in incidents if i.state == "open"])
+            self._tracked = True
+        self.alerts.refresh()
+
+    def summary(self) -> str | None:
+        if self.alerts is None:
+            return None
+        a = self.alerts
+        return f"alertmanager {a.url}: {a.sent} alerts sent, {a.pending} waiting" + (
+            f" ({a.last_error})" if a.last_error else ""
+        )
