@@ -50,7 +50,7 @@ from nats.js.errors import KeyNotFoundError, NotFoundError, ObjectNotFoundError
 
 from knowledge.pack import Pack
 from noc_assistant.checkpoint import CheckpointError, restore, snapshot
-from noc_assistant.errors import ConfigError, NocError, ReplayFormatError
+from noc_assistant.errors import ConfigError, ReplayFormatError
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.replay import LineError, parse_json_line
 from noc_assistant.pipeline import FindingSink, IncidentSink, Pipeline
@@ -71,8 +71,8 @@ STATE_BUCKET = "noc-state"
 _TOKEN = re.compile(r"[^A-Za-z0-9_-]")
 
 
-class BusError(NocError):
-    """The NATS server is unreachable or refused an operation."""
+class BusError(ConfigError):
+    """The NATS server is unreachable or refused an operation (a setting to fix: exit 2)."""
 
 
 def entity_subject(entity: str, prefix: str = SUBJECT_PREFIX) -> str:

@@ -46,10 +46,14 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
   done
 fi
 
-# Prometheus Alertmanager (the alert sink at scale; tests/app/test_alertmanager.py starts its
-# own instances on free loopback ports, so nothing is started here)
-if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
-  echo "installing Debian packages: prometheus-alertmanager"
+# Prometheus and its Alertmanager (the metrics source and the alert sink at scale; the tests
+# start their own instances on free loopback ports, so nothing is started here)
+need_prom=()
+command -v prometheus >/dev/null 2>&1 || need_prom+=(prometheus)
+command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
+  || need_prom+=(prometheus-alertmanager)
+if [ ${#need_prom[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${need_prom[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus-alertmanager >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_prom[@]}" >/dev/null
 fi

@@ -28,7 +28,14 @@ import httpx
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
 
-__all__ = ["ScrapeResult", "Scraper", "Target", "parse_exposition", "parse_target"]
+__all__ = [
+    "ScrapeResult",
+    "Scraper",
+    "Target",
+    "parse_exposition",
+    "parse_target",
+    "sample_type",
+]
 
 _NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
 _SAMPLE = re.compile(rf"^({_NAME})(?:\{{(.*)\}})?\s+(\S+)(?:\s+(-?\d+(?:\.\d+)?))?\s*$")
@@ -62,8 +69,14 @@ def _value(text: str) -> float | None:
     return None if math.isnan(number) else number
 
 
-def _sample_type(name: str, labels: dict[str, str], types: dict[str, str]) -> str | None:
-    """FORMATS §1's type of a sample; None for samples to skip (``_created``)."""
+def sample_type(name: str, types: dict[str, str]) -> str | None:
+    """FORMATS §1's type of a sample named ``name``, given the families' types (``# TYPE``
+    lines, or Prometheus' metadata); None for samples to skip (``_created``).
+
+    >>> types = {"reqs": "counter", "lat": "histogram", "rpc": "summary"}
+    >>> [sample_type(n, types) for n in ("reqs_total", "lat_bucket", "rpc_sum", "rpc", "x")]
+    ['counter', 'histogram_bucket', 'histogram_sum', 'gauge', 'gauge']
+    """
     family = types.get(name)
     suffix = ""
     if family is None:
@@ -134,7 +147,7 @@ def parse_exposition(
             if quarantine is not None:
                 quarantine.add(source, lineno, str(exc), raw)
             continue
-        kind = _sample_type(name, labels, types)
+        kind = sample_type(name, types)
         if kind is None:
             continue
         if "instance" in labels:

@@ -9,7 +9,8 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -114,3 +115,74 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
     yield url
     proc.terminate()
     proc.wait(timeout=10)
+
+
+class Exporter:
+    """An Open5GS-like AMF exporter: counters that grow at every scrape, a gauge, a
+    histogram, and optionally a line no parser can read."""
+
+    def __init__(self, broken_line: bool = False) -> None:
+        self.scrapes = 0
+        self.stopped = False
+        self.broken_line = broken_line
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                exporter.scrapes += 1
+                body = exporter.text().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def text(self) -> str:
+        n = self.scrapes
+        lines = [
+            "# HELP fivegs_amffunction_rm_reginitreq Registration requests",
+            "# TYPE fivegs_amffunction_rm_reginitreq counter",
+            f'fivegs_amffunction_rm_reginitreq{{nf="amf"}} {300 * n}',
+            "# TYPE fivegs_amffunction_rm_reginitsucc counter",
+            f'fivegs_amffunction_rm_reginitsucc{{nf="amf"}} {298 * n}',
+            "# TYPE gnb gauge",
+            'gnb{nf="amf"} 12',
+            "# TYPE amf_sbi_seconds histogram",
+            f'amf_sbi_seconds_bucket{{le="0.1"}} {n}',
+            f'amf_sbi_seconds_bucket{{le="+Inf"}} {n}',
+            f"amf_sbi_seconds_sum {0.05 * n}",
+            f"amf_sbi_seconds_count {n}",
+        ]
+        if self.broken_line:
+            lines.append('gnb{nf="amf" 12')
+        return "\n".join(lines) + "\n"
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.server.shutdown()
+            self.server.server_close()
+
+
+@pytest.fixture()
+def make_exporter() -> Iterator[Callable[..., Exporter]]:
+    r"""Starts :class:`Exporter`\ s on free loopback ports; stops them after the test."""
+    made: list[Exporter] = []
+
+    def make(broken_line: bool = False) -> Exporter:
+        made.append(Exporter(broken_line))
+        return made[-1]
+
+    yield make
+    for e in made:
+        e.stop()

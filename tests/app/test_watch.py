@@ -4,12 +4,11 @@ becomes an incident once the liveness grace has passed."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,70 +19,13 @@ from noc_assistant.settings import get_settings
 from noc_assistant.storage import open_store
 
 
-class _Exporter:
-    """An Open5GS-like AMF exporter: counters that grow at every scrape, a gauge, a
-    histogram, and optionally a line no parser can read."""
-
-    def __init__(self, broken_line: bool = False) -> None:
-        self.scrapes = 0
-        self.broken_line = broken_line
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                exporter.scrapes += 1
-                body = exporter.text().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{port}/metrics"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def text(self) -> str:
-        n = self.scrapes
-        lines = [
-            "# HELP fivegs_amffunction_rm_reginitreq Registration requests",
-            "# TYPE fivegs_amffunction_rm_reginitreq counter",
-            f'fivegs_amffunction_rm_reginitreq{{nf="amf"}} {300 * n}',
-            "# TYPE fivegs_amffunction_rm_reginitsucc counter",
-            f'fivegs_amffunction_rm_reginitsucc{{nf="amf"}} {298 * n}',
-            "# TYPE gnb gauge",
-            'gnb{nf="amf"} 12',
-            "# TYPE amf_sbi_seconds histogram",
-            f'amf_sbi_seconds_bucket{{le="0.1"}} {n}',
-            f'amf_sbi_seconds_bucket{{le="+Inf"}} {n}',
-            f"amf_sbi_seconds_sum {0.05 * n}",
-            f"amf_sbi_seconds_count {n}",
-        ]
-        if self.broken_line:
-            lines.append('gnb{nf="amf" 12')
-        return "\n".join(lines) + "\n"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture()
-def exporters() -> Iterator[tuple[_Exporter, _Exporter]]:
-    a, b = _Exporter(broken_line=True), _Exporter()
-    yield a, b
-    for e in (a, b):
-        e.stop()
+def exporters(make_exporter: Callable[..., Any]) -> tuple[Any, Any]:
+    return make_exporter(broken_line=True), make_exporter()
 
 
 def test_a_scrape_reads_types_and_quarantines_bad_lines(
-    exporters: tuple[_Exporter, _Exporter],
+    exporters: tuple[Any, Any],
 ) -> None:
     a, b = exporters
     q = Quarantine()
@@ -106,7 +48,7 @@ def test_a_scrape_reads_types_and_quarantines_bad_lines(
 
 
 def test_watch_pages_for_a_target_that_stops_answering(
-    exporters: tuple[_Exporter, _Exporter],
+    exporters: tuple[Any, Any],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
