@@ -1,8 +1,8 @@
 """The ``noc`` command line. Only this package prints or exits.
 
 Each command group lives in its own module (``simulate``, ``demo``, ``eval``, ``pack``,
-``llm``, ``incident``, ``bus``, ``watch``, ``prom``); this module assembles them and maps
-typed errors to exit codes: 0 done, 1 internal error, 2 bad input or usage.
+``llm``, ``incident``, ``bus``, ``watch``, ``prom``, ``pm``); this module assembles them and
+maps typed errors to exit codes: 0 done, 1 internal error, 2 bad input or usage.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from noc_assistant.cli import eval as eval_cmd
 from noc_assistant.cli import incident as incident_cmd
 from noc_assistant.cli import llm as llm_cmd
 from noc_assistant.cli import pack as pack_cmd
+from noc_assistant.cli import pm as pm_cmd
 from noc_assistant.cli import prom as prom_cmd
 from noc_assistant.cli import run as run_cmd
 from noc_assistant.cli import simulate as simulate_cmd
@@ -42,6 +43,7 @@ app.add_typer(pack_cmd.app, name="pack")
 app.add_typer(llm_cmd.app, name="llm")
 app.add_typer(bus_cmd.app, name="bus")
 app.add_typer(prom_cmd.app, name="prom")
+app.add_typer(pm_cmd.app, name="pm")
 
 
 def run(argv: Sequence[str] | None = None) -> int:

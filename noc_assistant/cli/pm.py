@@ -1,0 +1,52 @@
+"""``noc pm``: 3GPP PM files (TS 32.435 / TS 28.550) as a telemetry source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import orjson
+import typer
+
+from noc_assistant.cli._console import console
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Read 3GPP PM files (measCollecFile).", no_args_is_help=True)
+
+
+@app.command("convert")
+def convert(
+    files: Annotated[list[Path], typer.Argument(help="PM XML files, or folders of them.")],
+    out: Annotated[Path, typer.Option(help="FORMATS §1 JSONL replay file to write.")],
+) -> None:
+    """Write the measurements of PM files as a replay file (``noc eval run`` and the pipeline
+    read it); files or values that cannot be read go to ``<out>.quarantine.jsonl``."""
+    from noc_assistant.errors import BadInputError
+    from noc_assistant.ingest import Quarantine
+    from noc_assistant.ingest.pm import pm_points
+
+    paths: list[Path] = []
+    for f in files:
+        if f.is_dir():
+            paths.extend(sorted(p for p in f.rglob("*") if p.suffix.lower() == ".xml"))
+        elif f.exists():
+            paths.append(f)
+        else:
+            raise BadInputError("no such file or folder", source=str(f))
+    qpath = out.with_name(out.name + ".quarantine.jsonl")
+    qpath.unlink(missing_ok=True)
+    quarantine = Quarantine(path=qpath)
+    n = 0
+    tmp = out.with_name(out.name + ".tmp")
+    with tmp.open("wb") as fh:
+        for p in pm_points(paths, quarantine):
+            row = {"ts": p.ts, "metric": p.metric, "labels": dict(p.labels), "value": p.value}
+            fh.write(orjson.dumps({**row, "type": p.type}) + b"\n")
+            n += 1
+    tmp.replace(out)
+    console.print(
+        f"{len(paths)} PM file(s) → {n:,} samples in {out}"
+        + (f"; {quarantine.count} quarantined to {qpath}" if quarantine.count else ""),
+        highlight=False,
+    )

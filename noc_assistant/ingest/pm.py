@@ -1,0 +1,219 @@
+"""3GPP PM files (TS 32.435 ``measCollecFile`` and the TS 28.550 ``MeasDataFile`` variant): the
+drops an OSS collects from network functions every granularity period.
+
+A file holds, per measured object (``measObjLdn``), one value per measurement type for one
+period: a count of events in that period (``RM.RegInitReq``), or a mean/max/number sampled over
+it (``RM.RegisteredSubNbrMean``). :func:`pm_points` reads a set of files in period order and
+turns them into FORMATS §1 points with the names the pack's KPIs use, those of Open5GS' exporter,
+which follow the same measurements:
+
+- ``RM.RegInitReq`` on ``…,AMFFunction=1`` → ``fivegs_amffunction_rm_reginitreq``; an endpoint
+  object (``…,UPFFunction=1,EP_N3=1``) names the prefix itself (``fivegs_ep_n3_…``), as Open5GS
+  does.
+- A sub-counter suffix becomes a label: an S-NSSAI (``1-000001``) ``snssai``, a number
+  ``cause`` (5GMM/5GSM causes, QCI/5QI for the delay measurements), anything else ``sub``.
+- The entity (``instance``) is the measured object's LDN up to its network function
+  (``ManagedElement=5gc-ams-01,AMFFunction=1``), the ``nf`` label its type (``amf``); deeper RDNs
+  (``EP_N3=1``) go to the ``object`` label.
+- Counts become cumulative counters (a running sum per series, in period order), so that
+  ``increase()`` reads them as it reads a scraped counter. After a missing period, a ``NIL``
+  value or a ``suspect`` one (a gap: the value is not used), the sum starts again from the next
+  period's count, which the series store reads as a reset: the windows that would straddle the
+  lost period are gaps, not low values. Means, maxima and numbers (``…Mean``, ``…Max``,
+  ``…Nbr…``) are gauges.
+- A file that is not well-formed XML, or not a PM file, is quarantined whole (the file and the
+  parser's line); a value that is not a number likewise, with its measInfo and object. Nothing
+  is read as zero.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from noc_assistant.ingest.point import Point
+from noc_assistant.ingest.quarantine import Quarantine
+
+__all__ = ["PmValue", "metric_name", "pm_points", "read_pm_file"]
+
+_SNSSAI = re.compile(r"^\d{1,3}-[0-9A-Fa-f]{6}$")
+_GAUGE = re.compile(r"(Mean|Max|Min|Nbr|Ratio|Rate)")
+
+
+@dataclass(frozen=True)
+class PmValue:
+    """One measurement of one object for one period (``value`` None: NIL or suspect)."""
+
+    end: float
+    duration: float
+    ldn: str
+    meas_type: str
+    value: float | None
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _children(el: ET.Element, name: str) -> list[ET.Element]:
+    return [c for c in el if _local(c.tag) == name]
+
+
+def _time(text: str | None, where: str) -> float:
+    if not text:
+        raise ValueError(f"{where}: missing time")
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise ValueError(f"{where}: {text!r} is not an ISO 8601 time with offset") from None
+
+
+def _duration(text: str | None) -> float:
+    m = re.fullmatch(r"PT(\d+)S", text or "")
+    if m is None:
+        raise ValueError(f"granPeriod duration {text!r} is not PTnS")
+    return float(m.group(1))
+
+
+def _number(text: str) -> float | None:
+    if text.strip().upper() == "NIL":
+        return None
+    number = float(text)  # ValueError names the text
+    return None if math.isnan(number) else number
+
+
+def read_pm_file(path: Path, quarantine: Quarantine) -> list[PmValue]:
+    """The measurements of one PM file; a file that cannot be read is quarantined whole."""
+    source = str(path)
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        quarantine.add(source, exc.position[0], f"not well-formed XML: {exc}", "")
+        return []
+    except OSError as exc:
+        quarantine.add(source, None, f"cannot read: {exc.strerror}", "")
+        return []
+    if _local(root.tag) not in ("measCollecFile", "MeasDataFile"):
+        quarantine.add(source, None, f"root <{_local(root.tag)}> is not a 3GPP PM file", "")
+        return []
+    out: list[PmValue] = []
+    for data in _children(root, "measData") + _children(root, "MeasData"):
+        for info in _children(data, "measInfo"):
+            info_id = info.get("measInfoId", "?")
+            try:
+                gran = _children(info, "granPeriod")
+                if not gran:
+                    raise ValueError("no granPeriod")
+                end = _time(gran[0].get("endTime"), f"measInfo {info_id} granPeriod")
+                duration = _duration(gran[0].get("duration"))
+            except ValueError as exc:
+                quarantine.add(source, None, f"measInfo {info_id}: {exc}", "")
+                continue
+            listed = _children(info, "measTypes")
+            if listed:
+                names = dict(enumerate((listed[0].text or "").split(), start=1))
+            else:
+                names = {
+                    int(t.get("p", "0")): (t.text or "").strip()
+                    for t in _children(info, "measType")
+                }
+            for mv in _children(info, "measValue"):
+                ldn = mv.get("measObjLdn", "")
+                suspect = any((s.text or "").strip() == "true" for s in _children(mv, "suspect"))
+                results = _children(mv, "measResults")
+                if results:
+                    raw = dict(enumerate((results[0].text or "").split(), start=1))
+                else:
+                    raw = {int(r.get("p", "0")): (r.text or "") for r in _children(mv, "r")}
+                for p, text in sorted(raw.items()):
+                    name = names.get(p)
+                    if name is None:
+                        quarantine.add(
+                            source, None, f"measInfo {info_id} {ldn}: no type for p={p}", text
+                        )
+                        continue
+                    try:
+                        value = _number(text)
+                    except ValueError:
+                        quarantine.add(
+                            source,
+                            None,
+                            f"measInfo {info_id} {ldn} {name}: {text!r} is not a number",
+                            text,
+                        )
+                        continue
+                    if suspect and value is not None:
+                        quarantine.add(
+                            source, None, f"measInfo {info_id} {ldn} {name}: suspect", text
+                        )
+                        value = None
+                    out.append(PmValue(end, duration, ldn, name, value))
+    return out
+
+
+def metric_name(ldn: str, meas_type: str) -> tuple[str, dict[str, str], str]:
+    """(metric, labels, FORMATS §1 type) of a measurement of an object.
+
+    >>> metric_name("ManagedElement=5gc-ams-01,AMFFunction=1", "RM.RegInitFail.22")
+    ('fivegs_amffunction_rm_reginitfail', {'instance': 'ManagedElement=5gc-ams-01,AMFFunction=1', \
+'nf': 'amf', 'cause': '22'}, 'counter')
+    >>> metric_name("ManagedElement=m,UPFFunction=1,EP_N3=1", "GTP.InDataOctN3UPF.1-000001")[:2]
+    ('fivegs_ep_n3_gtp_indataoctn3upf', {'instance': 'ManagedElement=m,UPFFunction=1', \
+'nf': 'upf', 'object': 'EP_N3=1', 'snssai': '1-000001'})
+    >>> metric_name("ManagedElement=m,AMFFunction=1", "RM.RegisteredSubNbrMean.1-000001")[2]
+    'gauge'
+    """
+    rdns = [r.strip() for r in ldn.split(",") if r.strip()]
+    fn = next((i for i, r in enumerate(rdns) if r.split("=", 1)[0].endswith("Function")), None)
+    entity_rdns = rdns if fn is None else rdns[: fn + 1]
+    labels = {"instance": ",".join(entity_rdns)}
+    prefix_rdn = rdns[-1].split("=", 1)[0] if rdns else "object"
+    if fn is not None:
+        labels["nf"] = rdns[fn].split("=", 1)[0].removesuffix("Function").lower()
+        if len(rdns) > fn + 1:
+            labels["object"] = ",".join(rdns[fn + 1 :])
+    parts = meas_type.split(".")
+    base = ".".join(parts[:2])
+    for extra in parts[2:]:
+        if _SNSSAI.match(extra):
+            labels["snssai"] = extra
+        elif extra.isdigit() and "cause" not in labels:
+            labels["cause"] = extra
+        else:
+            labels["sub"] = extra if "sub" not in labels else f"{labels['sub']}.{extra}"
+    metric = "fivegs_" + re.sub(
+        r"[^a-z0-9_]", "_", f"{prefix_rdn}_{base}".lower().replace(".", "_")
+    )
+    kind = "gauge" if _GAUGE.search(parts[1] if len(parts) > 1 else meas_type) else "counter"
+    return metric, labels, kind
+
+
+def pm_points(paths: Iterable[Path], quarantine: Quarantine | None = None) -> Iterator[Point]:
+    """The points of a set of PM files (see the module docstring), in period order."""
+    q = quarantine if quarantine is not None else Quarantine()
+    values: list[PmValue] = []
+    for path in paths:
+        values.extend(read_pm_file(path, q))
+    values.sort(key=lambda v: (v.end, v.ldn, v.meas_type))
+    totals: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, float]] = {}
+    for v in values:
+        metric, labels, kind = metric_name(v.ldn, v.meas_type)
+        key = tuple(sorted(labels.items()))
+        if kind == "gauge":
+            yield Point(v.end, metric, key, v.value, "gauge")
+            continue
+        last = totals.get((metric, key))
+        if v.value is None:
+            totals.pop((metric, key), None)  # the next count starts the sum again
+            yield Point(v.end, metric, key, None, "counter")
+            continue
+        # the first period, or the first after a lost one, starts the sum: read as a reset
+        lost = last is None or v.end - last[0] > 1.5 * v.duration
+        total = v.value if last is None or lost else last[1] + v.value
+        totals[(metric, key)] = (v.end, total)
+        yield Point(v.end, metric, key, total, "counter")
