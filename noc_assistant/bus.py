@@ -105,6 +105,9 @@ async def _ensure_stream(js: Any, stream: str, prefix: str) -> None:
                 subjects=[f"{prefix}.>"],
                 storage=api.StorageType.FILE,
                 duplicate_window=120.0,
+                # a week of telemetry: far more than a worker's snapshots lag behind, and a
+                # bound on the disk (an operator's own stream keeps its own limits)
+                max_age=7 * 86400.0,
             )
         )
 
