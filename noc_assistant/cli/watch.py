@@ -16,9 +16,21 @@ __all__ = ["register"]
 
 def watch(
     target: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(help="INSTANCE=URL of an exporter's /metrics (repeat for each target)."),
-    ],
+    ] = None,
+    prometheus: Annotated[
+        str | None, typer.Option(help="Or read what a Prometheus server scrapes (its URL).")
+    ] = None,
+    match: Annotated[
+        list[str] | None, typer.Option(help="PromQL selectors to read (default: all series).")
+    ] = None,
+    backfill: Annotated[
+        float, typer.Option(min=0, help="With --prometheus: first replay this many seconds.")
+    ] = 0.0,
+    lag: Annotated[
+        float, typer.Option(min=0, help="With --prometheus: read up to this long before now.")
+    ] = 5.0,
     interval: Annotated[float, typer.Option(min=0.05, help="Scrape interval, seconds.")] = 15.0,
     inventory: Annotated[Path | None, typer.Option(help="Network inventory (FORMATS §4).")] = None,
     serve: Annotated[bool, typer.Option(help="Serve the web console meanwhile.")] = True,
@@ -31,7 +43,9 @@ def watch(
         float | None, typer.Option("--for", help="Stop after this many seconds (default: never).")
     ] = None,
 ) -> None:
-    """Scrape the targets every interval, detect, store and show incidents as they happen."""
+    """Scrape the targets (or poll Prometheus) every interval, detect, store and show
+    incidents as they happen. With ``--prometheus --backfill`` the detectors first learn from
+    the stored history, instead of waiting out their probation."""
     from noc_assistant.api.app import create_app
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.checkpoint import read_file, restore, snapshot, state_key, write_file
@@ -41,13 +55,16 @@ def watch(
     from noc_assistant.ingest import Quarantine
     from noc_assistant.ingest.scrape import Scraper, parse_target
     from noc_assistant.pipeline import Pipeline
+    from noc_assistant.prometheus import PrometheusError, PrometheusSource
     from noc_assistant.storage import open_store
 
     settings = get_settings()
     try:
-        targets = [parse_target(t) for t in target]
+        targets = [parse_target(t) for t in target or []]
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
+    if not targets and prometheus is None:
+        raise BadInputError("nothing to watch: give --target INSTANCE=URL or --prometheus URL")
     key = state_key(settings) if checkpoint is not None else b""
     pack, topology = load_pack_and_topology(settings, inventory)
     store = open_store(settings.db_url)
@@ -71,11 +88,20 @@ def watch(
             on_incident=output,
             lateness_s=min(60.0, interval),
         )
-    scraper = Scraper(targets, timeout_s=min(10.0, 0.8 * interval), quarantine=quarantine)
+    scraper = (
+        Scraper(targets, timeout_s=min(10.0, 0.8 * interval), quarantine=quarantine)
+        if targets
+        else None
+    )
+    source = (
+        PrometheusSource(prometheus, match=match or ['{__name__=~".+"}']) if prometheus else None
+    )
     if serve:
         _serve(create_app(store, hub, settings.local_tz), settings.http_host, settings.http_port)
         console.print(f"console http://{settings.http_host}:{settings.http_port}")
-    console.print(f"watching {len(targets)} target(s) every {interval:g} s", highlight=False)
+    what = [f"{len(targets)} target(s)"] if targets else []
+    what += [f"Prometheus {prometheus}"] if prometheus else []
+    console.print(f"watching {' and '.join(what)} every {interval:g} s", highlight=False)
 
     def save() -> None:
         if checkpoint is not None and pipe is not None:
@@ -85,16 +111,29 @@ def watch(
     tick = started - started % interval + interval
     scrapes = 0
     down: set[str] = set()
+    read_to = started - lag - backfill
+    prom_error: str | None = None
     try:
         while duration is None or time.time() - started < duration:
             time.sleep(max(0.0, tick - time.time()))
-            result = scraper.scrape(tick)
-            for p in result.points:
-                pipe.feed(p)
-            for instance, why in result.failed.items():
-                if instance not in down:
-                    err_console.print(f"scrape failed: {why}", highlight=False)
-            down = set(result.failed)
+            if source is not None:
+                try:
+                    for p in source.fetch(read_to, tick - lag):
+                        pipe.feed(p)
+                    read_to = tick - lag
+                    prom_error = None
+                except PrometheusError as exc:  # try again at the next tick, from read_to
+                    if str(exc) != prom_error:
+                        err_console.print(f"prometheus: {exc}", highlight=False)
+                    prom_error = str(exc)
+            if scraper is not None:
+                result = scraper.scrape(tick)
+                for p in result.points:
+                    pipe.feed(p)
+                for instance, why in result.failed.items():
+                    if instance not in down:
+                        err_console.print(f"scrape failed: {why}", highlight=False)
+                down = set(result.failed)
             scrapes += 1
             if scrapes % checkpoint_every == 0:
                 save()
@@ -106,9 +145,13 @@ def watch(
         pass
     finally:
         save()
-        scraper.close()
+        if scraper is not None:
+            scraper.close()
+        if source is not None:
+            source.close()
     console.print(
-        f"{scrapes} scrapes, {pipe.samples:,} samples, {len(pipe.correlator.incidents)} "
+        f"{scrapes} rounds, {pipe.samples:,} samples ({pipe.buffer.duplicates} repeated), "
+        f"{len(pipe.correlator.incidents)} "
         f"incidents, {quarantine.count} lines quarantined",
         highlight=False,
     )
