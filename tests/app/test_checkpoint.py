@@ -40,6 +40,15 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 Event = tuple[str, str, float, tuple[str, ...]]
 
 
+@pytest.fixture(scope="module")
+def replayed(scenario: dict[str, Path]) -> tuple[list[Point], list[Event], Pipeline]:
+    """The day's points, and the events and pipeline of an uninterrupted replay of them."""
+    points = list(read_replay(scenario["telemetry"]))
+    whole: list[Event] = []
+    reference = _pipeline(load_pack(), scenario["inventory"], whole).replay(points)
+    return points, whole, reference
+
+
 def _recorder(events: list[Event]) -> Callable[[IncidentEvent], None]:
     """Records each event as it is emitted (the incident object changes afterwards)."""
 
@@ -60,12 +69,13 @@ def _pipeline(pack: Pack, inventory: Path, events: list[Event]) -> Pipeline:
 
 @pytest.mark.parametrize("fraction", [0.3, 0.7])
 def test_restored_pipeline_continues_as_if_never_stopped(
-    scenario: dict[str, Path], tmp_path: Path, fraction: float
+    scenario: dict[str, Path],
+    replayed: tuple[list[Point], list[Event], Pipeline],
+    tmp_path: Path,
+    fraction: float,
 ) -> None:
     pack = load_pack()
-    points: list[Point] = list(read_replay(scenario["telemetry"]))
-    whole: list[Event] = []
-    reference = _pipeline(pack, scenario["inventory"], whole).replay(points)
+    points, whole, reference = replayed
     assert len({e[1] for e in whole}) >= 5  # the day has incidents to get right
 
     before: list[Event] = []
@@ -93,16 +103,16 @@ def test_restored_pipeline_continues_as_if_never_stopped(
         ]
 
 
-def _half(scenario: dict[str, Path]) -> Pipeline:
-    pack = load_pack()
-    pipe = _pipeline(pack, scenario["inventory"], [])
-    points = list(read_replay(scenario["telemetry"]))
+def _half(scenario: dict[str, Path], points: list[Point]) -> Pipeline:
+    pipe = _pipeline(load_pack(), scenario["inventory"], [])
     pipe.feed_all(points[: len(points) // 2])
     return pipe
 
 
-def test_snapshot_with_another_key_or_damaged_is_refused(scenario: dict[str, Path]) -> None:
-    blob = snapshot(_half(scenario), KEY)
+def test_snapshot_with_another_key_or_damaged_is_refused(
+    scenario: dict[str, Path], replayed: tuple[list[Point], list[Event], Pipeline]
+) -> None:
+    blob = snapshot(_half(scenario, replayed[0]), KEY)
     pack = load_pack()
     with pytest.raises(CheckpointError, match="signature does not verify"):
         restore(blob, b"another-key-0123456789", pack=pack, source="x.ckpt")
@@ -116,8 +126,10 @@ def test_snapshot_with_another_key_or_damaged_is_refused(scenario: dict[str, Pat
         restore(blob[:20], KEY, pack=pack)
 
 
-def test_snapshot_from_another_pack_names_the_kpi(scenario: dict[str, Path]) -> None:
-    pipe = _half(scenario)
+def test_snapshot_from_another_pack_names_the_kpi(
+    scenario: dict[str, Path], replayed: tuple[list[Point], list[Event], Pipeline]
+) -> None:
+    pipe = _half(scenario, replayed[0])
     blob = snapshot(pipe, KEY)
     pack = load_pack()
     watched = sorted(series.split("{")[0] for series, _ in pipe.kpi_history)[0]
@@ -140,14 +152,12 @@ def test_state_key_comes_from_settings() -> None:
 
 
 def test_forgetting_what_is_resolved_changes_nothing_that_follows(
-    scenario: dict[str, Path],
+    scenario: dict[str, Path], replayed: tuple[list[Point], list[Event], Pipeline]
 ) -> None:
     """A long-running worker drops resolved incidents (and their findings) from memory; the
     events after that are those of a pipeline that kept everything."""
     pack = load_pack()
-    points = list(read_replay(scenario["telemetry"]))
-    whole: list[Event] = []
-    _pipeline(pack, scenario["inventory"], whole).replay(points)
+    points, whole, _ = replayed
 
     events: list[Event] = []
     pipe = _pipeline(pack, scenario["inventory"], events)
