@@ -1,5 +1,6 @@
-"""Shared fixtures: the web console served by a real uvicorn on a loopback port, a schema of its
-own on the loopback PostgreSQL, and a real Alertmanager."""
+"""Shared fixtures, all real servers on loopback: the web console (uvicorn), a schema of its own
+on PostgreSQL, Alertmanager and Prometheus (one process per test, on free ports), and HTTP
+exporters that answer as an Open5GS AMF's does."""
 
 from __future__ import annotations
 
@@ -78,6 +79,27 @@ def pg_url() -> Iterator[str]:
         admin.execute(f"DROP SCHEMA {schema} CASCADE")  # type: ignore[arg-type]
 
 
+def _launch(args: list[str], url: str, ready: Callable[[], bool]) -> subprocess.Popen[bytes]:
+    """Start a server process and wait (up to a minute) until ``ready()``."""
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+        assert time.monotonic() < deadline, f"{args[0]} at {url} not ready in a minute"
+        try:
+            if ready():
+                return proc
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+
+
+@pytest.fixture()
+def free_port() -> int:
+    """A loopback port nothing listens on."""
+    return _free_port()
+
+
 @pytest.fixture()
 def alertmanager(tmp_path: Path) -> Iterator[str]:
     """A real Alertmanager on a free loopback port, inhibiting smf-1 while upf-2 is critical
@@ -92,26 +114,10 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
     }
     (tmp_path / "am.yml").write_text(yaml.safe_dump(config))
     port = _free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp_path / 'am.yml'}",
-            f"--storage.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-        try:
-            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
+    args = [binary, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'data'}"]
+    args += [f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]
+    proc = _launch(args, url, lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200)
     yield url
     proc.terminate()
     proc.wait(timeout=10)
@@ -186,3 +192,37 @@ def make_exporter() -> Iterator[Callable[..., Exporter]]:
     yield make
     for e in made:
         e.stop()
+
+
+@pytest.fixture()
+def prometheus(tmp_path: Path, make_exporter: Callable[..., Exporter]) -> Iterator[str]:
+    """Prometheus scraping one AMF exporter every second, its instance relabelled amf-1."""
+    binary = shutil.which("prometheus")
+    assert binary, "Prometheus is not installed (scripts/system-deps.sh installs it)"
+    exporter = make_exporter()
+    target = exporter.url.removeprefix("http://").removesuffix("/metrics")
+    config = {
+        "global": {"scrape_interval": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": "open5gs",
+                "static_configs": [{"targets": [target]}],
+                "relabel_configs": [{"target_label": "instance", "replacement": "amf-1"}],
+            }
+        ],
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [binary, f"--config.file={tmp_path / 'prometheus.yml'}"]
+    args += [f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"]
+
+    def five_scrapes_stored() -> bool:
+        got = httpx.get(f"{url}/api/v1/query", params={"query": "count_over_time(gnb[1m])"})
+        result = got.json()["data"]["result"] if got.status_code == 200 else []
+        return bool(result) and float(result[0]["value"][1]) >= 5
+
+    proc = _launch(args, url, five_scrapes_stored)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)

@@ -4,7 +4,6 @@ our topology export as inhibit_rules."""
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any
 
@@ -27,12 +26,6 @@ def _incident(i: str, entity: str, fault: str = "pfcp_association_loss") -> Inci
         title=f"{fault} on {entity}",
         hypotheses=[Hypothesis(fault=fault, entity=entity, confidence=0.8)],
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _alerts(url: str) -> dict[str, dict[str, Any]]:
@@ -79,8 +72,8 @@ def test_incidents_fire_resolve_and_inhibit(alertmanager: str) -> None:
     assert sink.sent == 4 and sink.pending == 0
 
 
-def test_alertmanager_down_loses_nothing(alertmanager: str) -> None:
-    sink = AlertmanagerSink(f"http://127.0.0.1:{_free_port()}", timeout_s=1)
+def test_alertmanager_down_loses_nothing(alertmanager: str, free_port: int) -> None:
+    sink = AlertmanagerSink(f"http://127.0.0.1:{free_port}", timeout_s=1)
     inc = _incident("inc-1", "upf-2")
     sink.on_incident(IncidentEvent("opened", inc))  # no exception: it waits
     assert sink.pending == 1 and sink.last_error is not None

@@ -6,74 +6,15 @@ from __future__ import annotations
 
 import itertools
 import re
-import shutil
-import socket
-import subprocess
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-import yaml
 
 from noc_assistant.cli import run
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.prometheus import PrometheusError, PrometheusSource
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture()
-def prometheus(tmp_path: Path, make_exporter: Callable[..., Any]) -> Iterator[str]:
-    """Prometheus scraping one AMF exporter every second, its instance relabelled amf-1."""
-    binary = shutil.which("prometheus")
-    assert binary, "Prometheus is not installed (scripts/system-deps.sh installs it)"
-    exporter = make_exporter()
-    target = exporter.url.removeprefix("http://").removesuffix("/metrics")
-    config = {
-        "global": {"scrape_interval": "1s"},
-        "scrape_configs": [
-            {
-                "job_name": "open5gs",
-                "static_configs": [{"targets": [target]}],
-                "relabel_configs": [{"target_label": "instance", "replacement": "amf-1"}],
-            }
-        ],
-    }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:  # ready, and five scrapes of the exporter stored
-        assert proc.poll() is None and time.monotonic() < deadline
-        try:
-            got = httpx.get(f"{url}/api/v1/query", params={"query": "count_over_time(gnb[1m])"})
-            result = got.json()["data"]["result"] if got.status_code == 200 else []
-            if result and float(result[0]["value"][1]) >= 5:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
 
 
 def test_export_reads_raw_samples_with_their_types(prometheus: str, tmp_path: Path) -> None:
@@ -103,8 +44,8 @@ def test_export_reads_raw_samples_with_their_types(prometheus: str, tmp_path: Pa
         list(PrometheusSource(prometheus, match=["gnb{"]).fetch(now - 120, now))
 
 
-def test_unreachable_prometheus_is_a_usage_error(tmp_path: Path) -> None:
-    args = ["prom", "export", "--url", f"http://127.0.0.1:{_free_port()}"]
+def test_unreachable_prometheus_is_a_usage_error(tmp_path: Path, free_port: int) -> None:
+    args = ["prom", "export", "--url", f"http://127.0.0.1:{free_port}"]
     assert run([*args, "--out", str(tmp_path / "t.jsonl"), "--start", "0", "--end", "60"]) == 2
     assert not (tmp_path / "t.jsonl").exists()
 
