@@ -262,6 +262,12 @@ class BusWorker:
     tick: Callable[[], None] | None = None
     """Called after each batch of messages and each idle wait (renews alert leases)."""
     pipeline: Pipeline | None = None
+    stopping: bool = False
+    """Set (:meth:`stop`, e.g. from a SIGTERM handler) to leave after the current batch with
+    a snapshot of everything read."""
+
+    def stop(self) -> None:
+        self.stopping = True
 
     def run(self) -> WorkerStats:
         """Consume until idle (or ``stop_after``); the statistics of the run."""
@@ -310,7 +316,7 @@ class BusWorker:
         since = 0
         idle_from = time.monotonic()
         last_msg: Any = None
-        while True:
+        while not self.stopping:
             if self.tick is not None:
                 self.tick()
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -107,7 +108,15 @@ def worker(
         retain_s=retain_days * 86400.0,
     )
     bus.tick = on_incident.tick
-    stats = bus.run()
+    # a service manager's stop (SIGTERM) or Ctrl-C: finish the batch, snapshot, leave
+    before = {
+        sig: signal.signal(sig, lambda *_: bus.stop()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        stats = bus.run()
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     resumed = f"resumed after #{stats.restored_seq}" if stats.restored_seq else "started afresh"
     console.print(
         f"worker {durable}: {resumed}, {stats.messages:,} messages ({stats.lines:,} lines) to "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -107,6 +108,10 @@ def watch(
         if checkpoint is not None and pipe is not None:
             write_file(checkpoint, snapshot(pipe, key, {"at": time.time()}))
 
+    def terminate(*_: object) -> None:
+        raise KeyboardInterrupt  # a service manager's stop: snapshot and leave, as Ctrl-C does
+
+    before = signal.signal(signal.SIGTERM, terminate)
     started = time.time()
     tick = started - started % interval + interval
     scrapes = 0
@@ -144,6 +149,7 @@ def watch(
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, before)
         save()
         if scraper is not None:
             scraper.close()

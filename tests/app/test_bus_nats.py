@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -277,3 +278,54 @@ def test_a_killed_worker_process_loses_nothing(
     }
     assert stored == want
     assert killed_at < len(want)  # the kill came before the end
+
+
+def test_sigterm_stops_a_worker_with_a_snapshot_of_all_it_read(
+    scenario: dict[str, Path], stream: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """A service manager's stop: the worker finishes its batch, snapshots and exits 0, and
+    the snapshot covers every message it read."""
+    name, prefix, durable = stream
+    publish_replay(scenario["telemetry"], url=URL, stream=name, prefix=prefix)
+    env = {
+        **os.environ,
+        "NOC_NATS_STREAM": name,
+        "NOC_NATS_SUBJECT_PREFIX": prefix,
+        "NOC_DB_URL": f"sqlite:///{tmp_path / 'noc.db'}",
+        "NOC_DATA_DIR": str(tmp_path),
+        "NOC_STATE_KEY": KEY.decode(),
+    }
+    args = [sys.executable, "-m", "noc_assistant", "bus", "worker", "--durable", durable]
+    proc = subprocess.Popen(
+        [*args, "--checkpoint-every", "100000"], env=env, stdout=subprocess.PIPE, text=True
+    )
+
+    async def manifest_seq() -> int | None:
+        nc = await nats.connect(URL)
+        try:
+            info = await nc.jetstream().consumer_info(name, durable)
+            return int(info.delivered.stream_seq)
+        except nats.js.errors.NotFoundError:
+            return None
+        finally:
+            await nc.close()
+
+    deadline = time.monotonic() + 120
+    while (asyncio.run(manifest_seq()) or 0) < 100:  # reading, no snapshot taken yet
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    m = re.search(r"started afresh, ([\d,]+) messages .*? to\s+#(\d+),\s+1\s+snapshots", out, re.S)
+    assert m is not None, out
+    read_to = int(m.group(2))
+
+    async def snapshot_seq() -> int:
+        nc = await nats.connect(URL)
+        kv = await nc.jetstream().key_value(STATE_BUCKET)
+        seq = int(json.loads((await kv.get(durable)).value)["seq"])
+        await nc.close()
+        return seq
+
+    assert asyncio.run(snapshot_seq()) == read_to > 0

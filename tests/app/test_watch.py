@@ -4,6 +4,10 @@ becomes an incident once the liveness grace has passed."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -85,3 +89,26 @@ def test_watch_pages_for_a_target_that_stops_answering(
     finally:
         get_settings.cache_clear()
     assert f"resumed from {ckpt}" in capsys.readouterr().out
+
+
+def test_sigterm_stops_watch_with_a_snapshot(exporters: tuple[Any, Any], tmp_path: Path) -> None:
+    a, _ = exporters
+    env = {
+        **os.environ,
+        "NOC_DB_URL": f"sqlite:///{tmp_path / 'noc.db'}",
+        "NOC_DATA_DIR": str(tmp_path),
+        "NOC_STATE_KEY": "watch-test-key-0123456789",
+    }
+    ckpt = tmp_path / "watch.ckpt"
+    args = [sys.executable, "-m", "noc_assistant", "watch", "--target", f"amf-1={a.url}"]
+    args += ["--interval", "0.2", "--no-serve", "--checkpoint", str(ckpt)]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while a.scrapes < 5:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    assert not ckpt.exists()  # no snapshot yet (every 240 rounds)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert ckpt.exists() and "rounds" in out
