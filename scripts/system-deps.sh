@@ -31,7 +31,7 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
   done
 fi
 
-# PostgreSQL on loopback (the store at scale; tests/app/test_storage_backends.py). Machines of
+# PostgreSQL on loopback (the store at scale; tests/app/test_storage_api.py). Machines of
 # this kind have it installed with trust authentication on 127.0.0.1:5432; start it if stopped.
 if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
   if ! command -v pg_ctlcluster >/dev/null 2>&1; then
