@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -108,10 +109,13 @@ def watch(
         if checkpoint is not None and pipe is not None:
             write_file(checkpoint, snapshot(pipe, key, {"at": time.time()}))
 
-    def terminate(*_: object) -> None:
-        raise KeyboardInterrupt  # a service manager's stop: snapshot and leave, as Ctrl-C does
-
-    before = signal.signal(signal.SIGTERM, terminate)
+    # Ctrl-C or a service manager's stop (SIGTERM): finish the round, snapshot and leave. A
+    # flag, not an exception: raised at an arbitrary point, one was seen swallowed (the loop
+    # went on) about once in ten stops
+    stop = threading.Event()
+    before = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
     started = time.time()
     tick = started - started % interval + interval
     scrapes = 0
@@ -119,8 +123,9 @@ def watch(
     read_to = started - lag - backfill
     prom_error: str | None = None
     try:
-        while duration is None or time.time() - started < duration:
-            time.sleep(max(0.0, tick - time.time()))
+        while not stop.is_set() and (duration is None or time.time() - started < duration):
+            if stop.wait(max(0.0, tick - time.time())):
+                break
             if source is not None:
                 try:
                     for p in source.fetch(read_to, tick - lag):
@@ -146,10 +151,9 @@ def watch(
             tick += interval
             if tick < time.time():  # fell behind (a slow scrape): skip, do not burst
                 tick = time.time() - time.time() % interval + interval
-    except KeyboardInterrupt:
-        pass
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
         save()
         if scraper is not None:
             scraper.close()
