@@ -50,9 +50,9 @@ from nats.js.errors import KeyNotFoundError, NotFoundError, ObjectNotFoundError
 
 from knowledge.pack import Pack
 from noc_assistant.checkpoint import CheckpointError, restore, snapshot
-from noc_assistant.errors import ConfigError, ReplayFormatError
+from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Quarantine
-from noc_assistant.ingest.replay import LineError, parse_json_line
+from noc_assistant.ingest.replay import jsonl_lines, parse_lines
 from noc_assistant.pipeline import FindingSink, IncidentSink, Pipeline
 
 __all__ = [
@@ -128,37 +128,24 @@ def _batches(
     of a time stamp is out before any line of a later one."""
     groups: dict[str, tuple[int, int, list[bytes]]] = {}
     current: float | None = None
-    source = str(path)
 
     def flush() -> Iterator[tuple[str, int, int, bytes]]:
         for entity, (first, last, lines) in groups.items():
             yield entity, first, last, b"".join(lines)
         groups.clear()
 
-    try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise ReplayFormatError(f"cannot open: {exc.strerror}", source=source) from None
-    with fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                point = parse_json_line(raw)
-            except LineError as exc:
-                quarantine.add(source, lineno, str(exc), raw.decode("utf-8", "replace").rstrip())
-                continue
-            if current is not None and point.ts != current:
-                yield from flush()
-            current = point.ts
-            entity = point.instance
-            first, _, lines = groups.get(entity, (lineno, lineno, []))
-            lines.append(raw if raw.endswith(b"\n") else raw + b"\n")
-            groups[entity] = (first, lineno, lines)
-            if len(lines) >= batch:
-                yield entity, first, lineno, b"".join(lines)
-                del groups[entity]
-        yield from flush()
+    for lineno, raw, point in jsonl_lines(path, quarantine):
+        if current is not None and point.ts != current:
+            yield from flush()
+        current = point.ts
+        entity = point.instance
+        first, _, lines = groups.get(entity, (lineno, lineno, []))
+        lines.append(raw if raw.endswith(b"\n") else raw + b"\n")
+        groups[entity] = (first, lineno, lines)
+        if len(lines) >= batch:
+            yield entity, first, lineno, b"".join(lines)
+            del groups[entity]
+    yield from flush()
 
 
 async def _duplicates(pending: list[asyncio.Future[Any]]) -> int:
@@ -355,18 +342,10 @@ class BusWorker:
 
     def _feed(self, pipe: Pipeline, subject: str, seq: int, data: bytes) -> int:
         source = f"nats:{self.stream}#{seq} ({subject})"
-        n = 0
-        for lineno, raw in enumerate(data.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            n += 1
-            try:
-                point = parse_json_line(raw)
-            except LineError as exc:
-                self.quarantine.add(source, lineno, str(exc), raw.decode("utf-8", "replace"))
-                continue
+        lines = data.splitlines()
+        for _, _, point in parse_lines(lines, source, self.quarantine):
             pipe.feed(point)
-        return n
+        return sum(1 for raw in lines if raw.strip())
 
     async def _resume(self, kv: Any, obs: Any) -> tuple[Pipeline, int, str | None]:
         try:

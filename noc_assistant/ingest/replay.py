@@ -12,7 +12,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +24,15 @@ from noc_assistant.errors import ReplayFormatError
 from noc_assistant.ingest.point import METRIC_TYPES, Point
 from noc_assistant.ingest.quarantine import Quarantine
 
-__all__ = ["LineError", "epoch_seconds", "parse_json_line", "parse_ts", "read_replay"]
+__all__ = [
+    "LineError",
+    "epoch_seconds",
+    "jsonl_lines",
+    "parse_json_line",
+    "parse_lines",
+    "parse_ts",
+    "read_replay",
+]
 
 _METRIC_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _CSV_REQUIRED = ("ts", "metric", "instance", "value")
@@ -213,16 +221,30 @@ def parse_json_line(raw: bytes) -> Point:
         raise LineError(str(exc)) from None
 
 
-def _read_jsonl(path: Path, quarantine: Quarantine) -> Iterator[Point]:
-    source = str(path)
+def parse_lines(
+    lines: Iterable[bytes], source: str, quarantine: Quarantine
+) -> Iterator[tuple[int, bytes, Point]]:
+    """(line number, raw line, point) of each JSONL sample in ``lines``; blank lines are
+    skipped, bad ones quarantined under ``source`` with their number. A replay file, a bus
+    message and a publisher all read their lines through this."""
+    for lineno, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield lineno, raw, parse_json_line(raw)
+        except LineError as exc:
+            quarantine.add(source, lineno, str(exc), _text(raw))
+
+
+def jsonl_lines(path: Path, quarantine: Quarantine) -> Iterator[tuple[int, bytes, Point]]:
+    """:func:`parse_lines` of a JSONL file (``.gz`` too)."""
     with _open(path) as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                yield parse_json_line(raw)
-            except LineError as exc:
-                quarantine.add(source, lineno, str(exc), _text(raw))
+        yield from parse_lines(fh, str(path), quarantine)
+
+
+def _read_jsonl(path: Path, quarantine: Quarantine) -> Iterator[Point]:
+    for _, _, point in jsonl_lines(path, quarantine):
+        yield point
 
 
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
