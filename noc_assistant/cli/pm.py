@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 
 from noc_assistant.cli._console import console
@@ -25,6 +24,7 @@ def convert(
     from noc_assistant.errors import BadInputError
     from noc_assistant.ingest import Quarantine
     from noc_assistant.ingest.pm import pm_points
+    from noc_assistant.ingest.replay import write_replay
 
     paths: list[Path] = []
     for f in files:
@@ -37,14 +37,7 @@ def convert(
     qpath = out.with_name(out.name + ".quarantine.jsonl")
     qpath.unlink(missing_ok=True)
     quarantine = Quarantine(path=qpath)
-    n = 0
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("wb") as fh:
-        for p in pm_points(paths, quarantine):
-            row = {"ts": p.ts, "metric": p.metric, "labels": dict(p.labels), "value": p.value}
-            fh.write(orjson.dumps({**row, "type": p.type}) + b"\n")
-            n += 1
-    tmp.replace(out)
+    n, _ = write_replay(pm_points(paths, quarantine), out)
     console.print(
         f"{len(paths)} PM file(s) → {n:,} samples in {out}"
         + (f"; {quarantine.count} quarantined to {qpath}" if quarantine.count else ""),

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 
 from noc_assistant.cli._console import console
@@ -29,7 +28,7 @@ def export(
     """Write the raw samples Prometheus holds for a span as a replay file (``noc eval run``
     then scores the detectors on them)."""
     from noc_assistant.errors import BadInputError
-    from noc_assistant.ingest.replay import parse_ts
+    from noc_assistant.ingest.replay import parse_ts, write_replay
     from noc_assistant.prometheus import PrometheusSource
 
     try:
@@ -38,28 +37,8 @@ def export(
     except ValueError as exc:
         raise BadInputError(f"--start/--end: {exc}") from None
     source = PrometheusSource(url, match=match or ['{__name__=~".+"}'])
-    n = 0
-    series: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-    tmp = out.with_name(out.name + ".tmp")
     try:
-        with tmp.open("wb") as fh:
-            for p in source.fetch(t0, t1):
-                fh.write(
-                    orjson.dumps(
-                        {
-                            "ts": p.ts,
-                            "metric": p.metric,
-                            "labels": dict(p.labels),
-                            "value": p.value,
-                            "type": p.type,
-                        }
-                    )
-                    + b"\n"
-                )
-                series.add((p.metric, p.labels))
-                n += 1
-        tmp.replace(out)
+        n, series = write_replay(source.fetch(t0, t1), out)
     finally:
         source.close()
-        tmp.unlink(missing_ok=True)
-    console.print(f"wrote {n:,} samples of {len(series):,} series to {out}", highlight=False)
+    console.print(f"wrote {n:,} samples of {series:,} series to {out}", highlight=False)
