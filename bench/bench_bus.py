@@ -11,18 +11,16 @@ Usage: .venv/bin/python bench/bench_bus.py [--days 1] [--interval 60] [--seed 23
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-import nats
 from _machine import preamble  # bench/ helper, found beside this script
 
 from knowledge.pack import load_pack
-from noc_assistant.bus import STATE_BUCKET, BusWorker, publish_replay
+from noc_assistant.bus import BusWorker, publish_replay, remove
 from noc_assistant.checkpoint import snapshot
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import load_topology
@@ -32,17 +30,6 @@ from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenari
 ROOT = Path(__file__).resolve().parent.parent
 URL = "nats://127.0.0.1:4222"
 KEY = b"bench-key-0123456789abcdef"
-
-
-async def _drop(stream: str, durable: str) -> None:
-    nc = await nats.connect(URL)
-    js = nc.jetstream()
-    await js.delete_stream(stream)
-    kv = await js.key_value(STATE_BUCKET)
-    name = (await kv.get(durable)).value.decode().split('"object":"')[1].split('"')[0]
-    await kv.purge(durable)
-    await (await js.object_store(STATE_BUCKET)).delete(name)
-    await nc.close()
 
 
 def main() -> None:
@@ -93,7 +80,7 @@ def main() -> None:
         assert worker.pipeline is not None
         same = [f.id for f in worker.pipeline.findings] == [f.id for f in reference.findings]
         final = len(snapshot(worker.pipeline, KEY))
-    asyncio.run(_drop(stream, durable))
+    remove(URL, stream, durable)
 
     out = preamble("JetStream bus against the in-process pipeline")
     ck = stats.checkpoint_s

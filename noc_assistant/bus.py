@@ -46,7 +46,12 @@ from nats.errors import Error as NatsError
 from nats.errors import NoServersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
-from nats.js.errors import KeyNotFoundError, NotFoundError, ObjectNotFoundError
+from nats.js.errors import (
+    BucketNotFoundError,
+    KeyNotFoundError,
+    NotFoundError,
+    ObjectNotFoundError,
+)
 
 from knowledge.pack import Pack
 from noc_assistant.checkpoint import CheckpointError, restore, snapshot
@@ -64,6 +69,7 @@ __all__ = [
     "WorkerStats",
     "entity_subject",
     "publish_replay",
+    "remove",
 ]
 
 SUBJECT_PREFIX = "noc.telemetry"
@@ -200,6 +206,31 @@ def publish_replay(
     ``quarantine`` with the file's line number and are not published."""
     q = quarantine if quarantine is not None else Quarantine()
     return asyncio.run(_publish(url, stream, prefix, path, batch, q))
+
+
+async def _remove(url: str, stream: str, durable: str) -> None:
+    nc = await _connect(url)
+    try:
+        js = nc.jetstream()
+        with contextlib.suppress(NotFoundError):
+            await js.delete_stream(stream)
+        try:
+            kv = await js.key_value(STATE_BUCKET)
+            entry = await kv.get(durable)
+        except (BucketNotFoundError, KeyNotFoundError):
+            return
+        await kv.purge(durable)
+        with contextlib.suppress(ObjectNotFoundError, KeyError, ValueError):
+            await (await js.object_store(STATE_BUCKET)).delete(json.loads(entry.value)["object"])
+    except NatsError as exc:
+        raise BusError(f"{url}: removing {stream}: {exc}") from None
+    finally:
+        await nc.close()
+
+
+def remove(url: str, stream: str, durable: str) -> None:
+    """Delete a stream and a worker's snapshot and manifest (tests, benchmarks, a reset)."""
+    asyncio.run(_remove(url, stream, durable))
 
 
 @dataclass

@@ -8,7 +8,6 @@ nothing. No stand-in: without a server the tests fail, as DESIGN.md asks.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -24,7 +23,14 @@ import nats
 import pytest
 
 from knowledge.pack import load_pack
-from noc_assistant.bus import STATE_BUCKET, BusError, BusWorker, entity_subject, publish_replay
+from noc_assistant.bus import (
+    STATE_BUCKET,
+    BusError,
+    BusWorker,
+    entity_subject,
+    publish_replay,
+    remove,
+)
 from noc_assistant.cli import run
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.replay import read_replay
@@ -46,29 +52,13 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     )
 
 
-async def _drop(stream: str, durable: str) -> None:
-    nc = await nats.connect(URL)
-    js = nc.jetstream()
-    with contextlib.suppress(nats.js.errors.NotFoundError):
-        await js.delete_stream(stream)
-    try:
-        kv = await js.key_value(STATE_BUCKET)
-        entry = await kv.get(durable)
-        await kv.purge(durable)
-        name = entry.value.decode().split('"object":"')[1].split('"')[0]
-        await (await js.object_store(STATE_BUCKET)).delete(name)
-    except (nats.js.errors.BucketNotFoundError, nats.js.errors.KeyNotFoundError):
-        pass
-    await nc.close()
-
-
 @pytest.fixture()
 def stream() -> Iterator[tuple[str, str, str]]:
     """A stream, subject prefix and durable of this test only (removed afterwards)."""
     tag = uuid.uuid4().hex[:10]
     name, prefix, durable = f"NOCTEST_{tag}", f"noctest.{tag}", f"w-{tag}"
     yield name, prefix, durable
-    asyncio.run(_drop(name, durable))
+    remove(URL, name, durable)
 
 
 def test_worker_restarted_after_a_crash_ends_as_one_that_never_stopped(
