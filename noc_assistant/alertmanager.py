@@ -23,19 +23,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from noc_assistant.correlate import IncidentEvent
 from noc_assistant.models import Incident
+from noc_assistant.simulate.schedule import rfc3339
 
 __all__ = ["AlertmanagerSink", "alert_body"]
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
 def alert_body(
@@ -63,8 +59,8 @@ def alert_body(
     body: dict[str, Any] = {
         "labels": labels,
         "annotations": annotations,
-        "startsAt": _iso(incident.opened_at),
-        "endsAt": _iso(ends_at),
+        "startsAt": rfc3339(incident.opened_at),
+        "endsAt": rfc3339(ends_at),
     }
     if console_url:
         body["generatorURL"] = f"{console_url.rstrip('/')}/incidents/{incident.id}"
