@@ -752,7 +752,7 @@ def run_replay(
         elapsed_s=time.perf_counter() - started,
         interval_s=pipe.interval_s or 0.0,
         first_ts=pipe.first_ts if pipe.first_ts is not None else 0.0,
-        last_ts=pipe._last_ts if pipe._last_ts is not None else 0.0,
+        last_ts=pipe.last_ts if pipe.last_ts is not None else 0.0,
         entities=[e for e in pipe.store.entities if e],
         quarantine=quarantine,
         scrapes=pipe.store.scrape_log or {},
