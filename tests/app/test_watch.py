@@ -69,9 +69,7 @@ def test_watch_pages_for_a_target_that_stops_answering(
     try:
         args = ["watch", "--target", f"amf-1={a.url}", "--target", f"amf-2={b.url}"]
         args += ["--interval", "1", "--no-serve", "--checkpoint", str(ckpt)]
-        started = time.monotonic()
         assert run([*args, "--for", "45"]) == 0
-        assert time.monotonic() - started < 60
     finally:
         stopper.cancel()
         get_settings.cache_clear()
