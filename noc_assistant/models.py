@@ -190,6 +190,10 @@ class Report(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     body: str = ""
     generated_by: Literal["template", "llm"] = "template"
+    """Who wrote ``summary``: the template, or the LLM (its narration passed the grounding
+    check). ``body`` is always the template's."""
+    narration_withheld: str | None = None
+    """Why an LLM narration was asked for and not used (unreachable, or ungrounded claims)."""
 
 
 class EmailDraft(BaseModel):
@@ -207,3 +211,7 @@ class EmailDraft(BaseModel):
     approved_by: str | None = None
     created_at: float
     approved_at: float | None = None
+    sent_at: float | None = None
+    message_id: str | None = None
+    """The SMTP ``Message-ID`` it was sent with."""
+    rejected_reason: str | None = None

@@ -39,6 +39,13 @@ class Settings(BaseSettings):
     llm_base_url: str = "http://127.0.0.1:8000/v1"
     llm_api_key: SecretStr = SecretStr("local")
     llm_model: str = "smollm2-135m-instruct"
+    llm_timeout_s: float = 120.0
+    """How long a report's narration or a chat answer waits for the model before the
+    answer falls back to the template (the diagnosis alone)."""
+    operator_name: str = "noc"
+    """How our network names itself to roaming partners (partner-NOC e-mail subjects)."""
+    email_signature: str = "NOC on-call"
+    """The closing line of partner-NOC e-mails."""
     alertmanager_url: str | None = None
     """A Prometheus Alertmanager (``http://HOST:9093``) that ``noc bus worker`` sends its
     incidents to (v2 API), beside the database."""
@@ -61,6 +68,21 @@ class Settings(BaseSettings):
     is unset (a network whose clocks never change)."""
     weekend_days: tuple[Annotated[int, Field(ge=0, le=6)], ...] = (5, 6)
     """The weekend's weekdays (Monday 0 … Sunday 6; ``[4,5]`` for Friday–Saturday)."""
+    smtp_host: str | None = None
+    """The SMTP server that sends approved partner-NOC e-mails (:mod:`noc_assistant.mail`);
+    unset: sending is not configured."""
+    smtp_port: int = 25
+    """The SMTP server's port (25; 587 with ``smtp_starttls``)."""
+    smtp_sender: str = "noc-assistant@localhost"
+    """The ``From`` address of the e-mails; its domain also names their ``Message-ID``."""
+    smtp_username: str | None = None
+    """Log in as this user (SMTP AUTH); unset: send without logging in."""
+    smtp_password: SecretStr | None = None
+    """The password of ``smtp_username``; it belongs in the environment, not the repo."""
+    smtp_starttls: bool = False
+    """Switch the connection to TLS (STARTTLS) before logging in and sending."""
+    smtp_timeout_s: float = 10.0
+    """How long to wait for the SMTP server, per connection and per reply."""
 
     @field_validator("local_tz")
     @classmethod

@@ -1,4 +1,4 @@
-"""Storage of findings and incidents: a SQLite file (embedded default) or PostgreSQL.
+"""Storage of findings, incidents and e-mail drafts: a SQLite file (embedded default) or PostgreSQL.
 
 All SQL of the project lives here and in :mod:`noc_assistant.postgres` (the PostgreSQL
 connection). Both backends run the same statements (``?`` placeholders, upserts by id), so a
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from noc_assistant.errors import ConfigError, StorageError
-from noc_assistant.models import Finding, Incident
+from noc_assistant.models import EmailDraft, Finding, Incident
 from noc_assistant.rca import Diagnosis
 
 __all__ = ["SqliteStore", "Store", "open_store", "schema"]
@@ -49,11 +49,19 @@ def schema(real: str) -> list[str]:
     incident_id TEXT PRIMARY KEY,
     body TEXT NOT NULL
 )""",
+        f"""CREATE TABLE IF NOT EXISTS emails (
+    id TEXT PRIMARY KEY,
+    incident_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at {real} NOT NULL,
+    body TEXT NOT NULL
+)""",
+        "CREATE INDEX IF NOT EXISTS emails_incident ON emails (incident_id)",
     ]
 
 
 class Store:
-    """Findings, incidents and diagnoses; the SQL is shared, the connection is the
+    """Findings, incidents, diagnoses and e-mail drafts; the SQL is shared, the connection is the
     subclass's (:class:`SqliteStore`, :class:`noc_assistant.postgres.PostgresStore`).
     Thread-safe: one connection guarded by a lock."""
 
@@ -96,8 +104,8 @@ class Store:
             raise StorageError(f"{self.path}: cannot read: {exc}") from exc
 
     def clear(self) -> None:
-        """Remove every finding and incident (a fresh demo run)."""
-        for table in ("findings", "incidents", "diagnoses"):
+        """Remove every finding, incident, diagnosis and e-mail draft (a fresh demo run)."""
+        for table in ("findings", "incidents", "diagnoses", "emails"):
             self._save(table, f"DELETE FROM {table}", [()])
 
     def save_findings(self, findings: Iterable[Finding], incident_id: str | None = None) -> None:
@@ -166,6 +174,32 @@ class Store:
             "SELECT body FROM findings WHERE incident_id = ? ORDER BY ts, id", (incident_id,)
         )
         return [Finding.model_validate_json(r[0]) for r in rows]
+
+    def save_email(self, draft: EmailDraft) -> None:
+        """Keep a partner-NOC e-mail draft; saving it again (approved, sent, rejected) replaces
+        its status and content."""
+        row = (draft.id, draft.incident_id, draft.status, draft.created_at, draft.model_dump_json())
+        self._save(
+            f"e-mail {draft.id}",
+            "INSERT INTO emails (id, incident_id, status, created_at, body) VALUES"
+            " (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET status = excluded.status,"
+            " body = excluded.body",
+            [row],
+        )
+
+    def get_email(self, email_id: str) -> EmailDraft | None:
+        rows = self._query("SELECT body FROM emails WHERE id = ?", (email_id,))
+        return EmailDraft.model_validate_json(rows[0][0]) if rows else None
+
+    def list_emails(self, incident_id: str | None = None) -> list[EmailDraft]:
+        """The e-mail drafts (of one incident, if given), oldest first."""
+        query = "SELECT body FROM emails"
+        args: tuple[object, ...] = ()
+        if incident_id is not None:
+            query += " WHERE incident_id = ?"
+            args = (incident_id,)
+        rows = self._query(query + " ORDER BY created_at, id", args)
+        return [EmailDraft.model_validate_json(r[0]) for r in rows]
 
     def count(self, table: str) -> int:
         if table not in {"findings", "incidents"}:

@@ -4,6 +4,8 @@ exporters that answer as an Open5GS AMF's does."""
 
 from __future__ import annotations
 
+import email
+import email.policy
 import shutil
 import socket
 import subprocess
@@ -11,14 +13,19 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
 import uvicorn
 import yaml
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, Envelope, Session
 
 from knowledge.topology import Topology
 from noc_assistant.api.app import create_app
@@ -226,3 +233,47 @@ def prometheus(tmp_path: Path, make_exporter: Callable[..., Exporter]) -> Iterat
     yield url
     proc.terminate()
     proc.wait(timeout=20)
+
+
+@dataclass
+class Inbox:
+    """Records what the server accepted; refuses recipients at ``refuse.example``."""
+
+    envelopes: list[Envelope] = field(default_factory=list)
+
+    async def handle_RCPT(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        address: str,
+        rcpt_options: list[str],
+    ) -> str:
+        if address.endswith("@refuse.example"):
+            return "550 5.1.1 no such mailbox"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        self.envelopes.append(envelope)
+        return "250 Message accepted for delivery"
+
+    def messages(self) -> list[EmailMessage]:
+        return [
+            email.message_from_bytes(e.original_content or b"", policy=email.policy.default)
+            for e in self.envelopes
+        ]
+
+
+def serve_smtp(port: int, **smtp: Any) -> Iterator[tuple[Inbox, int]]:
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=port, **smtp)
+    controller.start()
+    yield inbox, port
+    controller.stop()
+
+
+@pytest.fixture()
+def smtp_server(free_port: int) -> Iterator[tuple[Inbox, int]]:
+    """A real SMTP server on a free loopback port; its inbox and port."""
+    yield from serve_smtp(free_port)

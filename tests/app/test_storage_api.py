@@ -13,7 +13,7 @@ import pytest
 
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.errors import ConfigError, StorageError
-from noc_assistant.models import Finding, Hypothesis, Incident
+from noc_assistant.models import EmailDraft, Finding, Hypothesis, Incident
 from noc_assistant.postgres import PostgresStore
 from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import SqliteStore, Store, open_store
@@ -182,6 +182,37 @@ def test_the_store_contract(store: Store) -> None:
 
     store.clear()
     assert store.count("findings") == store.count("incidents") == 0
+
+
+def test_the_store_keeps_email_drafts(store: Store) -> None:
+    t0 = 1_795_910_400.125
+    draft = EmailDraft(
+        id="em-2",
+        incident_id="inc-1",
+        to=["noc@partner.example"],
+        subject="Roaming degradation",
+        body="Grüße aus dem NOC\n",
+        partner_plmn="26201",
+        created_at=t0 + 60,
+    )
+    other = draft.model_copy(update={"id": "em-9", "incident_id": "inc-2", "created_at": t0})
+    first = draft.model_copy(update={"id": "em-1"})  # same time: ordered by id
+    for d in (draft, other, first):
+        store.save_email(d)
+    assert store.get_email("em-2") == draft and store.get_email("nope") is None
+
+    approved = draft.model_copy(
+        update={"status": "approved", "approved_by": "alice", "approved_at": t0 + 120}
+    )
+    store.save_email(approved)
+    got = store.get_email("em-2")
+    assert got == approved and got.status == "approved" and got.created_at == t0 + 60
+    assert [e.id for e in store.list_emails("inc-1")] == ["em-1", "em-2"]
+    assert [e.id for e in store.list_emails()] == ["em-9", "em-1", "em-2"]  # oldest first
+    assert store.list_emails("inc-3") == []
+
+    store.clear()
+    assert store.list_emails() == [] and store.get_email("em-2") is None
 
 
 def test_postgres_reconnects_after_the_server_dropped_it(store: Store) -> None:

@@ -1,0 +1,175 @@
+"""Sending approved partner-NOC e-mails over SMTP; the only module that speaks SMTP.
+
+A :class:`~noc_assistant.models.EmailDraft` is written by the assistant, approved by a person,
+and only then handed to :meth:`Mailer.send`, which refuses anything not approved. The message
+is plain UTF-8 text from the configured sender (``NOC_SMTP_SENDER``) with two headers that tie
+it back to its origin: ``X-NOC-Incident`` (the incident) and ``X-NOC-Draft`` (the draft).
+``send`` returns the ``Message-ID`` it used, for the caller to store on the draft.
+
+Sending is configured by the ``NOC_SMTP_*`` settings; without ``NOC_SMTP_HOST`` there is no
+mailer at all:
+
+>>> from noc_assistant.settings import Settings
+>>> Mailer.from_settings(Settings(smtp_host=None)) is None
+True
+>>> Mailer.from_settings(Settings(smtp_host="mx.example.net", smtp_port=587))
+Mailer(host='mx.example.net', port=587, sender='noc-assistant@localhost', username=None, \
+starttls=False, timeout_s=10.0)
+
+Every failure (refused connection, timeout, TLS, login, rejected recipients) is a
+:class:`MailError` naming the server as ``host:port`` and the reason, never the password.
+"""
+
+from __future__ import annotations
+
+import email.errors
+import smtplib
+import ssl
+import time
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+from typing import TYPE_CHECKING
+
+from noc_assistant.errors import NocError
+from noc_assistant.models import EmailDraft
+
+if TYPE_CHECKING:
+    from noc_assistant.settings import Settings
+
+__all__ = ["MailError", "Mailer"]
+
+
+class MailError(NocError):
+    """An e-mail that could not be built or sent (or a draft not fit to be sent)."""
+
+
+@dataclass(frozen=True)
+class Mailer:
+    """An SMTP server to send approved drafts through, and the address they come from.
+
+    ``password`` (with ``username``: SMTP AUTH) is kept out of the ``repr`` and of every
+    message. ``starttls`` switches the connection to TLS, with the system's certificate
+    authorities, before logging in.
+    """
+
+    host: str
+    port: int = 25
+    sender: str = "noc-assistant@localhost"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    starttls: bool = False
+    timeout_s: float = 10.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Mailer | None:
+        """The mailer the ``NOC_SMTP_*`` settings describe; None without ``smtp_host``."""
+        if not settings.smtp_host:
+            return None
+        password = settings.smtp_password
+        return cls(
+            host=settings.smtp_host,
+            port=settings.smtp_port,
+            sender=settings.smtp_sender,
+            username=settings.smtp_username,
+            password=password.get_secret_value() if password is not None else None,
+            starttls=settings.smtp_starttls,
+            timeout_s=settings.smtp_timeout_s,
+        )
+
+    @property
+    def server(self) -> str:
+        """``host:port``, as messages name the server."""
+        return f"{self.host}:{self.port}"
+
+    def compose(self, draft: EmailDraft, now: float | None = None) -> EmailMessage:
+        """The message ``send`` would send for ``draft`` at ``now`` (epoch seconds; default:
+        the current time), with a fresh ``Message-ID``. It does not check the draft's status.
+
+        >>> draft = EmailDraft(id="em-1", incident_id="inc-7", to=["noc@partner.example"],
+        ...                    subject="Roaming degradation", body="Grüße\\n", created_at=0.0)
+        >>> msg = Mailer("mx.example.net", sender="noc@op.example").compose(draft, now=0.0)
+        >>> msg["From"], msg["To"], msg["X-NOC-Incident"], msg["X-NOC-Draft"]
+        ('noc@op.example', 'noc@partner.example', 'inc-7', 'em-1')
+        >>> msg["Date"]
+        'Thu, 01 Jan 1970 00:00:00 +0000'
+        >>> msg["Message-ID"].endswith("@op.example>"), msg.get_content()
+        (True, 'Grüße\\n')
+        """
+        domain = self.sender.rpartition("@")[2] or "localhost"
+        msg = EmailMessage()
+        try:
+            msg["From"] = self.sender
+            msg["To"] = ", ".join(draft.to)
+            msg["Subject"] = draft.subject
+            msg["Date"] = formatdate(time.time() if now is None else now, usegmt=True)
+            msg["Message-ID"] = make_msgid(domain=domain)
+            msg["X-NOC-Incident"] = draft.incident_id
+            msg["X-NOC-Draft"] = draft.id
+            # quoted-printable: 7-bit safe on a server without 8BITMIME, still readable
+            cte = None if draft.body.isascii() else "quoted-printable"
+            msg.set_content(draft.body, subtype="plain", charset="utf-8", cte=cte)
+        except (ValueError, email.errors.MessageError) as exc:  # line breaks in a header, …
+            raise MailError(f"draft {draft.id}: cannot build the message: {exc}") from exc
+        return msg
+
+    def send(self, draft: EmailDraft, now: float | None = None) -> str:
+        """Send an approved draft; return the ``Message-ID`` it went out with.
+
+        Raises :class:`MailError` for a draft that is not approved or has no recipient, and
+        when the server cannot be reached or refuses the message, the login or a recipient
+        (some recipients refused: the others did get it, and the message says so).
+        """
+        if draft.status != "approved":
+            raise MailError(f"draft {draft.id} is {draft.status}, not approved: not sent")
+        if not draft.to or not all(address.strip() for address in draft.to):
+            raise MailError(f"draft {draft.id} has no recipient (or an empty one): not sent")
+        msg = self.compose(draft, now)
+        message_id = str(msg["Message-ID"])
+        try:
+            smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout_s)
+        except (smtplib.SMTPException, OSError) as exc:
+            raise MailError(f"{self.server}: cannot connect: {self._reason(exc)}") from exc
+        try:
+            if self.starttls:
+                smtp.starttls(context=ssl.create_default_context())
+            if self.username is not None:
+                smtp.login(self.username, self.password or "")
+            refused = smtp.send_message(msg)
+        except (smtplib.SMTPException, OSError) as exc:
+            smtp.close()  # no QUIT: the connection may be what failed
+            raise MailError(
+                f"{self.server}: cannot send draft {draft.id}: {self._reason(exc)}"
+            ) from exc
+        try:
+            smtp.quit()
+        except (smtplib.SMTPException, OSError):  # the server has the message already
+            smtp.close()
+        if refused:
+            raise MailError(
+                f"{self.server}: draft {draft.id} was refused for "
+                f"{self._reason(smtplib.SMTPRecipientsRefused(refused))}; "
+                f"the other recipients got it as {message_id}"
+            )
+        return message_id
+
+    def _reason(self, exc: BaseException) -> str:
+        """A short, readable reason for ``exc``, with the password (if ever echoed) masked."""
+        if isinstance(exc, smtplib.SMTPRecipientsRefused):
+            reason = ", ".join(
+                f"{address} ({code} {_text(text)})"
+                for address, (code, text) in exc.recipients.items()
+            )
+        elif isinstance(exc, smtplib.SMTPResponseException):
+            reason = f"{exc.smtp_code} {_text(exc.smtp_error)}"
+        else:
+            reason = str(exc) or type(exc).__name__
+        if self.password:
+            reason = reason.replace(self.password, "***")
+        return reason
+
+
+def _text(reply: bytes | str) -> str:
+    """A server's reply as one line of text."""
+    text = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else reply
+    return " ".join(text.split())
