@@ -7,8 +7,10 @@ Libraries raise these; only the CLI turns them into messages and exit codes::
     │   ├── ReplayFormatError     a telemetry replay file (names file and line)
     │   └── InventoryError        a network inventory file
     ├── ConfigError               settings or a knowledge pack that cannot be used (exit 2)
+    │   └── DraftingError         a draft with nothing to write from (noc_assistant.drafting)
     ├── StorageError              the database refused or lost a write
-    └── LlmError                  the language model endpoint failed or answered unusably
+    ├── LlmError                  the language model endpoint failed or answered unusably
+    └── MailError                 an e-mail not fit to send, or refused (noc_assistant.mail)
 """
 
 from __future__ import annotations

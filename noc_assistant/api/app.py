@@ -1,7 +1,9 @@
 """The web console and JSON API (FastAPI).
 
 Pages: ``/`` lists incidents (live, via ``/api/stream``), ``/incidents/{id}`` shows one with
-its findings. JSON: ``/api/incidents``, ``/api/incidents/{id}``, ``/health``.
+its findings, root-cause report, e-mail drafts and triage chat. JSON: ``/api/incidents``,
+``/api/incidents/{id}``, ``/health``, and the drafting endpoints of
+:mod:`noc_assistant.api.drafts` (reports, chat, partner-NOC e-mails).
 """
 
 from __future__ import annotations
@@ -11,15 +13,20 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Annotated, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import jinja2
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
+from noc_assistant.api.deps import StoreDep
+from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
+from noc_assistant.drafting import Drafter, DraftingError
+from noc_assistant.mail import Mailer
 from noc_assistant.models import Finding, Incident
+from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import Store
 
 __all__ = ["create_app"]
@@ -52,24 +59,37 @@ def _templates(local_tz: str | None = None) -> jinja2.Environment:
     return env
 
 
-def get_store(request: Request) -> Store:
-    """The store of the running application (override in tests via dependency_overrides)."""
-    store: Store = request.app.state.store
-    return store
-
-
-StoreDep = Annotated[Store, Depends(get_store)]
+def _partner(drafter: Drafter | None, diagnosis: Diagnosis | None) -> str | None:
+    """The roaming partner an e-mail could be drafted to, if the diagnosis names one."""
+    if drafter is None or diagnosis is None:
+        return None
+    try:
+        _, link = drafter.partner_hypothesis(diagnosis)
+    except DraftingError:
+        return None
+    return link.plmn
 
 
 def create_app(
-    store: Store, broadcaster: Broadcaster | None = None, local_tz: str | None = None
+    store: Store,
+    broadcaster: Broadcaster | None = None,
+    local_tz: str | None = None,
+    *,
+    drafter: Drafter | None = None,
+    mailer: Mailer | None = None,
+    api_token: str | None = None,
 ) -> FastAPI:
     """Build the application around a store (and a live event hub, if one runs); an incident's
-    times are shown on the network's wall clock ``local_tz`` too (``NOC_LOCAL_TZ``)."""
+    times are shown on the network's wall clock ``local_tz`` too (``NOC_LOCAL_TZ``).
+
+    ``drafter`` writes reports, chat answers and e-mail drafts (none: those endpoints answer
+    503), ``mailer`` sends approved e-mails, ``api_token`` guards the write endpoints."""
     app = FastAPI(title="noc-assistant", version="0.1.0")
     hub = broadcaster or Broadcaster()
     env = _templates(local_tz)
     app.state.store = store
+    app.state.api_token = api_token
+    app.include_router(drafts_router(drafter, mailer))
 
     def _incident_or_404(s: Store, incident_id: str) -> Incident:
         inc = s.get_incident(incident_id)
@@ -127,10 +147,15 @@ def create_app(
         inc = _incident_or_404(s, incident_id)
         findings: list[Finding] = s.findings_for(incident_id)
         diagnosis = s.get_diagnosis(incident_id)
+        report = drafter.report(inc, diagnosis) if drafter and diagnosis else None
         return env.get_template("incident.html").render(
             incident=inc,
             findings=findings,
             evidence=diagnosis.evidence if diagnosis else [],
+            report=report,
+            emails=s.list_emails(incident_id),
+            partner=_partner(drafter, diagnosis),
+            chat=drafter is not None and diagnosis is not None,
         )
 
     return app

@@ -1,5 +1,6 @@
-"""What the live commands (``noc bus worker``, ``noc watch``) share: the pack and topology from
-settings, and the incident sink that stores, prints and forwards each event."""
+"""What the live commands (``noc bus worker``, ``noc watch``, ``noc demo``) share: the pack and
+topology from settings, the incident sink that stores, prints and forwards each event, and the
+web console with drafting."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import TYPE_CHECKING
 from noc_assistant.cli._console import console
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
     from knowledge.pack import Pack
     from knowledge.topology import Topology
     from noc_assistant.alertmanager import AlertmanagerSink
@@ -19,7 +22,7 @@ if TYPE_CHECKING:
     from noc_assistant.settings import Settings
     from noc_assistant.storage import Store
 
-__all__ = ["IncidentOutput", "load_pack_and_topology"]
+__all__ = ["IncidentOutput", "console_app", "load_pack_and_topology"]
 
 
 def load_pack_and_topology(
@@ -100,3 +103,36 @@ class IncidentOutput:
         return f"alertmanager {a.url}: {a.sent} alerts sent, {a.pending} waiting" + (
             f" ({a.last_error})" if a.last_error else ""
         )
+
+
+def console_app(
+    store: Store,
+    hub: Broadcaster,
+    settings: Settings,
+    pack: Pack,
+    topology: Topology | Callable[[], Topology],
+) -> FastAPI:
+    """The web console with drafting on: reports and chat through ``NOC_LLM_BASE_URL`` (the
+    template answers when it is down), e-mails sent through ``NOC_SMTP_HOST``, writes guarded
+    by ``NOC_API_TOKEN``."""
+    from noc_assistant.api.app import create_app
+    from noc_assistant.drafting import Drafter
+    from noc_assistant.llm import LlmClient
+    from noc_assistant.mail import Mailer
+
+    drafter = Drafter(
+        pack,
+        topology,
+        llm=LlmClient.from_settings(settings),
+        network=settings.operator_name,
+        signature=settings.email_signature,
+    )
+    token = settings.api_token.get_secret_value() if settings.api_token else None
+    return create_app(
+        store,
+        hub,
+        settings.local_tz,
+        drafter=drafter,
+        mailer=Mailer.from_settings(settings),
+        api_token=token,
+    )

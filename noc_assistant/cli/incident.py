@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from noc_assistant.cli._console import console
+from noc_assistant.cli._console import console, err_console
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import open_store
+from noc_assistant.storage import Store, open_store
+
+if TYPE_CHECKING:
+    from noc_assistant.drafting import Drafter
+    from noc_assistant.models import Incident
+    from noc_assistant.rca import Diagnosis
 
 __all__ = ["app"]
 
@@ -122,3 +129,92 @@ def show(
             f.id,
         )
     console.print(table)
+
+
+def _drafting(inventory: Path | None) -> tuple[Store, Drafter]:
+    """The store and a drafter for the CLI: the pack of the settings, the inventory given
+    (default: the demo's, when it exists), the LLM of ``NOC_LLM_BASE_URL``."""
+    from knowledge.topology import Topology
+    from noc_assistant.cli._live import load_pack_and_topology
+    from noc_assistant.drafting import Drafter
+    from noc_assistant.llm import LlmClient
+
+    settings = get_settings()
+    if inventory is None and (settings.data_dir / "inventory.json").is_file():
+        inventory = settings.data_dir / "inventory.json"
+    pack, topology = load_pack_and_topology(settings, inventory)
+    drafter = Drafter(
+        pack,
+        topology or Topology.infer({}, pack),
+        llm=LlmClient.from_settings(settings),
+        network=settings.operator_name,
+        signature=settings.email_signature,
+    )
+    return open_store(settings.db_url), drafter
+
+
+def _diagnosed(store: Store, incident_id: str) -> tuple[Incident, Diagnosis]:
+    inc = store.get_incident(incident_id)
+    if inc is None:
+        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
+    diagnosis = store.get_diagnosis(incident_id)
+    if diagnosis is None:
+        raise BadInputError(f"incident {incident_id} has no diagnosis in {store.path}")
+    return inc, diagnosis
+
+
+InventoryOpt = Annotated[
+    Path | None,
+    typer.Option(help="Network inventory (FORMATS §4); default: NOC_DATA_DIR/inventory.json"),
+]
+
+
+@app.command("report")
+def report(
+    incident_id: Annotated[str, typer.Argument(help="Incident id")],
+    narrate: Annotated[
+        bool, typer.Option(help="Let the LLM write the summary (kept only if grounded).")
+    ] = False,
+    inventory: InventoryOpt = None,
+) -> None:
+    """Print an incident's root-cause report (Markdown, from the diagnosis)."""
+    store, drafter = _drafting(inventory)
+    inc, diagnosis = _diagnosed(store, incident_id)
+    r = drafter.report(inc, diagnosis, narrate=narrate)
+    console.print(r.body, markup=False, highlight=False, soft_wrap=True)
+    if r.narration_withheld:
+        err_console.print(f"narration withheld: {r.narration_withheld}", highlight=False)
+
+
+@app.command("ask")
+def ask(
+    incident_id: Annotated[str, typer.Argument(help="Incident id")],
+    question: Annotated[str, typer.Argument(help="Your question about the incident")],
+    inventory: InventoryOpt = None,
+) -> None:
+    """Ask the triage assistant about an incident (answers come from its evidence)."""
+    store, drafter = _drafting(inventory)
+    inc, diagnosis = _diagnosed(store, incident_id)
+    answer = drafter.answer(inc, diagnosis, question)
+    console.print(answer.text, markup=False, highlight=False, soft_wrap=True)
+    if answer.note:
+        err_console.print(f"({answer.note})", highlight=False)
+
+
+@app.command("email")
+def email(
+    incident_id: Annotated[str, typer.Argument(help="Incident id")],
+    inventory: InventoryOpt = None,
+) -> None:
+    """Draft an e-mail to the NOC of the roaming partner an incident implicates (stored as
+    a draft: `noc email approve` / `noc email send`)."""
+    store, drafter = _drafting(inventory)
+    inc, diagnosis = _diagnosed(store, incident_id)
+    draft = drafter.partner_email(inc, diagnosis, store.findings_for(incident_id), time.time())
+    store.save_email(draft)
+    console.print(
+        f"{draft.id} (draft) to {', '.join(draft.to)}\nSubject: {draft.subject}\n\n{draft.body}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -53,8 +53,9 @@ def demo(
     ] = True,
 ) -> None:
     """Simulate a network day with faults, stream it through detection and show live alerts."""
-    from noc_assistant.api.app import create_app
+    from knowledge.pack import load_pack
     from noc_assistant.api.events import Broadcaster
+    from noc_assistant.cli._live import console_app
     from noc_assistant.inventory import topology_from_dict
     from noc_assistant.pipeline import Pipeline
     from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
@@ -72,8 +73,11 @@ def demo(
         f"  inventory  {paths['inventory']}\n  database   {store.path}"
     )
     url = f"http://{settings.http_host}:{settings.http_port}"
+    pack = load_pack()
+    topology = topology_from_dict(scenario.inventory, pack)
     if serve:
-        _serve(create_app(store, hub, settings.local_tz), settings.http_host, settings.http_port)
+        app = console_app(store, hub, settings, pack, topology)
+        _serve(app, settings.http_host, settings.http_port)
         console.print(f"  console    [link={url}]{url}[/link]")
 
     pending: list[Finding] = []
@@ -123,8 +127,7 @@ def demo(
                 soft_wrap=True,
             )
 
-    topology = topology_from_dict(scenario.inventory)
-    pipe = Pipeline(topology=topology, on_finding=on_finding, on_incident=on_incident)
+    pipe = Pipeline(pack=pack, topology=topology, on_finding=on_finding, on_incident=on_incident)
     pipe.correlator.maintenance.extend(_maintenance(scenario.labels))
     started = time.perf_counter()
     span = days * 86400.0

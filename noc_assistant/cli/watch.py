@@ -48,10 +48,9 @@ def watch(
     """Scrape the targets (or poll Prometheus) every interval, detect, store and show
     incidents as they happen. With ``--prometheus --backfill`` the detectors first learn from
     the stored history, instead of waiting out their probation."""
-    from noc_assistant.api.app import create_app
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.checkpoint import read_file, restore, snapshot, state_key, write_file
-    from noc_assistant.cli._live import IncidentOutput, load_pack_and_topology
+    from noc_assistant.cli._live import IncidentOutput, console_app, load_pack_and_topology
     from noc_assistant.cli.run import _serve, _utc
     from noc_assistant.errors import BadInputError
     from noc_assistant.ingest import Quarantine
@@ -99,7 +98,8 @@ def watch(
         PrometheusSource(prometheus, match=match or ['{__name__=~".+"}']) if prometheus else None
     )
     if serve:
-        _serve(create_app(store, hub, settings.local_tz), settings.http_host, settings.http_port)
+        app = console_app(store, hub, settings, pack, pipe.current_topology)
+        _serve(app, settings.http_host, settings.http_port)
         console.print(f"console http://{settings.http_host}:{settings.http_port}")
     what = [f"{len(targets)} target(s)"] if targets else []
     what += [f"Prometheus {prometheus}"] if prometheus else []

@@ -1,0 +1,192 @@
+"""Reports, triage chat and partner-NOC e-mails over HTTP (mounted by :func:`create_app`).
+
+Reading (no credentials): an incident's root-cause report, the e-mail drafts, a chat answer
+(it changes nothing). Writing needs ``Authorization: Bearer <NOC_API_TOKEN>``: drafting an
+e-mail, editing, approving, rejecting and sending it. Without a configured token the write
+endpoints answer 503 (disabled), with a wrong or missing one 401.
+
+An e-mail moves ``draft`` → ``approved`` (a named person) → ``sent``, or to ``rejected``; only
+an approved draft is sent, once: sending holds a lock from the status check to the store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from noc_assistant.api.deps import StoreDep, Writer
+from noc_assistant.drafting import Drafter, DraftingError
+from noc_assistant.mail import Mailer, MailError
+from noc_assistant.models import EmailDraft, Incident, Report
+from noc_assistant.rca import Diagnosis
+from noc_assistant.storage import Store
+
+__all__ = ["ChatRequest", "drafts_router"]
+
+
+class ChatTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str = Field(max_length=8000)
+
+
+class ChatRequest(BaseModel):
+    """A question about one incident, with the conversation so far (oldest first)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=2000)
+    history: list[ChatTurn] = Field(default_factory=list, max_length=20)
+
+
+class Approval(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    approver: str = Field(min_length=1, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class Edit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    subject: str | None = Field(default=None, min_length=1, max_length=300)
+    body: str | None = Field(default=None, min_length=1, max_length=20000)
+
+
+def drafts_router(
+    drafter: Drafter | None,
+    mailer: Mailer | None,
+    clock: Callable[[], float] = time.time,
+) -> APIRouter:
+    """The endpoints, around the application's drafter and mailer (the store and the write
+    token are the application's: ``app.state.store``, ``app.state.api_token``)."""
+    router = APIRouter()
+    send_lock = threading.Lock()
+
+    def need_drafter() -> Drafter:
+        if drafter is None:
+            raise HTTPException(503, "drafting is not configured (no knowledge pack loaded)")
+        return drafter
+
+    def incident_and_diagnosis(s: Store, incident_id: str) -> tuple[Incident, Diagnosis]:
+        inc = s.get_incident(incident_id)
+        if inc is None:
+            raise HTTPException(404, f"incident {incident_id} not found")
+        diagnosis = s.get_diagnosis(incident_id)
+        if diagnosis is None:
+            raise HTTPException(409, f"incident {incident_id} has no diagnosis yet")
+        return inc, diagnosis
+
+    def email_or_404(s: Store, email_id: str) -> EmailDraft:
+        draft = s.get_email(email_id)
+        if draft is None:
+            raise HTTPException(404, f"e-mail {email_id} not found")
+        return draft
+
+    @router.get("/api/incidents/{incident_id}/report")
+    def report(s: StoreDep, incident_id: str, narrate: bool = False) -> Report:
+        d = need_drafter()
+        inc, diagnosis = incident_and_diagnosis(s, incident_id)
+        return d.report(inc, diagnosis, narrate=narrate)
+
+    @router.post("/api/incidents/{incident_id}/chat")
+    def chat(s: StoreDep, incident_id: str, req: ChatRequest) -> dict[str, Any]:
+        d = need_drafter()
+        inc, diagnosis = incident_and_diagnosis(s, incident_id)
+        history = [{"role": t.role, "content": t.content} for t in req.history]
+        answer = d.answer(inc, diagnosis, req.question, history)  # type: ignore[arg-type]
+        return {
+            "answer": answer.text,
+            "generated_by": answer.generated_by,
+            "cited": list(answer.cited),
+            "removed": list(answer.removed),
+            "note": answer.note,
+        }
+
+    @router.post("/api/incidents/{incident_id}/emails", status_code=201)
+    def draft_email(s: StoreDep, _: Writer, incident_id: str) -> EmailDraft:
+        d = need_drafter()
+        inc, diagnosis = incident_and_diagnosis(s, incident_id)
+        try:
+            draft = d.partner_email(inc, diagnosis, s.findings_for(incident_id), now=clock())
+        except DraftingError as exc:
+            raise HTTPException(409, str(exc)) from None
+        s.save_email(draft)
+        return draft
+
+    @router.get("/api/emails")
+    def list_emails(s: StoreDep, incident_id: str | None = None) -> list[EmailDraft]:
+        return s.list_emails(incident_id)
+
+    @router.get("/api/emails/{email_id}")
+    def get_email(s: StoreDep, email_id: str) -> EmailDraft:
+        return email_or_404(s, email_id)
+
+    @router.put("/api/emails/{email_id}")
+    def edit_email(s: StoreDep, _: Writer, email_id: str, edit: Edit) -> EmailDraft:
+        d = need_drafter()
+        with send_lock:
+            draft = email_or_404(s, email_id)
+            if draft.status != "draft":
+                raise HTTPException(
+                    409, f"e-mail {email_id} is {draft.status}: only a draft is edited"
+                )
+            changes = {
+                k: d.masker.mask(v).text
+                for k, v in (("subject", edit.subject), ("body", edit.body))
+                if v is not None
+            }
+            draft = draft.model_copy(update=changes)
+            s.save_email(draft)
+        return draft
+
+    @router.post("/api/emails/{email_id}/approve")
+    def approve(s: StoreDep, _: Writer, email_id: str, who: Approval) -> EmailDraft:
+        with send_lock:
+            draft = email_or_404(s, email_id)
+            if draft.status != "draft":
+                raise HTTPException(409, f"e-mail {email_id} is {draft.status}, not a draft")
+            draft = draft.model_copy(
+                update={"status": "approved", "approved_by": who.approver, "approved_at": clock()}
+            )
+            s.save_email(draft)
+        return draft
+
+    @router.post("/api/emails/{email_id}/reject")
+    def reject(s: StoreDep, _: Writer, email_id: str, who: Approval) -> EmailDraft:
+        with send_lock:
+            draft = email_or_404(s, email_id)
+            if draft.status not in ("draft", "approved"):
+                raise HTTPException(409, f"e-mail {email_id} is {draft.status}")
+            reason = f"{who.approver}: {who.reason}" if who.reason else who.approver
+            draft = draft.model_copy(update={"status": "rejected", "rejected_reason": reason})
+            s.save_email(draft)
+        return draft
+
+    @router.post("/api/emails/{email_id}/send")
+    def send(s: StoreDep, _: Writer, email_id: str) -> EmailDraft:
+        if mailer is None:
+            raise HTTPException(503, "sending is not configured: set NOC_SMTP_HOST")
+        with send_lock:
+            draft = email_or_404(s, email_id)
+            if draft.status != "approved":
+                raise HTTPException(
+                    409, f"e-mail {email_id} is {draft.status}: only an approved e-mail is sent"
+                )
+            try:
+                message_id = mailer.send(draft, now=clock())
+            except MailError as exc:
+                raise HTTPException(502, str(exc)) from None
+            draft = draft.model_copy(
+                update={"status": "sent", "sent_at": clock(), "message_id": message_id}
+            )
+            s.save_email(draft)
+        return draft
+
+    return router

@@ -1,0 +1,438 @@
+"""Drafting: root-cause reports, partner-NOC e-mails and triage-chat answers.
+
+The detectors and the rules decide what is wrong (:mod:`noc_assistant.rca`); this stage only
+writes it down, and checks every text against the evidence before a person sees it:
+
+* **Report** (:meth:`Drafter.report`): the body is rendered from the diagnosis alone
+  (``prompts/templates/report.md.j2``), so a report exists without any model. With
+  ``narrate=True`` the LLM writes the summary paragraph; it is used only if it passes the
+  pack's grounding check (every number cites evidence it matches, every cited id exists) and
+  names no entity outside the incident. Otherwise the template's summary stays and
+  :attr:`Report.narration_withheld` says why.
+* **Partner-NOC e-mail** (:meth:`Drafter.partner_email`): for an incident whose diagnosis names
+  a roaming partner with a NOC contact (inventory ``partners[].noc_email`` or the operator
+  overlay), a draft in status ``draft`` that a person approves before it is sent
+  (:mod:`noc_assistant.mail`). It is rendered from a template with evidence citations, checked,
+  and the citations are then removed: the partner reads numbers and times, not our ids.
+* **Triage chat** (:meth:`Drafter.answer`): the model answers from a system prompt holding the
+  incident, its ranked causes and its evidence. Sentences that fail the grounding check are
+  removed and listed; when nothing is left, or no model answers, the answer comes from the
+  diagnosis alone.
+
+Everything that leaves for the model is masked first (IMSI/SUPI, MSISDN, IMEI …, the pack's
+``masking`` patterns), evidence text is wrapped as data (``<data source="telemetry">``) and the
+system prompt says that data is never an instruction. What comes back is masked again.
+Confidences are cited as ``[ev-rca]``: a pseudo evidence item holding the ranking's numbers.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from guardrails.grounding import GroundingReport, check_grounding
+from guardrails.injection import injection_policy, screen, system_instruction
+from guardrails.masking import Masker
+from knowledge.pack import Pack
+from knowledge.topology import PartnerLink, Topology, plmn_digits
+from noc_assistant.errors import ConfigError, LlmError
+from noc_assistant.llm import LlmClient, Message
+from noc_assistant.models import EmailDraft, Evidence, Finding, Hypothesis, Incident, Report
+from noc_assistant.rca import Diagnosis
+from prompts import environment
+
+__all__ = ["RANK_ID", "ChatAnswer", "Drafter", "DraftingError"]
+
+RANK_ID = "ev-rca"
+"""The evidence id under which a draft cites the ranking's confidences."""
+_CITATION = re.compile(r"\s?\[(?:ev-[A-Za-z0-9_.:-]+|ref:[A-Za-z0-9_.:-]+)\]")
+_ENTITYISH = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+
+
+class DraftingError(ConfigError):
+    """A draft that cannot be made from what is known and configured: no roaming partner
+    implicated, no NOC contact for it, no evidence to write from (exit 2)."""
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """A triage-chat answer: the text a person sees, who wrote it, and what was removed."""
+
+    text: str
+    generated_by: str
+    """``llm`` (its sentences that held), or ``template`` (the diagnosis alone)."""
+    cited: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    """Sentences of the model's answer withheld as unsupported by the evidence."""
+    note: str | None = None
+
+
+def _utc(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _pct(p: float) -> str:
+    """A confidence as a percentage at the precision grounding can match.
+
+    >>> _pct(0.9691), _pct(0.0), _pct(1.0)
+    ('96.9 %', '0 %', '100 %')
+    """
+    text = f"{100 * p:.1f}".rstrip("0").rstrip(".")
+    return f"{text} %"
+
+
+def _strip_citations(text: str) -> str:
+    """A checked text as a partner reads it: without our evidence and reference ids.
+
+    >>> _strip_citations("42 % succeeded [ev-f-1] [ref:ts-29-573].")
+    '42 % succeeded.'
+    """
+    return _CITATION.sub("", text)
+
+
+@dataclass
+class Drafter:
+    """Writes reports, partner e-mails and chat answers for one pack and network."""
+
+    pack: Pack
+    topology: Topology | Callable[[], Topology]
+    """The network (partners and their contacts, entity names), or a function giving the
+    current one (a pipeline that infers it from telemetry)."""
+    llm: LlmClient | None = None
+    network: str = "noc"
+    """How our network names itself in a partner e-mail's subject."""
+    signature: str = "NOC on-call"
+    narrate_sentences: int = 3
+    masker: Masker = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.masker = Masker.from_pack(self.pack)
+        self._injection = injection_policy(self.pack)
+        self._env = environment()
+
+    # -- shared views ----------------------------------------------------------------------
+
+    @property
+    def network_topology(self) -> Topology:
+        return self.topology if isinstance(self.topology, Topology) else self.topology()
+
+    def _mask(self, text: str) -> str:
+        return self.masker.mask(text).text
+
+    def _hypothesis_view(self, h: Hypothesis) -> dict[str, Any]:
+        fault = self.pack.faults.get(h.fault)
+        title = fault.title if fault is not None else h.fault
+        if h.fault == "no_fault":
+            title = "No fault (insufficient evidence)"
+        return {
+            "fault": h.fault,
+            "title": title,
+            "entity": h.entity,
+            "pct": _pct(h.confidence),
+            "evidence_ids": [e for e in h.evidence_ids if e != RANK_ID],
+            "refuted_by": list(h.refuted_by),
+            "references": [r for r in h.references if r in self.pack.references],
+            "checks": [self._mask(c) for c in h.checks],
+            "partner": h.partner,
+        }
+
+    def _rank_item(self, diagnosis: Diagnosis) -> dict[str, Any]:
+        parts = [f"{h.fault} on {h.entity or '-'} {h.confidence:.4f}" for h in diagnosis.hypotheses]
+        return {
+            "values": tuple(h.confidence for h in diagnosis.hypotheses),
+            "summary": "confidences of the ranked root causes: " + "; ".join(parts),
+        }
+
+    def _grounding_pool(self, diagnosis: Diagnosis) -> dict[str, Evidence | Mapping[str, Any]]:
+        pool: dict[str, Evidence | Mapping[str, Any]] = {e.id: e for e in diagnosis.evidence}
+        pool[RANK_ID] = self._rank_item(diagnosis)
+        return pool
+
+    def _evidence_view(self, evidence: Iterable[Evidence]) -> list[dict[str, str]]:
+        out = []
+        for e in evidence:
+            summary = self._mask(e.summary or f"{e.kind} on {e.entity}")
+            wrapped = screen(f"[{e.id}] {summary}", "telemetry", self._injection).text
+            out.append({"id": e.id, "summary": summary, "wrapped": wrapped})
+        return out
+
+    def _view(self, incident: Incident, diagnosis: Diagnosis) -> dict[str, Any]:
+        hypotheses = [self._hypothesis_view(h) for h in diagnosis.hypotheses]
+        cited = {r for h in hypotheses for r in h["references"]}
+        refs = self.pack.references
+        return {
+            "incident": {
+                "id": incident.id,
+                "title": self._mask(incident.title),
+                "state": incident.state,
+                "opened": _utc(incident.opened_at),
+                "resolved": _utc(incident.resolved_at),
+                "entities": list(incident.entities),
+            },
+            "verdict": diagnosis.verdict,
+            "hypotheses": hypotheses,
+            "top": hypotheses[0],
+            "evidence": self._evidence_view(diagnosis.evidence),
+            "rank_id": RANK_ID,
+            "references": [
+                {"id": r, "spec": refs[r].spec, "clause": refs[r].clause, "title": refs[r].title}
+                for r in sorted(cited)
+            ],
+        }
+
+    def _check(self, text: str, diagnosis: Diagnosis) -> GroundingReport:
+        return check_grounding(
+            text, self._grounding_pool(diagnosis), self.pack.references, self.pack.grounding
+        )
+
+    def _strangers(self, text: str, incident: Incident, diagnosis: Diagnosis) -> list[str]:
+        """Entities of the network a text names that the incident does not involve."""
+        known = set(incident.entities) | {h.entity for h in diagnosis.hypotheses}
+        known |= {e.entity for e in diagnosis.evidence}
+        types = self.network_topology.types
+        return sorted({m for m in _ENTITYISH.findall(text) if m in types and m not in known})
+
+    # -- report ----------------------------------------------------------------------------
+
+    def report(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        findings: Sequence[Finding] = (),
+        narrate: bool = False,
+    ) -> Report:
+        """The root-cause report of ``incident`` (see the module docstring)."""
+        view = self._view(incident, diagnosis)
+        first = self._first_sign(diagnosis)
+        summary = self._env.get_template("summary.txt.j2").render(**view, first=first).strip()
+        generated_by = "template"
+        withheld = None
+        if narrate:
+            narrated, withheld = self._narrate(incident, diagnosis, view)
+            if narrated is not None:
+                summary, generated_by = narrated, "llm"
+        body = self._env.get_template("report.md.j2").render(**view, summary=summary)
+        return Report(
+            incident_id=incident.id,
+            title=view["incident"]["title"],
+            summary=summary,
+            hypotheses=list(diagnosis.hypotheses),
+            evidence=list(diagnosis.evidence),
+            body=self._mask(body).strip() + "\n",
+            generated_by=generated_by,
+            narration_withheld=withheld,
+        )
+
+    def _first_sign(self, diagnosis: Diagnosis) -> dict[str, str] | None:
+        top = set(diagnosis.top.evidence_ids)
+        items = [e for e in diagnosis.evidence if e.kind == "finding" and e.id in top]
+        if not items:
+            return None
+        first = min(items, key=lambda e: (e.start, e.id))
+        return {"id": first.id, "summary": self._mask(first.summary)}
+
+    def _narrate(
+        self, incident: Incident, diagnosis: Diagnosis, view: dict[str, Any]
+    ) -> tuple[str | None, str | None]:
+        if self.llm is None:
+            return None, "no language model is configured"
+        top = view["top"]
+        told = (
+            f"{top['title']} on {top['entity']}, confidence {top['pct']} [{RANK_ID}]"
+            if diagnosis.verdict == "fault"
+            else f"no fault class above the no-fault baseline [{RANK_ID}]"
+        )
+        cited = set(diagnosis.top.evidence_ids)
+        evidence = [e for e in view["evidence"] if e["id"] in cited][:12] or view["evidence"][:12]
+        messages: list[Message] = [
+            {
+                "role": "system",
+                "content": self._env.get_template("narrate_system.txt.j2").render(
+                    sentences=self.narrate_sentences,
+                    example_id=evidence[0]["id"] if evidence else RANK_ID,
+                    instruction=system_instruction(self._injection),
+                ),
+            },
+            {
+                "role": "user",
+                "content": self._env.get_template("narrate_user.txt.j2").render(
+                    incident=view["incident"], diagnosis=told, evidence=evidence
+                ),
+            },
+        ]
+        try:
+            answer = self.llm.chat(messages)
+        except LlmError as exc:
+            return None, f"the language model failed: {exc}"
+        text = self._mask(answer.text).strip()
+        echoed = [
+            line.strip()
+            for line in messages[1]["content"].splitlines()
+            if len(line.strip()) >= 30 and not line.startswith("<data") and line.strip() in text
+        ]
+        if echoed:
+            return None, f"the model's summary was not used: it repeats the prompt ({echoed[0]!r})"
+        report = self._check(text, diagnosis)
+        if not report.ok:
+            issues = "; ".join(f"{i.kind} {i.token!r}" for i in report.issues[:5])
+            return None, f"the model's summary was not supported by the evidence: {issues}"
+        problem = self.vet(text, incident, diagnosis)
+        entity = diagnosis.top.entity
+        if problem is None and diagnosis.verdict == "fault" and entity and entity not in text:
+            problem = f"it does not name the diagnosed entity {diagnosis.top.entity}"
+        if problem is not None:
+            return None, f"the model's summary was not used: {problem}"
+        return text, None
+
+    def vet(self, text: str, incident: Incident, diagnosis: Diagnosis) -> str | None:
+        """Why a model's text (already grounding-checked) cannot be shown, or None.
+
+        It must cite at least one evidence id, name no entity of the network outside the
+        incident, and not echo the prompt's wrapped data.
+        """
+        if "<data" in text or "</data" in text or "&lt;data" in text:
+            return "it echoes the prompt's data"
+        strangers = self._strangers(text, incident, diagnosis)
+        if strangers:
+            return f"it names entities outside the incident: {', '.join(strangers)}"
+        if not re.search(r"\[ev-[A-Za-z0-9_.:-]+\]", text):
+            return "it cites no evidence"
+        return None
+
+    # -- partner e-mail --------------------------------------------------------------------
+
+    def partner_hypothesis(self, diagnosis: Diagnosis) -> tuple[Hypothesis, PartnerLink]:
+        """The best-ranked hypothesis naming a roaming partner, and that partner's contact."""
+        for h in diagnosis.hypotheses:
+            if h.partner is None or h.confidence <= 0.0:
+                continue
+            link = self.network_topology.partner_for_plmn(h.partner)
+            if link is None or not link.noc_email:
+                raise DraftingError(
+                    f"partner PLMN {h.partner} has no NOC contact: set partners[].noc_email "
+                    "in the inventory or the operator overlay"
+                )
+            return h, link
+        raise DraftingError(f"incident {diagnosis.incident_id}: no roaming partner is implicated")
+
+    def partner_email(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        findings: Sequence[Finding],
+        now: float,
+        email_id: str | None = None,
+    ) -> EmailDraft:
+        """A draft e-mail to the implicated partner's NOC (status ``draft``: a person approves
+        it before :class:`~noc_assistant.mail.Mailer` sends it)."""
+        _, link = self.partner_hypothesis(diagnosis)
+        digits = plmn_digits(link.plmn)
+        by_id = {f.id: f for f in findings}
+        observations = []
+        for e in sorted(diagnosis.evidence, key=lambda e: (e.start, e.id)):
+            f = by_id.get(e.finding_id or "")
+            if f is None or dict(f.labels).get("plmnid") != digits:
+                continue
+            if f.direction != "down" or not 0.0 <= f.observed <= 1.0:
+                continue  # the partner's success ratios, not counts of their roamers
+            observations.append(
+                {
+                    "id": e.id,
+                    "at": _utc(f.ts),
+                    "pct": _pct(f.observed),
+                    "expected": _pct(f.expected_low) if 0.0 < f.expected_low <= 1.0 else None,
+                }
+            )
+        if not observations:
+            raise DraftingError(
+                f"incident {incident.id}: no registration-success evidence for PLMN {link.plmn}"
+            )
+        start = min(o["at"] for o in observations if o["at"])
+        context = {
+            "network": self.network,
+            "plmn": link.plmn,
+            "partner_name": link.name,
+            "start": start,
+            "resolved": _utc(incident.resolved_at),
+            "observations": observations[:6],
+            "reference": incident.id,
+            "signature": self.signature,
+        }
+        body = self._env.get_template("partner_email.txt.j2").render(**context)
+        report = self._check(body, diagnosis)
+        if not report.ok:
+            issues = "; ".join(f"{i.kind} {i.token!r}" for i in report.issues[:5])
+            raise DraftingError(
+                f"incident {incident.id}: the e-mail draft is not grounded: {issues}"
+            )
+        subject = self._env.get_template("partner_subject.txt.j2").render(**context).strip()
+        return EmailDraft(
+            id=email_id or f"mail-{secrets.token_hex(5)}",
+            incident_id=incident.id,
+            to=[link.noc_email or ""],
+            subject=self._mask(subject),
+            body=self._mask(_strip_citations(body)).strip() + "\n",
+            partner_plmn=link.plmn,
+            created_at=now,
+        )
+
+    # -- triage chat -----------------------------------------------------------------------
+
+    def answer(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        question: str,
+        history: Sequence[Message] = (),
+    ) -> ChatAnswer:
+        """Answer an engineer's question about ``incident`` from its evidence."""
+        view = self._view(incident, diagnosis)
+        if self.llm is None:
+            return self._fallback(view, diagnosis, "no language model is configured")
+        system = self._env.get_template("chat_system.txt.j2").render(
+            **view,
+            example_id=view["evidence"][0]["id"] if view["evidence"] else RANK_ID,
+            instruction=system_instruction(self._injection),
+        )
+        messages: list[Message] = [{"role": "system", "content": system}]
+        for m in history[-8:]:
+            if m["role"] in ("user", "assistant"):
+                messages.append({"role": m["role"], "content": self._mask(m["content"])})
+        messages.append({"role": "user", "content": self._mask(question)})
+        try:
+            reply = self.llm.chat(messages)
+        except LlmError as exc:
+            return self._fallback(view, diagnosis, f"the language model failed: {exc}")
+        text = self._mask(reply.text).strip()
+        strip = self.pack.grounding.model_copy(update={"unsupported_claim": "strip"})
+        pool = self._grounding_pool(diagnosis)
+        checked = check_grounding(text, pool, self.pack.references, strip)
+        kept = checked.text.strip()
+        if not kept:
+            return self._fallback(view, diagnosis, "nothing the model said was supported")
+        problem = self.vet(kept, incident, diagnosis)
+        if problem is not None:
+            return self._fallback(view, diagnosis, f"the model's answer was not used: {problem}")
+        cited = tuple(sorted(set(re.findall(r"\[(ev-[A-Za-z0-9_.:-]+)\]", kept))))
+        note = (
+            f"{len(checked.removed)} sentence(s) withheld: not supported by the evidence"
+            if checked.removed
+            else None
+        )
+        return ChatAnswer(kept, "llm", cited, tuple(checked.removed), note)
+
+    def _fallback(self, view: dict[str, Any], diagnosis: Diagnosis, reason: str) -> ChatAnswer:
+        top_ids = set(diagnosis.top.evidence_ids)
+        cited = [e for e in view["evidence"] if e["id"] in top_ids][:5]
+        text = self._env.get_template("chat_fallback.txt.j2").render(
+            **view, cited=cited, reason=reason
+        )
+        return ChatAnswer(
+            text.strip(), "template", (RANK_ID, *(e["id"] for e in cited)), (), reason
+        )
