@@ -40,11 +40,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _serve(tmp_path: Path, local_tz: str | None = None) -> Iterator[tuple[str, Store, Broadcaster]]:
+def _serve(
+    tmp_path: Path, local_tz: str | None = None, **app_kwargs: Any
+) -> Iterator[tuple[str, Store, Broadcaster]]:
     store = SqliteStore(tmp_path / "noc.db")
     hub = Broadcaster()
     port = _free_port()
-    app = create_app(store, hub, local_tz)
+    app = create_app(store, hub, local_tz, **app_kwargs)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -63,6 +65,18 @@ def _serve(tmp_path: Path, local_tz: str | None = None) -> Iterator[tuple[str, S
 @pytest.fixture()
 def served(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
     yield from _serve(tmp_path)
+
+
+@pytest.fixture()
+def served_with_drafting(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
+    """The console with drafting on (the pack's fixture inventory; no model, no SMTP)."""
+    from knowledge.pack import load_pack
+    from knowledge.topology import load_inventory
+    from noc_assistant.drafting import Drafter
+
+    pack = load_pack()
+    topo = load_inventory(pack.fixture_path("inventory.yaml"), pack)
+    yield from _serve(tmp_path, drafter=Drafter(pack, topo), api_token="t0ken")
 
 
 @pytest.fixture()

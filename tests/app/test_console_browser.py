@@ -62,3 +62,25 @@ def test_incident_list_renders_and_live_feed_connects(
     assert "gpu-kv-cache-usage up on gpu-srv-1" in dom
     assert 'id="open-count">1<' in dom
     assert "live feed: connected" in dom
+
+
+def test_an_incident_page_with_its_report_e_mail_and_chat(
+    served_with_drafting: tuple[str, Store, object],
+) -> None:
+    from test_drafting import PACK, case
+
+    from knowledge.topology import load_inventory
+
+    base, store, _ = served_with_drafting
+    inc, diagnosis, findings = case(
+        "roaming-partner-registration", 0, load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
+    )
+    store.save_incident(inc)
+    store.save_findings(findings, incident_id=inc.id)
+    store.save_diagnosis(diagnosis)
+    dom = _dump_dom(f"{base}/incidents/{inc.id}")
+    assert f"<title>{inc.id} · noc-assistant</title>" in dom
+    assert "Most likely roaming partner outage on sepp-01" in dom
+    assert "Draft an e-mail to partner 262-01" in dom
+    assert 'id="chat" data-ready="1"' in dom  # the page's script ran
+    assert "live feed: connected" in dom

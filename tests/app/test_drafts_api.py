@@ -62,6 +62,7 @@ def test_report_and_chat_need_no_token(store: Store) -> None:
     assert c.post(f"/api/incidents/{ROAMING}/chat", json={"question": ""}).status_code == 422
     page = c.get(f"/incidents/{ROAMING}")
     assert page.status_code == 200
+    assert f"<title>{ROAMING} · noc-assistant</title>" in page.text
     assert "Root-cause report" in page.text and "Draft an e-mail to partner 262-01" in page.text
     assert "Triage chat" in page.text
     assert "Draft an e-mail" not in c.get(f"/incidents/{NRF}").text
