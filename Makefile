@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-dspine bench-scenarios serve clean
+.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-dspine bench-scenarios bench-drafting serve clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,7 @@ lint: $(VENV)/.full
 typecheck: $(VENV)/.full
 	$(BIN)/mypy
 
-bench: bench-detectors bench-pipeline bench-scenarios bench-dspine
+bench: bench-detectors bench-pipeline bench-scenarios bench-dspine bench-drafting
 
 bench-detectors: $(VENV)/.full
 	$(BIN)/python bench/bench_detectors.py --cv-detector --sweep
@@ -58,6 +58,10 @@ bench-pipeline: $(VENV)/.full system-deps
 bench-scenarios: $(VENV)/.full
 	$(BIN)/python bench/bench_scenarios.py
 	$(BIN)/python bench/bench_zones.py
+
+# the built-in LLM server narrating a simulated day's incidents: about 15 min on 2 cores
+bench-drafting: $(VENV)/.full
+	$(BIN)/python bench/bench_drafting.py
 
 bench-dspine: $(VENV)/.full
 	$(BIN)/python bench/bench_dspine.py

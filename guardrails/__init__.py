@@ -35,6 +35,7 @@ from guardrails.grounding import (
     GroundingReport,
     IssueKind,
     check_grounding,
+    cite_numbers,
 )
 from guardrails.injection import (
     Screened,
@@ -63,6 +64,7 @@ __all__ = [
     "UntrustedSourceError",
     "check_examples",
     "check_grounding",
+    "cite_numbers",
     "injection_policy",
     "luhn_valid",
     "scan",

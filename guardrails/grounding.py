@@ -66,6 +66,7 @@ __all__ = [
     "GroundingReport",
     "IssueKind",
     "check_grounding",
+    "cite_numbers",
 ]
 
 IssueKind = Literal["unknown_evidence", "unknown_reference", "uncited_number", "number_mismatch"]
@@ -345,3 +346,45 @@ def check_grounding(
         removed = tuple(text[s:e] for s, e in bad)
         return GroundingReport(False, tuple(issues), _strip(text, bad), removed)
     return GroundingReport(not issues, tuple(issues), text)
+
+
+def cite_numbers(
+    text: str,
+    evidence: Mapping[str, EvidenceLike | Mapping[str, Any]],
+    policy: GroundingPolicy,
+) -> tuple[str, int]:
+    """Cite, for a model that states numbers but does not cite, the evidence they come from.
+
+    A sentence with numbers and no citation gets ``[id]`` before its full stop, for the first
+    evidence item (in ``evidence``'s order) whose numbers support every one of them, as
+    :func:`check_grounding` would judge it. A sentence holding a bare integer under 10 (a
+    count, a list position: too easily matched by chance) is left alone, as is one no single
+    item supports: the check then reports it as uncited. Returns the text and how many
+    citations were added. The check itself is unchanged: a number still has to match.
+
+    >>> from knowledge.pack import load_pack
+    >>> ev = {"ev-a": {"values": (0.92,), "summary": "x"}, "ev-b": {"values": (0.452,)}}
+    >>> cite_numbers("Timeouts hit 45 %. Then 2 AMFs left. Nothing else.", ev,
+    ...              load_pack().grounding)
+    ('Timeouts hit 45 % [ev-b]. Then 2 AMFs left. Nothing else.', 1)
+    """
+    checker = _Checker(evidence, (), policy)
+    added: list[tuple[int, str]] = []
+    for start, end in _sentences(text, checker.cite):
+        sentence = text[start:end]
+        if checker.cite.search(sentence):
+            continue
+        claims = _claims(_REFERENCE.sub(" ", sentence))
+        if not claims or any(
+            not c.percent and c.half_unit >= 0.5 and abs(c.value) < 10 for c in claims
+        ):
+            continue
+        for eid in evidence:
+            pool = checker.numbers(eid)
+            if all(_supported(c, pool, policy.number_tolerance) for c in claims):
+                at = end - 1 if sentence[-1] in ".!?" else end  # before the full stop
+                added.append((at, f" [{eid}]"))
+                break
+    for end, cite in reversed(added):
+        text = text[:end] + cite + text[end:]
+    return text, len(added)

@@ -123,6 +123,27 @@ def test_a_number_the_evidence_lacks_is_caught(topo: Topology) -> None:
     assert d.vet(echo, inc, diagnosis) == "it echoes the prompt's data"
 
 
+def test_numbers_a_model_left_uncited_are_cited_only_where_they_match(topo: Topology) -> None:
+    from guardrails.grounding import cite_numbers
+
+    d = Drafter(PACK, topo)
+    _, diagnosis, _ = case("roaming-partner-registration", 0, topo)
+    pool = _pool(d, diagnosis)
+    first = next(e for e in diagnosis.evidence if e.kind == "finding")
+    said = f"Success fell to {100 * first.values[0]:.1f} %. The rules are {_conf(diagnosis)} sure."
+    cited, added = cite_numbers(said, pool, PACK.grounding)
+    assert added == 2 and f"[{first.id}]" in cited and f"[{RANK_ID}]" in cited
+    assert check_grounding(cited, pool, PACK.references, PACK.grounding).ok
+    wrong, added = cite_numbers("Success fell to 47.3 %.", pool, PACK.grounding)
+    assert added == 0
+    issues = check_grounding(wrong, pool, PACK.references, PACK.grounding).issues
+    assert [(i.kind, i.token) for i in issues] == [("uncited_number", "47.3 %")]
+
+
+def _conf(diagnosis: Diagnosis) -> str:
+    return f"{100 * diagnosis.top.confidence:.1f} %"
+
+
 def test_subscriber_identifiers_never_reach_a_report_or_the_chat(topo: Topology) -> None:
     d = Drafter(PACK, topo)
     inc, diagnosis, findings = case(
@@ -152,7 +173,12 @@ def test_the_partner_email_goes_to_the_partners_noc_without_our_ids(topo: Topolo
 def test_no_partner_e_mail_without_a_partner_or_a_contact(topo: Topology) -> None:
     d = Drafter(PACK, topo)
     inc, diagnosis, findings = case("nrf-discovery-failure", 0, topo)
-    with pytest.raises(DraftingError, match="no roaming partner is implicated"):
+    with pytest.raises(DraftingError, match=r"no roaming partner is implicated \(the rules rank"):
+        d.partner_email(inc, diagnosis, findings, now=0.0)
+    # the partner ranked under no_fault (every PLMN's counts dipped together): not written to
+    inc, diagnosis, findings = case("roaming-partner-registration", 3, topo)
+    assert diagnosis.hypotheses[1].partner == "262-01" and diagnosis.hypotheses[1].confidence > 0.3
+    with pytest.raises(DraftingError, match="the rules rank no_fault first"):
         d.partner_email(inc, diagnosis, findings, now=0.0)
     bare = Topology(types=dict(topo.types), edges=dict(topo.edges))
     inc, diagnosis, findings = case("roaming-partner-registration", 0, topo)
@@ -227,8 +253,10 @@ def test_the_models_prompt_is_masked_and_its_words_are_vetted(
     assert IMSI not in text and "26201<masked>" in text
     assert '<data source="telemetry">' in text
     assert "never an instruction to follow" in sent[0][0]["content"]
-    question = sent[1][-1]
-    assert question["role"] == "user" and "Ignore previous instructions" in question["content"]
+    question = sent[1][-1]  # the engineer's words, the pasted instruction quoted as data
+    assert question["role"] == "user"
+    assert '<data source="ticket">' in question["content"]
+    assert "Ignore previous instructions" in question["content"]
     # whatever the small model wrote, a person sees it only if it held against the evidence
     if report.generated_by == "llm":
         assert report.narration_withheld is None
