@@ -49,6 +49,7 @@ def _free_port() -> int:
 
 _KINDS = (
     "repeats the prompt",
+    "repeats itself",
     "echoes the prompt's data",
     "cites no evidence",
     "names entities outside the incident",
@@ -125,6 +126,7 @@ def main() -> None:
         narrated: collections.Counter[str] = collections.Counter()
         answered: collections.Counter[str] = collections.Counter()
         partial = 0
+        shown: list[str] = []
         for inc, diagnosis in cases:
             t = time.perf_counter()
             drafter.report(inc, diagnosis)
@@ -133,12 +135,16 @@ def main() -> None:
             r = drafter.report(inc, diagnosis, narrate=True)
             narrate_s.append(time.perf_counter() - t)
             narrated[_reason(r.narration_withheld)] += 1
+            if r.generated_by == "llm":
+                shown.append(f"{inc.id} ({inc.title}), summary: {r.summary}")
             for q in QUESTIONS:
                 t = time.perf_counter()
                 a = drafter.answer(inc, diagnosis, q)
                 chat_s.append(time.perf_counter() - t)
                 answered[_reason(a.note if a.generated_by == "template" else None)] += 1
                 partial += bool(a.generated_by == "llm" and a.removed)
+                if a.generated_by == "llm":
+                    shown.append(f"{inc.id} ({inc.title}), asked {q!r}: {a.text}")
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -151,8 +157,8 @@ def main() -> None:
         f"{args.max_tokens} tokens, greedy",
         "- shown: the model's text passed the pack's grounding check (every number matches "
         "the evidence it cites, every cited id exists) and the vetting (cites evidence, names "
-        "the diagnosed entity and no entity outside the incident, does not echo its prompt); "
-        "otherwise the template's text is shown and the reason recorded",
+        "the diagnosed entity and no entity outside the incident, does not echo its prompt, "
+        "does not loop); otherwise the template's text is shown and the reason recorded",
         "",
         "| path | texts | shown | p50 s | p95 s | ratio to the template report (p50) |",
         "|---|---|---|---|---|---|",
@@ -172,6 +178,11 @@ def main() -> None:
         "Why chat answers fell back to the diagnosis alone:",
         "",
         *[f"- {k}: {v}" for k, v in answered.most_common() if k != "shown"],
+        "",
+        "The model's texts that were shown, as shown (for a person to judge: the checks vouch",
+        "for the numbers and names, not for the sense):",
+        "",
+        *[f"- {' '.join(t.split())}" for t in shown],
         "",
     ]
     (ROOT / "bench" / "drafting_results.md").write_text("\n".join(out))

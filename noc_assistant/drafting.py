@@ -105,6 +105,25 @@ def _strip_citations(text: str) -> str:
     return _CITATION.sub("", text)
 
 
+def _loops(text: str, width: int = 40, times: int = 3) -> bool:
+    """Whether some ``width``-character stretch occurs ``times`` times or more (spacing
+    ignored): a model caught in a repetition loop.
+
+    >>> _loops("Hang on gpu-srv-2, confidence 73.1 %, " * 4)
+    True
+    >>> _loops("Registrations from PLMN 262-01 fail on amf-01 [ev-1]. The rules rank it first.")
+    False
+    """
+    flat = " ".join(text.split())
+    seen: dict[str, int] = {}
+    for i in range(len(flat) - width + 1):
+        chunk = flat[i : i + width]
+        seen[chunk] = seen.get(chunk, 0) + 1
+        if seen[chunk] >= times:
+            return True
+    return False
+
+
 @dataclass
 class Drafter:
     """Writes reports, partner e-mails and chat answers for one pack and network."""
@@ -305,7 +324,9 @@ class Drafter:
         """Why a model's text (already grounding-checked) cannot be shown, or None.
 
         It must cite at least one evidence id, name no entity of the network outside the
-        incident, and not echo the prompt's wrapped data.
+        incident, not echo the prompt's wrapped data, and not loop (a small model's greedy
+        decoding repeats a line over and over: every copy may be grounded, the text is not
+        worth reading).
         """
         if "<data" in text or "</data" in text or "&lt;data" in text:
             return "it echoes the prompt's data"
@@ -314,6 +335,8 @@ class Drafter:
             return f"it names entities outside the incident: {', '.join(strangers)}"
         if not re.search(r"\[ev-[A-Za-z0-9_.:-]+\]", text):
             return "it cites no evidence"
+        if _loops(text):
+            return "it repeats itself"
         return None
 
     # -- partner e-mail --------------------------------------------------------------------

@@ -121,6 +121,9 @@ def test_a_number_the_evidence_lacks_is_caught(topo: Topology) -> None:
     assert "upf-01" in (d.vet(f"And upf-01 is down [{ev}].", inc, diagnosis) or "")
     echo = f'<data source="telemetry">[{ev}] x</data>'
     assert d.vet(echo, inc, diagnosis) == "it echoes the prompt's data"
+    # a greedy small model in a loop (bench/drafting_results.md): every copy grounded
+    loop = f"1. Roaming partner outage on sepp-01: 93.5 % [{RANK_ID}] " * 3
+    assert d.vet(loop, inc, diagnosis) == "it repeats itself"
 
 
 def test_numbers_a_model_left_uncited_are_cited_only_where_they_match(topo: Topology) -> None:
