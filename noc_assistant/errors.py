@@ -5,7 +5,8 @@ Libraries raise these; only the CLI turns them into messages and exit codes::
     NocError                      base of everything we raise on purpose
     ├── BadInputError             input data or files that do not follow FORMATS.md (exit 2)
     │   ├── ReplayFormatError     a telemetry replay file (names file and line)
-    │   └── InventoryError        a network inventory file
+    │   ├── InventoryError        a network inventory file
+    │   └── EmailStateError       an e-mail step its state does not allow (send a draft …)
     ├── ConfigError               settings or a knowledge pack that cannot be used (exit 2)
     │   └── DraftingError         a draft with nothing to write from (noc_assistant.drafting)
     ├── StorageError              the database refused or lost a write
@@ -18,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "BadInputError",
     "ConfigError",
+    "EmailStateError",
     "InventoryError",
     "LlmError",
     "NocError",
@@ -51,6 +53,11 @@ class ReplayFormatError(BadInputError):
 
 class InventoryError(BadInputError):
     """A network inventory file that does not follow FORMATS.md §4."""
+
+
+class EmailStateError(BadInputError):
+    """A step an e-mail's state does not allow: approving one already sent, sending one not
+    approved, editing one no longer a draft."""
 
 
 class ConfigError(NocError):

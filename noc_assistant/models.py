@@ -18,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from noc_assistant.errors import EmailStateError
+
 __all__ = [
     "Direction",
     "EmailDraft",
@@ -215,3 +217,31 @@ class EmailDraft(BaseModel):
     message_id: str | None = None
     """The SMTP ``Message-ID`` it was sent with."""
     rejected_reason: str | None = None
+
+    # The steps of its life; each returns the changed copy, or raises EmailStateError.
+
+    def _step(self, allowed: tuple[str, ...], what: str, **changes: object) -> EmailDraft:
+        if self.status not in allowed:
+            raise EmailStateError(f"e-mail {self.id} is {self.status}: cannot {what} it")
+        return self.model_copy(update=changes)
+
+    def edited(self, subject: str | None = None, body: str | None = None) -> EmailDraft:
+        changes = {k: v for k, v in (("subject", subject), ("body", body)) if v is not None}
+        return self._step(("draft",), "edit", **changes)
+
+    def approved(self, by: str, at: float) -> EmailDraft:
+        """Approved by a named person (only a draft)."""
+        return self._step(("draft",), "approve", status="approved", approved_by=by, approved_at=at)
+
+    def rejected(self, by: str, reason: str | None = None) -> EmailDraft:
+        """Rejected (a draft, or an approved e-mail not yet sent), with who and why."""
+        why = f"{by}: {reason}" if reason else by
+        return self._step(("draft", "approved"), "reject", status="rejected", rejected_reason=why)
+
+    def ready_to_send(self) -> None:
+        """Raise :class:`EmailStateError` unless it is approved (check before sending)."""
+        self._step(("approved",), "send")
+
+    def sent(self, message_id: str, at: float) -> EmailDraft:
+        """Sent (only an approved e-mail, once)."""
+        return self._step(("approved",), "send", status="sent", sent_at=at, message_id=message_id)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from noc_assistant.api.deps import StoreDep, Writer
 from noc_assistant.drafting import Drafter, DraftingError
+from noc_assistant.errors import EmailStateError
 from noc_assistant.mail import Mailer, MailError
 from noc_assistant.models import EmailDraft, Incident, Report
 from noc_assistant.rca import Diagnosis
@@ -128,65 +129,44 @@ def drafts_router(
     def get_email(s: StoreDep, email_id: str) -> EmailDraft:
         return email_or_404(s, email_id)
 
+    def step(s: Store, email_id: str, change: Callable[[EmailDraft], EmailDraft]) -> EmailDraft:
+        """Apply one step of an e-mail's life under the lock (409 if its state forbids it)."""
+        with send_lock:
+            try:
+                draft = change(email_or_404(s, email_id))
+            except EmailStateError as exc:
+                raise HTTPException(409, str(exc)) from None
+            s.save_email(draft)
+        return draft
+
     @router.put("/api/emails/{email_id}")
     def edit_email(s: StoreDep, _: Writer, email_id: str, edit: Edit) -> EmailDraft:
         d = need_drafter()
-        with send_lock:
-            draft = email_or_404(s, email_id)
-            if draft.status != "draft":
-                raise HTTPException(
-                    409, f"e-mail {email_id} is {draft.status}: only a draft is edited"
-                )
-            changes = {
-                k: d.masker.mask(v).text
-                for k, v in (("subject", edit.subject), ("body", edit.body))
-                if v is not None
-            }
-            draft = draft.model_copy(update=changes)
-            s.save_email(draft)
-        return draft
+        subject = d.masker.mask(edit.subject).text if edit.subject is not None else None
+        body = d.masker.mask(edit.body).text if edit.body is not None else None
+        return step(s, email_id, lambda m: m.edited(subject, body))
 
     @router.post("/api/emails/{email_id}/approve")
     def approve(s: StoreDep, _: Writer, email_id: str, who: Approval) -> EmailDraft:
-        with send_lock:
-            draft = email_or_404(s, email_id)
-            if draft.status != "draft":
-                raise HTTPException(409, f"e-mail {email_id} is {draft.status}, not a draft")
-            draft = draft.model_copy(
-                update={"status": "approved", "approved_by": who.approver, "approved_at": clock()}
-            )
-            s.save_email(draft)
-        return draft
+        return step(s, email_id, lambda m: m.approved(who.approver, clock()))
 
     @router.post("/api/emails/{email_id}/reject")
     def reject(s: StoreDep, _: Writer, email_id: str, who: Approval) -> EmailDraft:
-        with send_lock:
-            draft = email_or_404(s, email_id)
-            if draft.status not in ("draft", "approved"):
-                raise HTTPException(409, f"e-mail {email_id} is {draft.status}")
-            reason = f"{who.approver}: {who.reason}" if who.reason else who.approver
-            draft = draft.model_copy(update={"status": "rejected", "rejected_reason": reason})
-            s.save_email(draft)
-        return draft
+        return step(s, email_id, lambda m: m.rejected(who.approver, who.reason))
 
     @router.post("/api/emails/{email_id}/send")
     def send(s: StoreDep, _: Writer, email_id: str) -> EmailDraft:
         if mailer is None:
             raise HTTPException(503, "sending is not configured: set NOC_SMTP_HOST")
-        with send_lock:
-            draft = email_or_404(s, email_id)
-            if draft.status != "approved":
-                raise HTTPException(
-                    409, f"e-mail {email_id} is {draft.status}: only an approved e-mail is sent"
-                )
+
+        def deliver(draft: EmailDraft) -> EmailDraft:
+            draft.ready_to_send()
             try:
                 message_id = mailer.send(draft, now=clock())
             except MailError as exc:
                 raise HTTPException(502, str(exc)) from None
-            draft = draft.model_copy(
-                update={"status": "sent", "sent_at": clock(), "message_id": message_id}
-            )
-            s.save_email(draft)
-        return draft
+            return draft.sent(message_id, clock())
+
+        return step(s, email_id, deliver)
 
     return router

@@ -21,12 +21,10 @@ __all__ = ["app"]
 app = typer.Typer(help="Partner-NOC e-mails: drafts, approval, sending.", no_args_is_help=True)
 
 
-def _draft(store: Store, email_id: str, *allowed: str) -> EmailDraft:
+def _draft(store: Store, email_id: str) -> EmailDraft:
     draft = store.get_email(email_id)
     if draft is None:
         raise BadInputError(f"no e-mail {email_id!r} in {store.path}")
-    if draft.status not in allowed:
-        raise BadInputError(f"e-mail {email_id} is {draft.status}, not {' or '.join(allowed)}")
     return draft
 
 
@@ -46,7 +44,7 @@ def list_emails(
 @app.command("show")
 def show(email_id: Annotated[str, typer.Argument(help="E-mail id")]) -> None:
     """Print one e-mail as it would be sent."""
-    d = _draft(open_store(get_settings().db_url), email_id, "draft", "approved", "sent", "rejected")
+    d = _draft(open_store(get_settings().db_url), email_id)
     console.print(
         f"{d.id} ({d.status}) to {', '.join(d.to)}\nSubject: {d.subject}\n\n{d.body}",
         markup=False,
@@ -62,10 +60,7 @@ def approve(
 ) -> None:
     """Approve a draft for sending."""
     store = open_store(get_settings().db_url)
-    d = _draft(store, email_id, "draft")
-    store.save_email(
-        d.model_copy(update={"status": "approved", "approved_by": by, "approved_at": time.time()})
-    )
+    store.save_email(_draft(store, email_id).approved(by, time.time()))
     console.print(f"{email_id} approved by {by}", highlight=False)
 
 
@@ -77,9 +72,7 @@ def reject(
 ) -> None:
     """Reject a draft (or an approved e-mail not yet sent)."""
     store = open_store(get_settings().db_url)
-    d = _draft(store, email_id, "draft", "approved")
-    why = f"{by}: {reason}" if reason else by
-    store.save_email(d.model_copy(update={"status": "rejected", "rejected_reason": why}))
+    store.save_email(_draft(store, email_id).rejected(by, reason))
     console.print(f"{email_id} rejected by {by}", highlight=False)
 
 
@@ -93,9 +86,8 @@ def send(email_id: Annotated[str, typer.Argument(help="E-mail id")]) -> None:
     if mailer is None:
         raise ConfigError("sending is not configured: set NOC_SMTP_HOST")
     store = open_store(settings.db_url)
-    d = _draft(store, email_id, "approved")
+    d = _draft(store, email_id)
+    d.ready_to_send()
     message_id = mailer.send(d)
-    store.save_email(
-        d.model_copy(update={"status": "sent", "sent_at": time.time(), "message_id": message_id})
-    )
+    store.save_email(d.sent(message_id, time.time()))
     console.print(f"{email_id} sent to {', '.join(d.to)} as {message_id}", highlight=False)

@@ -187,7 +187,7 @@ def test_the_cli_drafts_approves_and_sends(
         assert run(["incident", "email", ROAMING, "--inventory", inventory]) == 0
         (draft,) = SqliteStore(tmp_path / "noc.db").list_emails(ROAMING)
         assert run(["email", "send", draft.id]) == 2  # not approved
-        assert "not approved" in capsys.readouterr().err
+        assert "is draft: cannot send it" in capsys.readouterr().err
         assert run(["email", "approve", draft.id, "--by", "A. Engineer"]) == 0
         assert run(["email", "send", draft.id]) == 0
         assert len(inbox.envelopes) == 1
