@@ -253,7 +253,7 @@ def test_the_models_prompt_is_masked_and_its_words_are_vetted(
     sent = recorder.seen[before:]
     assert len(sent) == 2  # one narration, one chat answer
     text = "\n".join(m["content"] for messages in sent for m in messages)
-    assert IMSI not in text and "26201<masked>" in text
+    assert IMSI not in text and "26201&lt;masked&gt;" in text  # masked, then wrapped as data
     assert '<data source="telemetry">' in text
     assert "never an instruction to follow" in sent[0][0]["content"]
     question = sent[1][-1]  # the engineer's words, the pasted instruction quoted as data
