@@ -435,7 +435,7 @@ class Drafter:
         """Answer an engineer's question about ``incident`` from its evidence."""
         view = self._view(incident, diagnosis)
         if self.llm is None:
-            return self._fallback(view, diagnosis, "no language model is configured")
+            return self._fallback(view, diagnosis, question, "no language model is configured")
         system = self._env.get_template("chat_system.txt.j2").render(
             **view,
             example_id=view["evidence"][0]["id"] if view["evidence"] else RANK_ID,
@@ -456,17 +456,19 @@ class Drafter:
         try:
             reply = self.llm.chat(messages)
         except LlmError as exc:
-            return self._fallback(view, diagnosis, f"the language model failed: {exc}")
+            return self._fallback(view, diagnosis, question, f"the language model failed: {exc}")
         pool = self._grounding_pool(diagnosis)
         text, _ = cite_numbers(self._mask(reply.text).strip(), pool, self.pack.grounding)
         strip = self.pack.grounding.model_copy(update={"unsupported_claim": "strip"})
         checked = check_grounding(text, pool, self.pack.references, strip)
         kept = checked.text.strip()
         if not kept:
-            return self._fallback(view, diagnosis, "nothing the model said was supported")
+            return self._fallback(view, diagnosis, question, "nothing the model said was supported")
         problem = self.vet(kept, incident, diagnosis)
         if problem is not None:
-            return self._fallback(view, diagnosis, f"the model's answer was not used: {problem}")
+            return self._fallback(
+                view, diagnosis, question, f"the model's answer was not used: {problem}"
+            )
         cited = tuple(sorted(set(re.findall(r"\[(ev-[A-Za-z0-9_.:-]+)\]", kept))))
         note = (
             f"{len(checked.removed)} sentence(s) withheld: not supported by the evidence"
@@ -475,12 +477,41 @@ class Drafter:
         )
         return ChatAnswer(kept, "llm", cited, tuple(checked.removed), note)
 
-    def _fallback(self, view: dict[str, Any], diagnosis: Diagnosis, reason: str) -> ChatAnswer:
+    def _fallback(
+        self, view: dict[str, Any], diagnosis: Diagnosis, question: str, reason: str
+    ) -> ChatAnswer:
+        """An answer from the diagnosis alone, shaped by what the question asks about: the
+        entities it names, and whether it asks what came first, why, what else, or what to
+        check (keywords; the ranking and its checks are always given)."""
+        words = set(re.findall(r"[a-z]+", question.lower()))
+        named = set(_ENTITYISH.findall(question.lower()))
         top_ids = set(diagnosis.top.evidence_ids)
-        cited = [e for e in view["evidence"] if e["id"] in top_ids][:5]
+        by_id = {e["id"]: e for e in view["evidence"]}
+        items = [i for i in diagnosis.evidence if i.id in by_id]
+        if named & {i.entity for i in items}:
+            chosen = [i for i in items if i.entity in named]
+        else:
+            chosen = [i for i in items if i.id in top_ids]
+        first = min(
+            (i for i in items if i.kind == "finding" and i.id in top_ids),
+            key=lambda i: (i.start, i.id),
+            default=None,
+        )
+        asks = {
+            "first": bool(words & {"first", "when", "start", "started", "began", "begin"}),
+            "why": bool(words & {"why", "evidence", "against", "sure", "confidence", "how"}),
+            "else": bool(words & {"else", "other", "others", "alternative", "alternatives"}),
+        }
+        refuted = [by_id[e] for e in diagnosis.top.refuted_by if e in by_id][:3]
+        cited = [by_id[i.id] for i in chosen][:5]
         text = self._env.get_template("chat_fallback.txt.j2").render(
-            **view, cited=cited, reason=reason
+            **view,
+            cited=cited,
+            reason=reason,
+            asks=asks,
+            first=(by_id[first.id] | {"at": _utc(first.start)}) if first else None,
+            refuted=refuted if asks["why"] else [],
+            others=view["hypotheses"][1:] if asks["else"] else [],
         )
-        return ChatAnswer(
-            text.strip(), "template", (RANK_ID, *(e["id"] for e in cited)), (), reason
-        )
+        ids = [RANK_ID, *(e["id"] for e in cited)]
+        return ChatAnswer(text.strip(), "template", tuple(dict.fromkeys(ids)), (), reason)

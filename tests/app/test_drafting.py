@@ -277,3 +277,32 @@ def test_the_models_prompt_is_masked_and_its_words_are_vetted(
         assert answer.note
     for t in (report.summary, report.body, answer.text):
         assert IMSI not in t and not re.search(r"<data\b", t)
+
+
+def test_without_a_model_the_answer_follows_the_question(topo: Topology) -> None:
+    d = Drafter(PACK, topo)
+    inc, diagnosis, _ = case("roaming-partner-registration", 0, topo)
+    pool = _pool(d, diagnosis)
+
+    def ask(q: str) -> str:
+        a = d.answer(inc, diagnosis, q)
+        assert a.generated_by == "template" and a.note == "no language model is configured"
+        checked = check_grounding(_claims(a.text), pool, PACK.references, PACK.grounding)
+        assert checked.ok, checked.issues
+        return a.text
+
+    plain = ask("status?")
+    assert "roaming partner outage on sepp-01 first" in plain and "Next checks:" in plain
+    assert "First sign" not in plain and "Other causes" not in plain
+    first = ask("When did it start?")
+    assert re.search(r"First sign, at \d{4}-\d\d-\d\d \d\d:\d\d UTC: .* \[ev-", first)
+    others = ask("What else could it be?")
+    assert "Other causes the rules weighed:" in others and "No fault" in others
+    assert "Against it:" not in ask("status?")
+    entity = next(e.entity for e in diagnosis.evidence if e.kind == "finding")
+    about = ask(f"What did {entity} show?")
+    assert all(
+        f"[{e.id}]" in about
+        for e in diagnosis.evidence
+        if e.entity == entity and e.kind == "finding"
+    )
