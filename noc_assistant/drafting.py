@@ -35,7 +35,7 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guardrails.grounding import GroundingReport, check_grounding, cite_numbers
 from guardrails.injection import (
@@ -54,12 +54,17 @@ from noc_assistant.models import EmailDraft, Evidence, Finding, Hypothesis, Inci
 from noc_assistant.rca import Diagnosis
 from prompts import environment
 
+if TYPE_CHECKING:
+    from noc_assistant.settings import Settings
+
 __all__ = ["RANK_ID", "ChatAnswer", "Drafter", "DraftingError"]
 
 RANK_ID = "ev-rca"
 """The evidence id under which a draft cites the ranking's confidences."""
 _CITATION = re.compile(r"\s?\[(?:ev-[A-Za-z0-9_.:-]+|ref:[A-Za-z0-9_.:-]+)\]")
 _ENTITYISH = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+_Pool = dict[str, Evidence | Mapping[str, Any]]
+"""What a draft is checked against: evidence id → item (with the ranking under ``RANK_ID``)."""
 
 
 class DraftingError(ConfigError):
@@ -124,6 +129,26 @@ def _loops(text: str, width: int = 40, times: int = 3) -> bool:
     return False
 
 
+def _first_sign(diagnosis: Diagnosis) -> Evidence | None:
+    """The earliest finding the top hypothesis rests on."""
+    top = set(diagnosis.top.evidence_ids)
+    items = [e for e in diagnosis.evidence if e.kind == "finding" and e.id in top]
+    return min(items, key=lambda e: (e.start, e.id), default=None)
+
+
+def _sign_view(view: dict[str, Any], sign: Evidence | None) -> dict[str, Any] | None:
+    """A first sign as the templates show it: its masked evidence line and its time."""
+    if sign is None:
+        return None
+    line: dict[str, Any] = next(e for e in view["evidence"] if e["id"] == sign.id)
+    return line | {"at": _utc(sign.start)}
+
+
+def _issues(report: GroundingReport) -> str:
+    """The first grounding issues of a draft, for a reason shown to a person."""
+    return "; ".join(f"{i.kind} {i.token!r}" for i in report.issues[:5])
+
+
 @dataclass
 class Drafter:
     """Writes reports, partner e-mails and chat answers for one pack and network."""
@@ -139,10 +164,25 @@ class Drafter:
     narrate_sentences: int = 3
     masker: Masker = field(init=False, repr=False)
 
+    @classmethod
+    def from_settings(
+        cls, pack: Pack, topology: Topology | Callable[[], Topology], settings: Settings
+    ) -> Drafter:
+        """The drafter the settings describe: the model of ``NOC_LLM_*``, our name and
+        signature for partner e-mails (``NOC_OPERATOR_NAME``, ``NOC_EMAIL_SIGNATURE``)."""
+        return cls(
+            pack,
+            topology,
+            llm=LlmClient.from_settings(settings),
+            network=settings.operator_name,
+            signature=settings.email_signature,
+        )
+
     def __post_init__(self) -> None:
         self.masker = Masker.from_pack(self.pack)
         self._injection = injection_policy(self.pack)
         self._env = environment()
+        self._cite = re.compile(self.pack.grounding.evidence_id_pattern)
 
     # -- shared views ----------------------------------------------------------------------
 
@@ -177,8 +217,8 @@ class Drafter:
             "summary": "confidences of the ranked root causes: " + "; ".join(parts),
         }
 
-    def _grounding_pool(self, diagnosis: Diagnosis) -> dict[str, Evidence | Mapping[str, Any]]:
-        pool: dict[str, Evidence | Mapping[str, Any]] = {e.id: e for e in diagnosis.evidence}
+    def _grounding_pool(self, diagnosis: Diagnosis) -> _Pool:
+        pool: _Pool = {e.id: e for e in diagnosis.evidence}
         pool[RANK_ID] = self._rank_item(diagnosis)
         return pool
 
@@ -214,10 +254,8 @@ class Drafter:
             ],
         }
 
-    def _check(self, text: str, diagnosis: Diagnosis) -> GroundingReport:
-        return check_grounding(
-            text, self._grounding_pool(diagnosis), self.pack.references, self.pack.grounding
-        )
+    def _check(self, text: str, pool: _Pool) -> GroundingReport:
+        return check_grounding(text, pool, self.pack.references, self.pack.grounding)
 
     def _strangers(self, text: str, incident: Incident, diagnosis: Diagnosis) -> list[str]:
         """Entities of the network a text names that the incident does not involve."""
@@ -228,17 +266,14 @@ class Drafter:
 
     # -- report ----------------------------------------------------------------------------
 
-    def report(
-        self,
-        incident: Incident,
-        diagnosis: Diagnosis,
-        findings: Sequence[Finding] = (),
-        narrate: bool = False,
-    ) -> Report:
+    def report(self, incident: Incident, diagnosis: Diagnosis, narrate: bool = False) -> Report:
         """The root-cause report of ``incident`` (see the module docstring)."""
         view = self._view(incident, diagnosis)
-        first = self._first_sign(diagnosis)
-        summary = self._env.get_template("summary.txt.j2").render(**view, first=first).strip()
+        first = _first_sign(diagnosis)
+        summary = self._env.get_template("summary.txt.j2").render(
+            **view, first=_sign_view(view, first)
+        )
+        summary = summary.strip()
         generated_by = "template"
         withheld = None
         if narrate:
@@ -256,14 +291,6 @@ class Drafter:
             generated_by=generated_by,
             narration_withheld=withheld,
         )
-
-    def _first_sign(self, diagnosis: Diagnosis) -> dict[str, str] | None:
-        top = set(diagnosis.top.evidence_ids)
-        items = [e for e in diagnosis.evidence if e.kind == "finding" and e.id in top]
-        if not items:
-            return None
-        first = min(items, key=lambda e: (e.start, e.id))
-        return {"id": first.id, "summary": self._mask(first.summary)}
 
     def _narrate(
         self, incident: Incident, diagnosis: Diagnosis, view: dict[str, Any]
@@ -298,9 +325,8 @@ class Drafter:
             answer = self.llm.chat(messages)
         except LlmError as exc:
             return None, f"the language model failed: {exc}"
-        text, _ = cite_numbers(
-            self._mask(answer.text).strip(), self._grounding_pool(diagnosis), self.pack.grounding
-        )
+        pool = self._grounding_pool(diagnosis)
+        text, _ = cite_numbers(self._mask(answer.text).strip(), pool, self.pack.grounding)
         echoed = sum(
             len(line.strip())
             for line in messages[1]["content"].splitlines()
@@ -308,10 +334,9 @@ class Drafter:
         )
         if echoed > 0.5 * len(text):
             return None, "the model's summary was not used: it repeats the prompt"
-        report = self._check(text, diagnosis)
+        report = self._check(text, pool)
         if not report.ok:
-            issues = "; ".join(f"{i.kind} {i.token!r}" for i in report.issues[:5])
-            return None, f"the model's summary was not supported by the evidence: {issues}"
+            return None, f"the model's summary was not supported by the evidence: {_issues(report)}"
         problem = self.vet(text, incident, diagnosis)
         entity = diagnosis.top.entity
         if problem is None and diagnosis.verdict == "fault" and entity and entity not in text:
@@ -333,7 +358,7 @@ class Drafter:
         strangers = self._strangers(text, incident, diagnosis)
         if strangers:
             return f"it names entities outside the incident: {', '.join(strangers)}"
-        if not re.search(r"\[ev-[A-Za-z0-9_.:-]+\]", text):
+        if not self._cite.search(text):
             return "it cites no evidence"
         if _loops(text):
             return "it repeats itself"
@@ -406,11 +431,10 @@ class Drafter:
             "signature": self.signature,
         }
         body = self._env.get_template("partner_email.txt.j2").render(**context)
-        report = self._check(body, diagnosis)
+        report = self._check(body, self._grounding_pool(diagnosis))
         if not report.ok:
-            issues = "; ".join(f"{i.kind} {i.token!r}" for i in report.issues[:5])
             raise DraftingError(
-                f"incident {incident.id}: the e-mail draft is not grounded: {issues}"
+                f"incident {incident.id}: the e-mail draft is not grounded: {_issues(report)}"
             )
         subject = self._env.get_template("partner_subject.txt.j2").render(**context).strip()
         return EmailDraft(
@@ -469,7 +493,7 @@ class Drafter:
             return self._fallback(
                 view, diagnosis, question, f"the model's answer was not used: {problem}"
             )
-        cited = tuple(sorted(set(re.findall(r"\[(ev-[A-Za-z0-9_.:-]+)\]", kept))))
+        cited = tuple(sorted({m.group().strip("[]") for m in self._cite.finditer(kept)}))
         note = (
             f"{len(checked.removed)} sentence(s) withheld: not supported by the evidence"
             if checked.removed
@@ -492,11 +516,7 @@ class Drafter:
             chosen = [i for i in items if i.entity in named]
         else:
             chosen = [i for i in items if i.id in top_ids]
-        first = min(
-            (i for i in items if i.kind == "finding" and i.id in top_ids),
-            key=lambda i: (i.start, i.id),
-            default=None,
-        )
+        first = _first_sign(diagnosis)
         asks = {
             "first": bool(words & {"first", "when", "start", "started", "began", "begin"}),
             "why": bool(words & {"why", "evidence", "against", "sure", "confidence", "how"}),
@@ -509,7 +529,7 @@ class Drafter:
             cited=cited,
             reason=reason,
             asks=asks,
-            first=(by_id[first.id] | {"at": _utc(first.start)}) if first else None,
+            first=_sign_view(view, first),
             refuted=refuted if asks["why"] else [],
             others=view["hypotheses"][1:] if asks["else"] else [],
         )

@@ -117,16 +117,9 @@ def console_app(
     by ``NOC_API_TOKEN``."""
     from noc_assistant.api.app import create_app
     from noc_assistant.drafting import Drafter
-    from noc_assistant.llm import LlmClient
     from noc_assistant.mail import Mailer
 
-    drafter = Drafter(
-        pack,
-        topology,
-        llm=LlmClient.from_settings(settings),
-        network=settings.operator_name,
-        signature=settings.email_signature,
-    )
+    drafter = Drafter.from_settings(pack, topology, settings)
     token = settings.api_token.get_secret_value() if settings.api_token else None
     return create_app(
         store,

@@ -137,19 +137,12 @@ def _drafting(inventory: Path | None) -> tuple[Store, Drafter]:
     from knowledge.topology import Topology
     from noc_assistant.cli._live import load_pack_and_topology
     from noc_assistant.drafting import Drafter
-    from noc_assistant.llm import LlmClient
 
     settings = get_settings()
     if inventory is None and (settings.data_dir / "inventory.json").is_file():
         inventory = settings.data_dir / "inventory.json"
     pack, topology = load_pack_and_topology(settings, inventory)
-    drafter = Drafter(
-        pack,
-        topology or Topology.infer({}, pack),
-        llm=LlmClient.from_settings(settings),
-        network=settings.operator_name,
-        signature=settings.email_signature,
-    )
+    drafter = Drafter.from_settings(pack, topology or Topology.infer({}, pack), settings)
     return open_store(settings.db_url), drafter
 
 
