@@ -43,7 +43,7 @@ def case(
                 kpi=f.kpi,
                 entity=f.entity,
                 entity_type=f.entity_type,
-                ts=1_795_000_000.0 + f.ts,
+                ts=f.ts,
                 score=f.score,
                 observed=f.observed,
                 expected_low=f.expected_low,
