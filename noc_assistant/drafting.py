@@ -50,14 +50,23 @@ from knowledge.pack import Pack
 from knowledge.topology import PartnerLink, Topology, plmn_digits
 from noc_assistant.errors import ConfigError, LlmError
 from noc_assistant.llm import LlmClient, Message
-from noc_assistant.models import EmailDraft, Evidence, Finding, Hypothesis, Incident, Report
+from noc_assistant.models import (
+    ChatRecord,
+    EmailDraft,
+    EmailEvent,
+    Evidence,
+    Finding,
+    Hypothesis,
+    Incident,
+    Report,
+)
 from noc_assistant.rca import Diagnosis
 from prompts import environment
 
 if TYPE_CHECKING:
     from noc_assistant.settings import Settings
 
-__all__ = ["RANK_ID", "ChatAnswer", "Drafter", "DraftingError"]
+__all__ = ["RANK_ID", "ChatAnswer", "Drafter", "DraftingError", "conversation"]
 
 RANK_ID = "ev-rca"
 """The evidence id under which a draft cites the ranking's confidences."""
@@ -83,6 +92,23 @@ class ChatAnswer:
     removed: tuple[str, ...] = ()
     """Sentences of the model's answer withheld as unsupported by the evidence."""
     note: str | None = None
+
+
+def conversation(kept: Sequence[ChatRecord], turns: int = 10) -> list[Message]:
+    """The last ``turns`` kept questions and answers of an incident as a chat history.
+
+    >>> turn = ChatRecord(id="c1", incident_id="i", at=0.0, asked_by="ana", question="Why?",
+    ...                   answer="Because [ev-1].", generated_by="template")
+    >>> conversation([turn])
+    [{'role': 'user', 'content': 'Why?'}, {'role': 'assistant', 'content': 'Because [ev-1].'}]
+    """
+    history: list[Message] = []
+    for turn in list(kept)[-turns:] if turns > 0 else []:
+        history += [
+            {"role": "user", "content": turn.question},
+            {"role": "assistant", "content": turn.answer},
+        ]
+    return history
 
 
 def _utc(ts: float | None) -> str | None:
@@ -445,9 +471,28 @@ class Drafter:
             body=self._mask(_strip_citations(body)).strip() + "\n",
             partner_plmn=link.plmn,
             created_at=now,
+            history=[EmailEvent(at=now, action="drafted")],
         )
 
     # -- triage chat -----------------------------------------------------------------------
+
+    def keep(
+        self, incident_id: str, question: str, answer: ChatAnswer, asked_by: str, at: float
+    ) -> ChatRecord:
+        """A question and its answer as a turn of the incident's kept log (the question
+        masked, as the model saw it)."""
+        return ChatRecord(
+            id=f"chat-{secrets.token_hex(6)}",
+            incident_id=incident_id,
+            at=at,
+            asked_by=asked_by,
+            question=self._mask(question),
+            answer=answer.text,
+            generated_by="llm" if answer.generated_by == "llm" else "template",
+            cited=list(answer.cited),
+            removed=list(answer.removed),
+            note=answer.note,
+        )
 
     def answer(
         self,

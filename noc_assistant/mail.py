@@ -4,7 +4,9 @@ A :class:`~noc_assistant.models.EmailDraft` is written by the assistant, approve
 and only then handed to :meth:`Mailer.send`, which refuses anything not approved. The message
 is plain UTF-8 text from the configured sender (``NOC_SMTP_SENDER``) with two headers that tie
 it back to its origin: ``X-NOC-Incident`` (the incident) and ``X-NOC-Draft`` (the draft).
-``send`` returns the ``Message-ID`` it used, for the caller to store on the draft.
+``send`` returns a :class:`Delivery`: the ``Message-ID`` it used and the recipients the server
+refused while it accepted the others, for the caller to store on the draft (a partial delivery
+is not an error: the message went out, and sending it again would duplicate it).
 
 Sending is configured by the ``NOC_SMTP_*`` settings; without ``NOC_SMTP_HOST`` there is no
 mailer at all:
@@ -16,8 +18,9 @@ True
 Mailer(host='mx.example.net', port=587, sender='noc-assistant@localhost', username=None, \
 starttls=False, timeout_s=10.0)
 
-Every failure (refused connection, timeout, TLS, login, rejected recipients) is a
-:class:`MailError` naming the server as ``host:port`` and the reason, never the password.
+Every failure that leaves the message undelivered (refused connection, timeout, TLS, login,
+every recipient refused) is a :class:`MailError` naming the server as ``host:port`` and the
+reason, never the password.
 """
 
 from __future__ import annotations
@@ -37,11 +40,20 @@ from noc_assistant.models import EmailDraft
 if TYPE_CHECKING:
     from noc_assistant.settings import Settings
 
-__all__ = ["MailError", "Mailer"]
+__all__ = ["Delivery", "MailError", "Mailer"]
 
 
 class MailError(NocError):
     """An e-mail that could not be built or sent (or a draft not fit to be sent)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message the server accepted: its ``Message-ID``, and the recipients it refused
+    (address → the server's reply), if it accepted the message for the others."""
+
+    message_id: str
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,12 +125,13 @@ class Mailer:
             raise MailError(f"draft {draft.id}: cannot build the message: {exc}") from exc
         return msg
 
-    def send(self, draft: EmailDraft, now: float | None = None) -> str:
-        """Send an approved draft; return the ``Message-ID`` it went out with.
+    def send(self, draft: EmailDraft, now: float | None = None) -> Delivery:
+        """Send an approved draft; return its :class:`Delivery` (the ``Message-ID`` it went
+        out with, and any recipients refused while the others got it).
 
         Raises :class:`MailError` for a draft that is not approved or has no recipient, and
-        when the server cannot be reached or refuses the message, the login or a recipient
-        (some recipients refused: the others did get it, and the message says so).
+        when the server cannot be reached or refuses the message, the login or every
+        recipient: then nobody got it.
         """
         if draft.status != "approved":
             raise MailError(f"draft {draft.id} is {draft.status}, not approved: not sent")
@@ -145,13 +158,13 @@ class Mailer:
             smtp.quit()
         except (smtplib.SMTPException, OSError):  # the server has the message already
             smtp.close()
-        if refused:
-            raise MailError(
-                f"{self.server}: draft {draft.id} was refused for "
-                f"{self._reason(smtplib.SMTPRecipientsRefused(refused))}; "
-                f"the other recipients got it as {message_id}"
-            )
-        return message_id
+        return Delivery(
+            message_id,
+            {
+                address: self._reason(smtplib.SMTPResponseException(code, text))
+                for address, (code, text) in refused.items()
+            },
+        )
 
     def _reason(self, exc: BaseException) -> str:
         """A short, readable reason for ``exc``, with the password (if ever echoed) masked."""

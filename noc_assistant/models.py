@@ -21,8 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from noc_assistant.errors import EmailStateError
 
 __all__ = [
+    "ChatRecord",
     "Direction",
+    "EmailAction",
     "EmailDraft",
+    "EmailEvent",
     "Evidence",
     "Finding",
     "Hypothesis",
@@ -198,8 +201,65 @@ class Report(BaseModel):
     """Why an LLM narration was asked for and not used (unreachable, or ungrounded claims)."""
 
 
+class ChatRecord(BaseModel):
+    """One question of an incident's triage chat and the answer it got, kept in the incident's
+    log so that the next shift reads what was asked (subscriber identifiers masked)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    incident_id: str
+    at: float
+    asked_by: str
+    question: str
+    answer: str
+    generated_by: Literal["llm", "template"]
+    cited: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    """Sentences of the model's answer withheld as unsupported (kept for review)."""
+    note: str | None = None
+
+
+EmailAction = Literal["drafted", "edited", "approved", "rejected", "sent", "send_failed"]
+
+
+class EmailEvent(BaseModel):
+    """One step of a partner e-mail's life, kept on the draft: who did what, when. An edit
+    keeps the text it replaced, so every version that existed can be read back."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: float
+    action: EmailAction
+    by: str | None = None
+    """The person (None: the assistant drafted it, or a sender gave no name)."""
+    detail: str | None = None
+    """The reason of a rejection or a failed send, or the recipients a send did not reach."""
+    previous_subject: str | None = None
+    previous_body: str | None = None
+
+
 class EmailDraft(BaseModel):
-    """A partner-NOC e-mail: drafted, then approved by a person, then sent."""
+    """A partner-NOC e-mail: drafted, then approved by a person, then sent.
+
+    Each step returns a changed copy with the step appended to :attr:`history`, or raises
+    :class:`~noc_assistant.errors.EmailStateError` where the state forbids it:
+
+    >>> d = EmailDraft(id="em-1", incident_id="inc-7", to=["noc@partner.example"],
+    ...                subject="Roaming", body="Text v1", created_at=0.0)
+    >>> d = d.edited(body="Text v2", by="ana", at=5.0).approved("bo", at=9.0)
+    >>> [(e.action, e.by, e.previous_body) for e in d.history]
+    [('edited', 'ana', 'Text v1'), ('approved', 'bo', None)]
+    >>> d.edited(body="v3", by="ana", at=10.0)
+    Traceback (most recent call last):
+    ...
+    noc_assistant.errors.EmailStateError: e-mail em-1 is approved: cannot edit it
+    >>> d = d.sent("<m1@op>", at=12.0, undelivered={"x@partner.example": "550 no such user"})
+    >>> d.status, d.undelivered
+    ('sent', {'x@partner.example': '550 no such user'})
+    >>> d.history[-1].detail
+    'not delivered to x@partner.example: 550 no such user'
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -217,31 +277,92 @@ class EmailDraft(BaseModel):
     message_id: str | None = None
     """The SMTP ``Message-ID`` it was sent with."""
     rejected_reason: str | None = None
+    undelivered: dict[str, str] = Field(default_factory=dict)
+    """Recipients the server refused when it was sent (address → the server's reply); the
+    others got it. Empty when every recipient got it."""
+    history: list[EmailEvent] = Field(default_factory=list)
+    """Every step since it was drafted, oldest first (the audit trail)."""
 
     # The steps of its life; each returns the changed copy, or raises EmailStateError.
 
-    def _step(self, allowed: tuple[str, ...], what: str, **changes: object) -> EmailDraft:
+    def _step(
+        self, allowed: tuple[str, ...], what: str, event: EmailEvent | None, **changes: object
+    ) -> EmailDraft:
         if self.status not in allowed:
             raise EmailStateError(f"e-mail {self.id} is {self.status}: cannot {what} it")
+        if event is not None:
+            changes["history"] = [*self.history, event]
         return self.model_copy(update=changes)
 
-    def edited(self, subject: str | None = None, body: str | None = None) -> EmailDraft:
-        changes = {k: v for k, v in (("subject", subject), ("body", body)) if v is not None}
-        return self._step(("draft",), "edit", **changes)
+    def edited(
+        self, subject: str | None = None, body: str | None = None, *, by: str, at: float
+    ) -> EmailDraft:
+        """A draft's subject or body rewritten by a named person; the replaced text is kept
+        in the history. Nothing changed: the draft as it was, no history entry."""
+        changes = {
+            k: v
+            for k, v in (("subject", subject), ("body", body))
+            if v is not None and v != getattr(self, k)
+        }
+        if not changes:
+            return self._step(("draft",), "edit", None)
+        event = EmailEvent(
+            at=at,
+            action="edited",
+            by=by,
+            previous_subject=self.subject if "subject" in changes else None,
+            previous_body=self.body if "body" in changes else None,
+        )
+        return self._step(("draft",), "edit", event, **changes)
 
     def approved(self, by: str, at: float) -> EmailDraft:
         """Approved by a named person (only a draft)."""
-        return self._step(("draft",), "approve", status="approved", approved_by=by, approved_at=at)
+        event = EmailEvent(at=at, action="approved", by=by)
+        return self._step(
+            ("draft",), "approve", event, status="approved", approved_by=by, approved_at=at
+        )
 
-    def rejected(self, by: str, reason: str | None = None) -> EmailDraft:
+    def rejected(self, by: str, reason: str | None = None, *, at: float) -> EmailDraft:
         """Rejected (a draft, or an approved e-mail not yet sent), with who and why."""
         why = f"{by}: {reason}" if reason else by
-        return self._step(("draft", "approved"), "reject", status="rejected", rejected_reason=why)
+        event = EmailEvent(at=at, action="rejected", by=by, detail=reason)
+        return self._step(
+            ("draft", "approved"), "reject", event, status="rejected", rejected_reason=why
+        )
 
     def ready_to_send(self) -> None:
         """Raise :class:`EmailStateError` unless it is approved (check before sending)."""
-        self._step(("approved",), "send")
+        self._step(("approved",), "send", None)
 
-    def sent(self, message_id: str, at: float) -> EmailDraft:
-        """Sent (only an approved e-mail, once)."""
-        return self._step(("approved",), "send", status="sent", sent_at=at, message_id=message_id)
+    def sent(
+        self,
+        message_id: str,
+        at: float,
+        *,
+        by: str | None = None,
+        undelivered: Mapping[str, str] | None = None,
+    ) -> EmailDraft:
+        """Sent (only an approved e-mail, once); ``undelivered``: the recipients the server
+        refused (the others got it; sending again would duplicate it for them)."""
+        refused = dict(undelivered or {})
+        detail = (
+            "not delivered to " + "; ".join(f"{a}: {why}" for a, why in refused.items())
+            if refused
+            else None
+        )
+        event = EmailEvent(at=at, action="sent", by=by, detail=detail)
+        return self._step(
+            ("approved",),
+            "send",
+            event,
+            status="sent",
+            sent_at=at,
+            message_id=message_id,
+            undelivered=refused,
+        )
+
+    def send_failed(self, reason: str, at: float, *, by: str | None = None) -> EmailDraft:
+        """A send that reached nobody: it stays approved (it may be sent again), and the
+        attempt and its reason are kept in the history."""
+        event = EmailEvent(at=at, action="send_failed", by=by, detail=reason)
+        return self._step(("approved",), "record a failed send of", event)

@@ -1,4 +1,5 @@
-"""Storage of findings, incidents and e-mail drafts: a SQLite file (embedded default) or PostgreSQL.
+"""Storage of findings, incidents, e-mail drafts and kept triage-chat turns: a SQLite file
+(the embedded default) or PostgreSQL.
 
 All SQL of the project lives here and in :mod:`noc_assistant.postgres` (the PostgreSQL
 connection). Both backends run the same statements (``?`` placeholders, upserts by id), so a
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from noc_assistant.errors import ConfigError, StorageError
-from noc_assistant.models import EmailDraft, Finding, Incident
+from noc_assistant.models import ChatRecord, EmailDraft, Finding, Incident
 from noc_assistant.rca import Diagnosis
 
 __all__ = ["SqliteStore", "Store", "open_store", "schema"]
@@ -57,12 +58,20 @@ def schema(real: str) -> list[str]:
     body TEXT NOT NULL
 )""",
         "CREATE INDEX IF NOT EXISTS emails_incident ON emails (incident_id)",
+        f"""CREATE TABLE IF NOT EXISTS chat (
+    id TEXT PRIMARY KEY,
+    incident_id TEXT NOT NULL,
+    at {real} NOT NULL,
+    body TEXT NOT NULL
+)""",
+        "CREATE INDEX IF NOT EXISTS chat_incident ON chat (incident_id, at)",
     ]
 
 
 class Store:
-    """Findings, incidents, diagnoses and e-mail drafts; the SQL is shared, the connection is the
-    subclass's (:class:`SqliteStore`, :class:`noc_assistant.postgres.PostgresStore`).
+    """Findings, incidents, diagnoses, e-mail drafts and chat turns; the SQL is shared, the
+    connection is the subclass's (:class:`SqliteStore`,
+    :class:`noc_assistant.postgres.PostgresStore`).
     Thread-safe: one connection guarded by a lock."""
 
     path: str
@@ -104,8 +113,9 @@ class Store:
             raise StorageError(f"{self.path}: cannot read: {exc}") from exc
 
     def clear(self) -> None:
-        """Remove every finding, incident, diagnosis and e-mail draft (a fresh demo run)."""
-        for table in ("findings", "incidents", "diagnoses", "emails"):
+        """Remove every finding, incident, diagnosis, e-mail draft and chat turn (a fresh demo
+        run)."""
+        for table in ("findings", "incidents", "diagnoses", "emails", "chat"):
             self._save(table, f"DELETE FROM {table}", [()])
 
     def save_findings(self, findings: Iterable[Finding], incident_id: str | None = None) -> None:
@@ -200,6 +210,23 @@ class Store:
             args = (incident_id,)
         rows = self._query(query + " ORDER BY created_at, id", args)
         return [EmailDraft.model_validate_json(r[0]) for r in rows]
+
+    def save_chat(self, turn: ChatRecord) -> None:
+        """Keep a triage-chat question and its answer in the incident's log (saving the same
+        id again replaces it)."""
+        self._save(
+            f"chat turn {turn.id}",
+            "INSERT INTO chat (id, incident_id, at, body) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(id) DO UPDATE SET body = excluded.body",
+            [(turn.id, turn.incident_id, turn.at, turn.model_dump_json())],
+        )
+
+    def chat_for(self, incident_id: str) -> list[ChatRecord]:
+        """The kept chat turns of an incident, oldest first."""
+        rows = self._query(
+            "SELECT body FROM chat WHERE incident_id = ? ORDER BY at, id", (incident_id,)
+        )
+        return [ChatRecord.model_validate_json(r[0]) for r in rows]
 
     def count(self, table: str) -> int:
         if table not in {"findings", "incidents"}:

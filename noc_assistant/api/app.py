@@ -156,6 +156,7 @@ def create_app(
             emails=s.list_emails(incident_id),
             partner=_partner(drafter, diagnosis),
             chat=drafter is not None and diagnosis is not None,
+            kept=s.chat_for(incident_id),
         )
 
     return app

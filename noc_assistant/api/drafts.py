@@ -1,12 +1,17 @@
 """Reports, triage chat and partner-NOC e-mails over HTTP (mounted by :func:`create_app`).
 
-Reading (no credentials): an incident's root-cause report, the e-mail drafts, a chat answer
-(it changes nothing). Writing needs ``Authorization: Bearer <NOC_API_TOKEN>``: drafting an
-e-mail, editing, approving, rejecting and sending it. Without a configured token the write
-endpoints answer 503 (disabled), with a wrong or missing one 401.
+Reading (no credentials): an incident's root-cause report, the e-mail drafts with their
+history, the incident's kept chat, a chat answer that is not kept (it changes nothing).
+Writing needs ``Authorization: Bearer <NOC_API_TOKEN>``: a chat turn kept in the incident's
+log (``keep``, with the asker's name), drafting an e-mail, editing, approving, rejecting and
+sending it. Without a configured token the write endpoints answer 503 (disabled), with a wrong
+or missing one 401.
 
 An e-mail moves ``draft`` → ``approved`` (a named person) → ``sent``, or to ``rejected``; only
-an approved draft is sent, once: sending holds a lock from the status check to the store.
+an approved draft is sent, once: sending holds a lock from the status check to the store. Each
+step, with who took it, and each failed send with the server's reason, is kept on the draft
+(``history``); an edit keeps the text it replaced. Recipients the server refused while it took
+the others are kept as ``undelivered``.
 """
 
 from __future__ import annotations
@@ -14,20 +19,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Header, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from noc_assistant.api.deps import StoreDep, Writer
-from noc_assistant.drafting import Drafter, DraftingError
+from noc_assistant.api.deps import StoreDep, Writer, require_writer
+from noc_assistant.drafting import Drafter, DraftingError, conversation
 from noc_assistant.errors import EmailStateError
+from noc_assistant.llm import Message
 from noc_assistant.mail import Mailer, MailError
-from noc_assistant.models import EmailDraft, Incident, Report
+from noc_assistant.models import ChatRecord, EmailDraft, Incident, Report
 from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import Store
 
 __all__ = ["ChatRequest", "drafts_router"]
+
+AuthHeader = Annotated[str | None, Header()]
+KEPT_HISTORY = 10
+"""Kept turns given to the model as the conversation so far when a request brings none."""
 
 
 class ChatTurn(BaseModel):
@@ -44,6 +54,15 @@ class ChatRequest(BaseModel):
 
     question: str = Field(min_length=1, max_length=2000)
     history: list[ChatTurn] = Field(default_factory=list, max_length=20)
+    keep: bool = False
+    """Keep the question and its answer in the incident's log (needs the write token)."""
+    asked_by: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _named_when_kept(self) -> ChatRequest:
+        if self.keep and not self.asked_by:
+            raise ValueError("asked_by: a kept question needs the asker's name")
+        return self
 
 
 class Approval(BaseModel):
@@ -56,8 +75,15 @@ class Approval(BaseModel):
 class Edit(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    editor: str = Field(min_length=1, max_length=200)
     subject: str | None = Field(default=None, min_length=1, max_length=300)
     body: str | None = Field(default=None, min_length=1, max_length=20000)
+
+
+class Sender(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    by: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 def drafts_router(
@@ -96,18 +122,40 @@ def drafts_router(
         inc, diagnosis = incident_and_diagnosis(s, incident_id)
         return d.report(inc, diagnosis, narrate=narrate)
 
+    @router.get("/api/incidents/{incident_id}/chat")
+    def kept_chat(s: StoreDep, incident_id: str) -> list[ChatRecord]:
+        if s.get_incident(incident_id) is None:
+            raise HTTPException(404, f"incident {incident_id} not found")
+        return s.chat_for(incident_id)
+
     @router.post("/api/incidents/{incident_id}/chat")
-    def chat(s: StoreDep, incident_id: str, req: ChatRequest) -> dict[str, Any]:
+    def chat(
+        s: StoreDep,
+        request: Request,
+        incident_id: str,
+        req: ChatRequest,
+        authorization: AuthHeader = None,
+    ) -> dict[str, Any]:
+        if req.keep:
+            require_writer(request, authorization)
         d = need_drafter()
         inc, diagnosis = incident_and_diagnosis(s, incident_id)
-        history = [{"role": t.role, "content": t.content} for t in req.history]
-        answer = d.answer(inc, diagnosis, req.question, history)  # type: ignore[arg-type]
+        history: list[Message] = [{"role": t.role, "content": t.content} for t in req.history]
+        if not history:  # the conversation so far: the incident's kept log
+            history = conversation(s.chat_for(incident_id), KEPT_HISTORY)
+        answer = d.answer(inc, diagnosis, req.question, history)
+        kept = None
+        if req.keep:
+            record = d.keep(incident_id, req.question, answer, req.asked_by or "", clock())
+            s.save_chat(record)
+            kept = record.id
         return {
             "answer": answer.text,
             "generated_by": answer.generated_by,
             "cited": list(answer.cited),
             "removed": list(answer.removed),
             "note": answer.note,
+            "kept": kept,
         }
 
     @router.post("/api/incidents/{incident_id}/emails", status_code=201)
@@ -144,7 +192,7 @@ def drafts_router(
         d = need_drafter()
         subject = d.masker.mask(edit.subject).text if edit.subject is not None else None
         body = d.masker.mask(edit.body).text if edit.body is not None else None
-        return step(s, email_id, lambda m: m.edited(subject, body))
+        return step(s, email_id, lambda m: m.edited(subject, body, by=edit.editor, at=clock()))
 
     @router.post("/api/emails/{email_id}/approve")
     def approve(s: StoreDep, _: Writer, email_id: str, who: Approval) -> EmailDraft:
@@ -152,20 +200,22 @@ def drafts_router(
 
     @router.post("/api/emails/{email_id}/reject")
     def reject(s: StoreDep, _: Writer, email_id: str, who: Approval) -> EmailDraft:
-        return step(s, email_id, lambda m: m.rejected(who.approver, who.reason))
+        return step(s, email_id, lambda m: m.rejected(who.approver, who.reason, at=clock()))
 
     @router.post("/api/emails/{email_id}/send")
-    def send(s: StoreDep, _: Writer, email_id: str) -> EmailDraft:
+    def send(s: StoreDep, _: Writer, email_id: str, who: Sender | None = None) -> EmailDraft:
         if mailer is None:
             raise HTTPException(503, "sending is not configured: set NOC_SMTP_HOST")
+        by = who.by if who is not None else None
 
         def deliver(draft: EmailDraft) -> EmailDraft:
             draft.ready_to_send()
             try:
-                message_id = mailer.send(draft, now=clock())
-            except MailError as exc:
+                delivery = mailer.send(draft, now=clock())
+            except MailError as exc:  # nobody got it: kept approved, the attempt recorded
+                s.save_email(draft.send_failed(str(exc), clock(), by=by))
                 raise HTTPException(502, str(exc)) from None
-            return draft.sent(message_id, clock())
+            return draft.sent(delivery.message_id, clock(), by=by, undelivered=delivery.refused)
 
         return step(s, email_id, deliver)
 

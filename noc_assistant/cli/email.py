@@ -1,16 +1,20 @@
 """`noc email ...`: partner-NOC e-mail drafts (`noc incident email ID` writes one): list,
-approve, reject, send. An e-mail is sent only once a named person has approved it."""
+show (with its history), edit, approve, reject, send. An e-mail is sent only once a named
+person has approved it; every step is kept on the draft with who took it."""
 
 from __future__ import annotations
 
+import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from noc_assistant.cli._console import console
+from noc_assistant.cli._console import console, err_console
 from noc_assistant.errors import BadInputError, ConfigError
 from noc_assistant.models import EmailDraft
 from noc_assistant.settings import get_settings
@@ -41,16 +45,59 @@ def list_emails(
     console.print(table)
 
 
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 @app.command("show")
 def show(email_id: Annotated[str, typer.Argument(help="E-mail id")]) -> None:
-    """Print one e-mail as it would be sent."""
+    """Print one e-mail as it would be sent, then its history (who did what, when)."""
     d = _draft(open_store(get_settings().db_url), email_id)
-    console.print(
-        f"{d.id} ({d.status}) to {', '.join(d.to)}\nSubject: {d.subject}\n\n{d.body}",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
+    lines = [f"{d.id} ({d.status}) to {', '.join(d.to)}", f"Subject: {d.subject}", "", d.body]
+    lines += [f"not delivered to {a}: {why}" for a, why in d.undelivered.items()]
+    lines.append("History:")
+    for e in d.history:
+        who = f" by {e.by}" if e.by else ""
+        lines.append(f"  {_when(e.at)}  {e.action}{who}" + (f": {e.detail}" if e.detail else ""))
+    console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("edit")
+def edit(
+    email_id: Annotated[str, typer.Argument(help="E-mail id")],
+    by: Annotated[str, typer.Option("--by", help="Who edits it (recorded)")],
+    subject: Annotated[str | None, typer.Option(help="New subject")] = None,
+    body_file: Annotated[
+        Path | None, typer.Option(help="File holding the new body ('-': standard input)")
+    ] = None,
+) -> None:
+    """Rewrite a draft's subject or body (the replaced text stays in its history);
+    subscriber identifiers in the new text are masked."""
+    from guardrails import Masker
+    from noc_assistant.cli._live import load_pack_and_topology
+
+    settings = get_settings()
+    if body_file is None:
+        body = None
+    elif str(body_file) == "-":
+        body = sys.stdin.read()
+    else:
+        try:
+            body = body_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInputError(f"cannot read the body: {exc}", source=str(body_file)) from exc
+    if subject is None and body is None:
+        raise BadInputError("nothing to change: give --subject or --body-file")
+    masker = Masker.from_pack(load_pack_and_topology(settings, None)[0])
+    store = open_store(settings.db_url)
+    d = _draft(store, email_id).edited(
+        masker.mask(subject).text if subject is not None else None,
+        masker.mask(body).text if body is not None else None,
+        by=by,
+        at=time.time(),
     )
+    store.save_email(d)
+    console.print(f"{email_id} edited by {by}", highlight=False)
 
 
 @app.command("approve")
@@ -72,14 +119,17 @@ def reject(
 ) -> None:
     """Reject a draft (or an approved e-mail not yet sent)."""
     store = open_store(get_settings().db_url)
-    store.save_email(_draft(store, email_id).rejected(by, reason))
+    store.save_email(_draft(store, email_id).rejected(by, reason, at=time.time()))
     console.print(f"{email_id} rejected by {by}", highlight=False)
 
 
 @app.command("send")
-def send(email_id: Annotated[str, typer.Argument(help="E-mail id")]) -> None:
-    """Send an approved e-mail through NOC_SMTP_HOST."""
-    from noc_assistant.mail import Mailer
+def send(
+    email_id: Annotated[str, typer.Argument(help="E-mail id")],
+    by: Annotated[str | None, typer.Option("--by", help="Who sends it (recorded)")] = None,
+) -> None:
+    """Send an approved e-mail through NOC_SMTP_HOST (a failed attempt is recorded on it)."""
+    from noc_assistant.mail import Mailer, MailError
 
     settings = get_settings()
     mailer = Mailer.from_settings(settings)
@@ -88,6 +138,13 @@ def send(email_id: Annotated[str, typer.Argument(help="E-mail id")]) -> None:
     store = open_store(settings.db_url)
     d = _draft(store, email_id)
     d.ready_to_send()
-    message_id = mailer.send(d)
-    store.save_email(d.sent(message_id, time.time()))
-    console.print(f"{email_id} sent to {', '.join(d.to)} as {message_id}", highlight=False)
+    try:
+        delivery = mailer.send(d)
+    except MailError as exc:
+        store.save_email(d.send_failed(str(exc), time.time(), by=by))
+        raise
+    store.save_email(d.sent(delivery.message_id, time.time(), by=by, undelivered=delivery.refused))
+    got = [a for a in d.to if a not in delivery.refused]
+    console.print(f"{email_id} sent to {', '.join(got)} as {delivery.message_id}", highlight=False)
+    for address, why in delivery.refused.items():
+        err_console.print(f"not delivered to {address}: {why}", highlight=False)

@@ -184,14 +184,39 @@ def ask(
     incident_id: Annotated[str, typer.Argument(help="Incident id")],
     question: Annotated[str, typer.Argument(help="Your question about the incident")],
     inventory: InventoryOpt = None,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", help="Your name: keep the question and answer in the incident's log"),
+    ] = None,
 ) -> None:
-    """Ask the triage assistant about an incident (answers come from its evidence)."""
+    """Ask the triage assistant about an incident (answers come from its evidence; the
+    incident's kept chat is the conversation so far)."""
+    from noc_assistant.drafting import conversation
+
     store, drafter = _drafting(inventory)
     inc, diagnosis = _diagnosed(store, incident_id)
-    answer = drafter.answer(inc, diagnosis, question)
+    answer = drafter.answer(inc, diagnosis, question, conversation(store.chat_for(incident_id)))
+    if by is not None:
+        store.save_chat(drafter.keep(incident_id, question, answer, by, time.time()))
     console.print(answer.text, markup=False, highlight=False, soft_wrap=True)
     if answer.note:
         err_console.print(f"({answer.note})", highlight=False)
+
+
+@app.command("chat")
+def chat(incident_id: Annotated[str, typer.Argument(help="Incident id")]) -> None:
+    """Print the incident's kept triage chat, oldest first."""
+    store = open_store(get_settings().db_url)
+    if store.get_incident(incident_id) is None:
+        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
+    for turn in store.chat_for(incident_id):
+        when = datetime.fromtimestamp(turn.at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        console.print(
+            f"{when}  {turn.asked_by}: {turn.question}\n{turn.answer}\n",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command("email")

@@ -70,6 +70,7 @@ def test_an_incident_page_with_its_report_e_mail_and_chat(
     from test_drafting import PACK, case
 
     from knowledge.topology import load_inventory
+    from noc_assistant.models import ChatRecord
 
     base, store, _ = served_with_drafting
     inc, diagnosis, findings = case(
@@ -78,7 +79,22 @@ def test_an_incident_page_with_its_report_e_mail_and_chat(
     store.save_incident(inc)
     store.save_findings(findings, incident_id=inc.id)
     store.save_diagnosis(diagnosis)
+    # a kept question that tries to close the page's script: shown as text, the script runs
+    hostile = "why?</script><script>document.title='pwned'</script>"
+    store.save_chat(
+        ChatRecord(
+            id="chat-1",
+            incident_id=inc.id,
+            at=inc.opened_at,
+            asked_by="E. Night",
+            question=hostile,
+            answer="Because [ev-1].",
+            generated_by="template",
+        )
+    )
     dom = _dump_dom(f"{base}/incidents/{inc.id}")
+    assert "pwned" not in dom.split("</title>")[0]
+    assert "E. Night » why?&lt;/script&gt;" in dom
     assert f"<title>{inc.id} · noc-assistant</title>" in dom
     assert "Most likely roaming partner outage on sepp-01" in dom
     assert "Draft an e-mail to partner 262-01" in dom

@@ -18,6 +18,7 @@ from noc_assistant.cli import run
 from noc_assistant.cli._console import console
 from noc_assistant.drafting import Drafter
 from noc_assistant.mail import Mailer
+from noc_assistant.models import EmailDraft
 from noc_assistant.settings import get_settings
 from noc_assistant.storage import SqliteStore, Store
 
@@ -93,13 +94,15 @@ def test_an_email_is_sent_once_and_only_after_approval(
     assert inbox.envelopes == []
     # an engineer edits the draft and pastes a subscriber's identifier: it is masked
     edited = draft["body"] + f"\nOne affected subscriber: imsi-{IMSI}.\n"
-    r = c.put(f"/api/emails/{mid}", headers=AUTH, json={"body": edited})
+    assert c.put(f"/api/emails/{mid}", headers=AUTH, json={"body": edited}).status_code == 422
+    r = c.put(f"/api/emails/{mid}", headers=AUTH, json={"body": edited, "editor": "C. Shift"})
     assert r.status_code == 200 and IMSI not in r.json()["body"]
     assert c.post(f"/api/emails/{mid}/approve", headers=AUTH, json={}).status_code == 422
     r = c.post(f"/api/emails/{mid}/approve", headers=AUTH, json={"approver": "A. Engineer"})
     assert r.status_code == 200 and r.json()["approved_by"] == "A. Engineer"
-    assert c.put(f"/api/emails/{mid}", headers=AUTH, json={"body": "x"}).status_code == 409
-    r = c.post(f"/api/emails/{mid}/send", headers=AUTH)
+    late = {"body": "x", "editor": "C. Shift"}
+    assert c.put(f"/api/emails/{mid}", headers=AUTH, json=late).status_code == 409
+    r = c.post(f"/api/emails/{mid}/send", headers=AUTH, json={"by": "A. Engineer"})
     assert r.status_code == 200, r.text
     sent = r.json()
     assert sent["status"] == "sent" and sent["message_id"]
@@ -112,6 +115,38 @@ def test_an_email_is_sent_once_and_only_after_approval(
     assert store.get_email(mid) is not None and store.get_email(mid).status == "sent"  # type: ignore[union-attr]
     listed = c.get("/api/emails", params={"incident_id": ROAMING}).json()
     assert [m["id"] for m in listed] == [mid]
+    # the audit trail: every step, who took it, and the text the edit replaced
+    steps = [(e["action"], e["by"]) for e in sent["history"]]
+    assert steps == [
+        ("drafted", None),
+        ("edited", "C. Shift"),
+        ("approved", "A. Engineer"),
+        ("sent", "A. Engineer"),
+    ]
+    assert sent["history"][1]["previous_body"] == draft["body"]
+    assert IMSI not in str(sent["history"]) and sent["undelivered"] == {}
+    page = c.get(f"/incidents/{ROAMING}").text
+    assert "edited by C. Shift" in page and "sent by A. Engineer" in page
+
+
+def test_a_partly_refused_send_is_sent_and_says_to_whom_not(
+    store: Store, smtp_server: tuple[Inbox, int]
+) -> None:
+    inbox, port = smtp_server
+    c = _client(store, port)
+    r = c.post(f"/api/incidents/{ROAMING}/emails", headers=AUTH)
+    draft = EmailDraft.model_validate(r.json())
+    store.save_email(draft.model_copy(update={"to": [*draft.to, "duty@refuse.example"]}))
+    c.post(f"/api/emails/{draft.id}/approve", headers=AUTH, json={"approver": "A. Engineer"})
+    r = c.post(f"/api/emails/{draft.id}/send", headers=AUTH)
+    assert r.status_code == 200, r.text
+    sent = r.json()
+    assert sent["status"] == "sent"
+    assert sent["undelivered"] == {"duty@refuse.example": "550 5.1.1 no such mailbox"}
+    assert "not delivered to duty@refuse.example" in sent["history"][-1]["detail"]
+    assert inbox.envelopes[0].rcpt_tos == ["noc@partner-a.example"]
+    assert c.post(f"/api/emails/{draft.id}/send", headers=AUTH).status_code == 409  # no resend
+    assert "Not delivered to duty@refuse.example" in c.get(f"/incidents/{ROAMING}").text
 
 
 def test_a_rejected_email_is_never_sent(store: Store, smtp_server: tuple[Inbox, int]) -> None:
@@ -138,9 +173,36 @@ def test_sending_without_smtp_or_to_a_dead_server(store: Store, free_port: int) 
     c.post(f"/api/emails/{mid}/approve", headers=AUTH, json={"approver": "A. Engineer"})
     r = c.post(f"/api/emails/{mid}/send", headers=AUTH)
     assert r.status_code == 503 and "NOC_SMTP_HOST" in r.json()["detail"]
-    r = _client(store, free_port).post(f"/api/emails/{mid}/send", headers=AUTH)
+    r = _client(store, free_port).post(f"/api/emails/{mid}/send", headers=AUTH, json={"by": "D"})
     assert r.status_code == 502 and f"127.0.0.1:{free_port}" in r.json()["detail"]
-    assert store.get_email(mid).status == "approved"  # type: ignore[union-attr]
+    kept = store.get_email(mid)
+    assert kept is not None and kept.status == "approved"  # it may be sent again
+    failed = kept.history[-1]
+    assert failed.action == "send_failed" and failed.by == "D"
+    assert f"127.0.0.1:{free_port}: cannot connect" in (failed.detail or "")
+
+
+def test_kept_chat_needs_the_token_and_a_name_and_carries_on(store: Store) -> None:
+    c = _client(store, None)
+    url = f"/api/incidents/{ROAMING}/chat"
+    q = {"question": f"When did it start for imsi-{IMSI}?", "keep": True, "asked_by": "E. Night"}
+    assert c.post(url, json=q).status_code == 401  # keeping writes: the token
+    assert c.post(url, headers=AUTH, json={**q, "asked_by": None}).status_code == 422
+    assert _client(store, None, token=None).post(url, json=q).status_code == 503
+    assert c.post(url, json={"question": "what else?"}).json()["kept"] is None  # not kept
+    assert c.get(url).json() == []
+    r = c.post(url, headers=AUTH, json=q)
+    assert r.status_code == 200 and r.json()["kept"]
+    r = c.post(url, headers=AUTH, json={**q, "question": "Why?", "asked_by": "F. Day"})
+    log = c.get(url).json()
+    assert [t["asked_by"] for t in log] == ["E. Night", "F. Day"]
+    assert log[1]["id"] == r.json()["kept"]
+    assert IMSI not in log[0]["question"] and "imsi-" in log[0]["question"]  # masked
+    assert log[0]["answer"] and log[0]["generated_by"] == "template"
+    assert c.get("/api/incidents/inc-nope/chat").status_code == 404
+    page = c.get(f"/incidents/{ROAMING}").text
+    assert "E. Night » When did it start" in page and "F. Day » Why?" in page
+    assert IMSI not in page
 
 
 def test_topology_may_come_from_a_function(store: Store) -> None:
@@ -188,11 +250,30 @@ def test_the_cli_drafts_approves_and_sends(
         (draft,) = SqliteStore(tmp_path / "noc.db").list_emails(ROAMING)
         assert run(["email", "send", draft.id]) == 2  # not approved
         assert "is draft: cannot send it" in capsys.readouterr().err
+        body = tmp_path / "body.txt"
+        body.write_text(f"Hello partner NOC,\nsubscriber imsi-{IMSI} cannot register.\n")
+        assert run(["email", "edit", draft.id, "--by", "C. Shift"]) == 2  # nothing to change
+        assert "nothing to change" in capsys.readouterr().err
+        assert run(["email", "edit", draft.id, "--by", "C. Shift", "--body-file", str(body)]) == 0
         assert run(["email", "approve", draft.id, "--by", "A. Engineer"]) == 0
-        assert run(["email", "send", draft.id]) == 0
+        assert run(["email", "send", draft.id, "--by", "A. Engineer"]) == 0
         assert len(inbox.envelopes) == 1
+        assert IMSI not in inbox.messages()[0].get_content()
+        capsys.readouterr()
+        assert run(["email", "show", draft.id]) == 0
+        shown = capsys.readouterr().out
+        assert "edited by C. Shift" in shown and "sent by A. Engineer" in shown
+        assert "cannot register" in shown and IMSI not in shown
         assert run(["email", "send", draft.id]) == 2  # once
         assert run(["email", "list"]) == 0
         assert "sent" in capsys.readouterr().out
+        # the triage chat from the terminal, kept in the incident's log
+        assert run(["incident", "ask", ROAMING, "When did it start?", "--by", "E. Night"]) == 0
+        assert run(["incident", "ask", ROAMING, "What else?"]) == 0  # not kept
+        capsys.readouterr()
+        assert run(["incident", "chat", ROAMING]) == 0
+        out = capsys.readouterr().out
+        assert "E. Night: When did it start?" in out and "What else?" not in out
+        assert run(["incident", "chat", "inc-nope"]) == 2
     finally:
         get_settings.cache_clear()

@@ -13,7 +13,7 @@ import pytest
 
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.errors import ConfigError, StorageError
-from noc_assistant.models import EmailDraft, Finding, Hypothesis, Incident
+from noc_assistant.models import ChatRecord, EmailDraft, Finding, Hypothesis, Incident
 from noc_assistant.postgres import PostgresStore
 from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import SqliteStore, Store, open_store
@@ -211,8 +211,40 @@ def test_the_store_keeps_email_drafts(store: Store) -> None:
     assert [e.id for e in store.list_emails()] == ["em-9", "em-1", "em-2"]  # oldest first
     assert store.list_emails("inc-3") == []
 
+    # the audit trail survives the store, every step with its time to the microsecond
+    done = draft.edited(body="v2\n", by="bo", at=t0 + 90.5)
+    done = done.approved("alice", at=t0 + 120).sent(
+        "<m@op>", at=t0 + 130.25, undelivered={"x@refuse.example": "550 no such mailbox"}
+    )
+    store.save_email(done)
+    assert store.get_email("em-2") == done
+    assert [e.action for e in done.history] == ["edited", "approved", "sent"]
+
     store.clear()
     assert store.list_emails() == [] and store.get_email("em-2") is None
+
+
+def test_the_store_keeps_the_triage_chat(store: Store) -> None:
+    t0 = 1_795_910_400.125
+    turns = [
+        ChatRecord(
+            id=f"chat-{n}",
+            incident_id=inc,
+            at=t0 + at,
+            asked_by="ana",
+            question=f"q{n}",
+            answer=f"a{n} [ev-1]",
+            generated_by="template",
+            cited=["ev-1"],
+        )
+        for n, inc, at in ((1, "inc-1", 60.0), (2, "inc-2", 0.0), (3, "inc-1", 30.0))
+    ]
+    for t in turns:
+        store.save_chat(t)
+    assert store.chat_for("inc-1") == [turns[2], turns[0]]  # oldest first
+    assert store.chat_for("inc-3") == []
+    store.clear()
+    assert store.chat_for("inc-1") == []
 
 
 def test_postgres_reconnects_after_the_server_dropped_it(store: Store) -> None:
