@@ -16,7 +16,7 @@ mailer at all:
 True
 >>> Mailer.from_settings(Settings(smtp_host="mx.example.net", smtp_port=587))
 Mailer(host='mx.example.net', port=587, sender='noc-assistant@localhost', username=None, \
-starttls=False, timeout_s=10.0)
+starttls=False, timeout_s=10.0, ca_file=None)
 
 Every failure that leaves the message undelivered (refused connection, timeout, TLS, login,
 every recipient refused) is a :class:`MailError` naming the server as ``host:port`` and the
@@ -61,8 +61,9 @@ class Mailer:
     """An SMTP server to send approved drafts through, and the address they come from.
 
     ``password`` (with ``username``: SMTP AUTH) is kept out of the ``repr`` and of every
-    message. ``starttls`` switches the connection to TLS, with the system's certificate
-    authorities, before logging in.
+    message. ``starttls`` switches the connection to TLS before logging in, checking the
+    server's certificate and name against the system's certificate authorities, or those of
+    ``ca_file`` (PEM).
     """
 
     host: str
@@ -72,6 +73,7 @@ class Mailer:
     password: str | None = field(default=None, repr=False)
     starttls: bool = False
     timeout_s: float = 10.0
+    ca_file: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Mailer | None:
@@ -87,6 +89,7 @@ class Mailer:
             password=password.get_secret_value() if password is not None else None,
             starttls=settings.smtp_starttls,
             timeout_s=settings.smtp_timeout_s,
+            ca_file=str(settings.smtp_ca_file) if settings.smtp_ca_file else None,
         )
 
     @property
@@ -139,13 +142,14 @@ class Mailer:
             raise MailError(f"draft {draft.id} has no recipient (or an empty one): not sent")
         msg = self.compose(draft, now)
         message_id = str(msg["Message-ID"])
+        tls = self._tls() if self.starttls else None
         try:
             smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout_s)
         except (smtplib.SMTPException, OSError) as exc:
             raise MailError(f"{self.server}: cannot connect: {self._reason(exc)}") from exc
         try:
-            if self.starttls:
-                smtp.starttls(context=ssl.create_default_context())
+            if tls is not None:
+                smtp.starttls(context=tls)
             if self.username is not None:
                 smtp.login(self.username, self.password or "")
             refused = smtp.send_message(msg)
@@ -165,6 +169,15 @@ class Mailer:
                 for address, (code, text) in refused.items()
             },
         )
+
+    def _tls(self) -> ssl.SSLContext:
+        """The TLS context of STARTTLS: certificate and host name checked."""
+        try:
+            return ssl.create_default_context(cafile=self.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise MailError(
+                f"{self.server}: cannot use the CA file {self.ca_file}: {self._reason(exc)}"
+            ) from exc
 
     def _reason(self, exc: BaseException) -> str:
         """A short, readable reason for ``exc``, with the password (if ever echoed) masked."""

@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     """The password of ``smtp_username``; it belongs in the environment, not the repo."""
     smtp_starttls: bool = False
     """Switch the connection to TLS (STARTTLS) before logging in and sending."""
+    smtp_ca_file: Path | None = None
+    """PEM file of the authorities that sign the SMTP server's certificate (a company's own
+    CA); default: the system's. The server's name is always checked."""
     smtp_timeout_s: float = 10.0
     """How long to wait for the SMTP server, per connection and per reply."""
 

@@ -1,12 +1,16 @@
 """Approved partner-NOC e-mails reach a real SMTP server (aiosmtpd on loopback): envelope,
-headers and UTF-8 body as sent; drafts not approved, refused connections, logins and recipients
-are :class:`MailError`\\ s that name the server and never the password."""
+headers and UTF-8 body as sent; STARTTLS with the server's certificate checked; drafts not
+approved, refused connections, logins, certificates and recipients are :class:`MailError`\\ s
+that name the server and never the password."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import trustme
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from conftest import Inbox, serve_smtp
 
@@ -114,6 +118,35 @@ def test_refused_recipients(smtp_server: tuple[Inbox, int]) -> None:
     with pytest.raises(MailError, match=r"cannot send draft em-1: x@refuse\.example"):
         mailer.send(_draft(to=["x@refuse.example"]))
     assert len(inbox.envelopes) == 1
+
+
+@pytest.fixture()
+def smtp_server_with_starttls(free_port: int, tmp_path: Path) -> Iterator[tuple[Inbox, int, Path]]:
+    """A server that requires STARTTLS, its certificate for 127.0.0.1 signed by a test CA;
+    its inbox, port and the CA's PEM file."""
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    pem = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    for inbox, port in serve_smtp(free_port, tls_context=context, require_starttls=True):
+        yield inbox, port, pem
+
+
+def test_starttls_checks_the_servers_certificate(
+    smtp_server_with_starttls: tuple[Inbox, int, Path],
+) -> None:
+    inbox, port, ca = smtp_server_with_starttls
+    with pytest.raises(MailError, match="530"):  # the server requires TLS first
+        Mailer("127.0.0.1", port).send(_draft())
+    # a certificate no known authority signed is refused before anything is sent
+    with pytest.raises(MailError, match=rf"127\.0\.0\.1:{port}: .*CERTIFICATE_VERIFY_FAILED"):
+        Mailer("127.0.0.1", port, starttls=True).send(_draft())
+    assert inbox.envelopes == []
+    delivery = Mailer("127.0.0.1", port, starttls=True, ca_file=str(ca)).send(_draft())
+    assert len(inbox.envelopes) == 1 and inbox.messages()[0]["Message-ID"] == delivery.message_id
+    with pytest.raises(MailError, match="cannot use the CA file"):
+        Mailer("127.0.0.1", port, starttls=True, ca_file=str(ca) + ".missing").send(_draft())
 
 
 def test_header_injection_is_refused() -> None:
