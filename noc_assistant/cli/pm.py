@@ -18,13 +18,26 @@ app = typer.Typer(help="Read 3GPP PM files (measCollecFile).", no_args_is_help=T
 def convert(
     files: Annotated[list[Path], typer.Argument(help="PM XML files, or folders of them.")],
     out: Annotated[Path, typer.Option(help="FORMATS §1 JSONL replay file to write.")],
+    inventory: Annotated[
+        Path | None,
+        typer.Option(
+            help="Network inventory (FORMATS §4): name each network function by its id (its "
+            "'ldn' key, or ManagedElement=<id>,<Type>Function=1) instead of its LDN."
+        ),
+    ] = None,
 ) -> None:
     """Write the measurements of PM files as a replay file (``noc eval run`` and the pipeline
     read it); files or values that cannot be read go to ``<out>.quarantine.jsonl``."""
     from noc_assistant.errors import BadInputError
     from noc_assistant.ingest import Quarantine
-    from noc_assistant.ingest.pm import pm_points
+    from noc_assistant.ingest.pm import ldn_names, pm_points
     from noc_assistant.ingest.replay import write_replay
+    from noc_assistant.inventory import load_topology
+
+    names = None
+    if inventory is not None:
+        topology = load_topology(inventory)
+        names = ldn_names(topology.types, topology.attributes)
 
     paths: list[Path] = []
     for f in files:
@@ -37,7 +50,7 @@ def convert(
     qpath = out.with_name(out.name + ".quarantine.jsonl")
     qpath.unlink(missing_ok=True)
     quarantine = Quarantine(path=qpath)
-    n, _ = write_replay(pm_points(paths, quarantine), out)
+    n, _ = write_replay(pm_points(paths, quarantine, names), out)
     console.print(
         f"{len(paths)} PM file(s) → {n:,} samples in {out}"
         + (f"; {quarantine.count} quarantined to {qpath}" if quarantine.count else ""),

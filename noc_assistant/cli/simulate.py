@@ -83,10 +83,19 @@ def simulate(
             "says otherwise). Default: 2026-11-29T00:00:00Z."
         ),
     ] = None,
+    pm_out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write 3GPP PM files (TS 32.435 measCollecFile) into this directory: one "
+            "per network function with 3GPP measurements (AMF, SMF, UPF, PCF) and granularity "
+            "period (the --interval, whole seconds, at least 60 s), for `noc pm convert`."
+        ),
+    ] = None,
 ) -> None:
     """Simulate an operator network with injected faults and write telemetry.jsonl, labels.json
-    and inventory.json."""
+    and inventory.json (and, with --pm-out, the network functions' PM files)."""
     from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+    from noc_assistant.simulate.pm_writer import check_pm_config, write_pm_files
 
     try:
         config = ScenarioConfig(
@@ -108,9 +117,12 @@ def simulate(
         raise ConfigError(
             "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         ) from exc
+    if pm_out is not None:
+        check_pm_config(config)  # before the simulation: a bad period fails at once
     started = time.perf_counter()
     scenario = build_scenario(config)
     paths = write_scenario(scenario, out)
+    pm_files = write_pm_files(scenario, pm_out) if pm_out is not None else []
     elapsed = time.perf_counter() - started
     labels = scenario.labels
     samples = scenario.n_series * scenario.n_ticks
@@ -122,7 +134,8 @@ def simulate(
         f"{len(labels['maintenance'])} maintenance windows\n"
         f"  telemetry  {paths['telemetry']}\n"
         f"  labels     {paths['labels']}\n"
-        f"  inventory  {paths['inventory']}",
+        f"  inventory  {paths['inventory']}"
+        + (f"\n  pm files   {pm_out} ({len(pm_files):,} files)" if pm_out is not None else ""),
         highlight=False,
     )
 

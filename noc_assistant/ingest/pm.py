@@ -14,7 +14,15 @@ which follow the same measurements:
   ``cause`` (5GMM/5GSM causes, QCI/5QI for the delay measurements), anything else ``sub``.
 - The entity (``instance``) is the measured object's LDN up to its network function
   (``ManagedElement=5gc-ams-01,AMFFunction=1``), the ``nf`` label its type (``amf``); deeper RDNs
-  (``EP_N3=1``) go to the ``object`` label.
+  (``EP_N3=1``) go to the ``object`` label. Given the names of an inventory (:func:`ldn_names`:
+  an entity's ``ldn`` key, or ``ManagedElement=<id>,<Type>Function=1`` for an entity of a
+  network-function type), a function the inventory knows is named by its id instead, the LDN
+  kept in the ``ldn`` label: the inventory and the labels name ``amf-07``, not its LDN. An
+  element may hold several functions (an AMF and two SMFs), which is why the element's name
+  alone does not name an entity.
+- A status measurement's mean (``RM.RegisteredSubNbrMean``) is read under the exporter's gauge
+  name (``fivegs_amffunction_rm_registeredsubnbr``, which the pack's KPIs read); its maximum
+  and minimum get ``_max`` / ``_min``.
 - Counts become cumulative counters (a running sum per series, in period order), so that
   ``increase()`` reads them as it reads a scraped counter. After a missing period, a ``NIL``
   value or a ``suspect`` one (a gap: the value is not used), the sum starts again from the next
@@ -31,18 +39,37 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
 
-__all__ = ["PmValue", "metric_name", "pm_points", "read_pm_file"]
+__all__ = ["FUNCTION_CLASSES", "PmValue", "ldn_names", "metric_name", "pm_points", "read_pm_file"]
+
+#: the managed function class (TS 28.541 / TS 28.708) of each network function type
+FUNCTION_CLASSES: Mapping[str, str] = {
+    "amf": "AMFFunction",
+    "smf": "SMFFunction",
+    "upf": "UPFFunction",
+    "pcf": "PCFFunction",
+    "nrf": "NRFFunction",
+    "udm": "UDMFunction",
+    "ausf": "AUSFFunction",
+    "nssf": "NSSFFunction",
+    "sepp": "SEPPFunction",
+    "mme": "MMEFunction",
+    "sgw": "SGWFunction",
+    "pgw": "PGWFunction",
+    "hss": "HSSFunction",
+}
 
 _SNSSAI = re.compile(r"^\d{1,3}-[0-9A-Fa-f]{6}$")
 _GAUGE = re.compile(r"(Mean|Max|Min|Nbr|Ratio|Rate)")
+_AGGREGATION = re.compile(r"(Mean|Max|Min)$")
 
 
 @dataclass(frozen=True)
@@ -165,8 +192,10 @@ def metric_name(ldn: str, meas_type: str) -> tuple[str, dict[str, str], str]:
     >>> metric_name("ManagedElement=m,UPFFunction=1,EP_N3=1", "GTP.InDataOctN3UPF.1-000001")[:2]
     ('fivegs_ep_n3_gtp_indataoctn3upf', {'instance': 'ManagedElement=m,UPFFunction=1', \
 'nf': 'upf', 'object': 'EP_N3=1', 'snssai': '1-000001'})
-    >>> metric_name("ManagedElement=m,AMFFunction=1", "RM.RegisteredSubNbrMean.1-000001")[2]
-    'gauge'
+    >>> metric_name("ManagedElement=m,AMFFunction=1", "RM.RegisteredSubNbrMean.1-000001")[::2]
+    ('fivegs_amffunction_rm_registeredsubnbr', 'gauge')
+    >>> metric_name("ManagedElement=m,AMFFunction=1", "RM.RegisteredSubNbrMax")[::2]
+    ('fivegs_amffunction_rm_registeredsubnbr_max', 'gauge')
     """
     rdns = [r.strip() for r in ldn.split(",") if r.strip()]
     fn = next((i for i, r in enumerate(rdns) if r.split("=", 1)[0].endswith("Function")), None)
@@ -178,6 +207,15 @@ def metric_name(ldn: str, meas_type: str) -> tuple[str, dict[str, str], str]:
         if len(rdns) > fn + 1:
             labels["object"] = ",".join(rdns[fn + 1 :])
     parts = meas_type.split(".")
+    # a status measurement's aggregation (TS 28.552 RM.RegisteredSubNbrMean / …Max): the mean
+    # is the gauge an exporter reports (fivegs_amffunction_rm_registeredsubnbr), the maximum
+    # and minimum are their own metrics (…_max, …_min)
+    aggregation = ""
+    if len(parts) > 1:
+        m = _AGGREGATION.search(parts[1])
+        if m is not None and m.start() > 0:
+            parts[1] = parts[1][: m.start()]
+            aggregation = "" if m.group(1) == "Mean" else "_" + m.group(1).lower()
     base = ".".join(parts[:2])
     for extra in parts[2:]:
         if _SNSSAI.match(extra):
@@ -189,12 +227,40 @@ def metric_name(ldn: str, meas_type: str) -> tuple[str, dict[str, str], str]:
     metric = "fivegs_" + re.sub(
         r"[^a-z0-9_]", "_", f"{prefix_rdn}_{base}".lower().replace(".", "_")
     )
-    kind = "gauge" if _GAUGE.search(parts[1] if len(parts) > 1 else meas_type) else "counter"
+    metric += aggregation
+    gauge = bool(aggregation) or _GAUGE.search(parts[1] if len(parts) > 1 else meas_type)
+    kind = "gauge" if gauge else "counter"
     return metric, labels, kind
 
 
-def pm_points(paths: Iterable[Path], quarantine: Quarantine | None = None) -> Iterator[Point]:
-    """The points of a set of PM files (see the module docstring), in period order."""
+def ldn_names(
+    types: Mapping[str, str], attributes: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, str]:
+    """LDN of a network function → the inventory's id for it: the entity's own ``ldn`` key
+    where it has one (``attributes``: the inventory's keys per entity), else
+    ``ManagedElement=<id>,<Class>=1`` for an entity of a network-function type.
+
+    >>> ldn_names({"amf-1": "amf", "gpu-srv-1": "gpu_server", "smf-9": "smf"},
+    ...           {"smf-9": {"ldn": "ManagedElement=core-1,SMFFunction=2"}})
+    {'ManagedElement=amf-1,AMFFunction=1': 'amf-1', 'ManagedElement=core-1,SMFFunction=2': 'smf-9'}
+    """
+    out: dict[str, str] = {}
+    for entity, kind in types.items():
+        explicit = (attributes or {}).get(entity, {}).get("ldn")
+        if isinstance(explicit, str) and explicit.strip():
+            out[",".join(r.strip() for r in explicit.split(",") if r.strip())] = entity
+        elif kind in FUNCTION_CLASSES:
+            out.setdefault(f"ManagedElement={entity},{FUNCTION_CLASSES[kind]}=1", entity)
+    return out
+
+
+def pm_points(
+    paths: Iterable[Path],
+    quarantine: Quarantine | None = None,
+    names: Mapping[str, str] | None = None,
+) -> Iterator[Point]:
+    """The points of a set of PM files (see the module docstring), in period order; a
+    function whose LDN ``names`` holds (:func:`ldn_names`) is named by its inventory id."""
     q = quarantine if quarantine is not None else Quarantine()
     values: list[PmValue] = []
     for path in paths:
@@ -203,6 +269,9 @@ def pm_points(paths: Iterable[Path], quarantine: Quarantine | None = None) -> It
     totals: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, float]] = {}
     for v in values:
         metric, labels, kind = metric_name(v.ldn, v.meas_type)
+        entity = (names or {}).get(labels["instance"])
+        if entity is not None:
+            labels["ldn"], labels["instance"] = labels["instance"], entity
         key = tuple(sorted(labels.items()))
         if kind == "gauge":
             yield Point(v.end, metric, key, v.value, "gauge")

@@ -3,6 +3,7 @@ that are not PM files; ``noc pm convert`` writes a replay the pipeline reads."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from noc_assistant.cli import run
@@ -90,7 +91,7 @@ def test_pm_files_become_cumulative_counters_and_gauges(tmp_path: Path) -> None:
     assert [p.ts for p in req] == [1773321300.0, 1773322200.0, 1773324000.0]
     fail = next(p for p in points if p.metric == "fivegs_amffunction_rm_reginitfail")
     assert dict(fail.labels)["cause"] == "22"
-    mean = [p for p in points if p.metric == "fivegs_amffunction_rm_registeredsubnbrmean"]
+    mean = [p for p in points if p.metric == "fivegs_amffunction_rm_registeredsubnbr"]
     assert next((p.type, p.value) for p in mean) == ("gauge", 802133.0)
     # NIL is a gap, and so is a suspect value (quarantined with its reason)
     succ = [
@@ -106,6 +107,45 @@ def test_pm_files_become_cumulative_counters_and_gauges(tmp_path: Path) -> None:
     assert ("broken.xml", 2) in [(n, line) for n, line, _ in reasons]  # where it broke
     assert any(n == "other.xml" and "not a 3GPP PM file" in why for n, _, why in reasons)
     assert sum("suspect" in why for _, _, why in reasons) == 2 * 3  # 2 values × 3 files
+
+
+def test_an_inventory_names_the_functions_of_one_element(tmp_path: Path) -> None:
+    """One element holds an AMF and two SMFs: the inventory's ``ldn`` keys name each function
+    by its id (the LDN kept as a label); a function it does not know keeps its LDN."""
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(
+        json.dumps(
+            {
+                "entities": [
+                    {
+                        "id": "amf-07",
+                        "type": "amf",
+                        "ldn": "ManagedElement=5gc-ams-01,AMFFunction=1",
+                    },
+                    {
+                        "id": "smf-12",
+                        "type": "smf",
+                        "ldn": "ManagedElement=5gc-ams-01, SMFFunction=1",
+                    },
+                ]
+            }
+        )
+    )
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    _drop(drop)
+    out = tmp_path / "telemetry.jsonl"
+    assert run(["pm", "convert", str(drop), "--out", str(out), "--inventory", str(inventory)]) == 0
+    labels = [json.loads(line)["labels"] for line in out.read_text().splitlines()]
+    names = {(d["instance"], d.get("ldn")) for d in labels}
+    assert names == {
+        ("amf-07", "ManagedElement=5gc-ams-01,AMFFunction=1"),
+        ("smf-12", "ManagedElement=5gc-ams-01,SMFFunction=1"),
+        ("ManagedElement=5gc-ams-01,SMFFunction=2", None),
+    }
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"entities": [{"id": "x"}]}')
+    assert run(["pm", "convert", str(drop), "--out", str(out), "--inventory", str(bad)]) == 2
 
 
 def test_pm_convert_writes_a_replay_file(tmp_path: Path) -> None:

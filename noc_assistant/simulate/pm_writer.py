@@ -1,0 +1,330 @@
+"""3GPP PM files (TS 32.435 ``measCollecFile``) of a simulated scenario: ``noc simulate
+--pm-out DIR``.
+
+Beside its replay file the simulator can write what an OSS would collect from the same network
+functions: for every network function whose series have 3GPP measurements (the AMFs, SMFs,
+UPFs and the PCF; not the EPC's, see below) and every granularity period (the scenario's
+interval, whole seconds, at least :data:`MIN_PERIOD_S`) one file named as TS 32.432 names them,
+``A20261129.1200+0000-1205+0000_amf-1.xml``, holding one ``measInfo`` for the function's object
+``ManagedElement=amf-1,AMFFunction=1`` (:func:`function_ldn`). The period of a file is the
+interval that ends at a sample's stamp (a sample reports the interval that ends there), and it
+holds:
+
+- for a counter, the **count** of the period: the counter's increase from the sample before
+  (after a process restart, the value since the restart);
+- for a gauge, the sample's value (the simulator's gauges are the period's means already);
+- ``NIL`` where the sample is missing (a gap, a maintenance silence) and, for a count, where the
+  sample before it is (the first period of the scenario included): nothing missing is written
+  as zero.
+
+The measurement types are those :func:`noc_assistant.ingest.pm.metric_name` reads back as the
+simulator's metric names (``RM.RegInitFail.22`` on ``AMFFunction`` →
+``fivegs_amffunction_rm_reginitfail{cause="22"}``): TS 28.552's names where it defines the
+measurement, and for the status gauges their mean over the period (``RM.RegisteredSubNbrMean``,
+``SM.SessionNbrMean``; the simulator's gauges are period means, and the reader takes a mean
+under the exporter's gauge name) or a vendor-specific name in the same style
+(``UPF.SessionNbrMean``, ``PA.SessionNbrMean``). S-NSSAI and cause become sub-counter
+suffixes (``.1-000001``, ``.22``).
+The ``plmnid`` label is not a 3GPP sub-counter (the PLMN is the measured function's): the
+series of one measurement that differ only by ``plmnid`` are written summed, as one
+measurement without it (the AMF's initial registrations and registered subscribers over the
+home and partner PLMNs; the SMF's and PCF's series carry only the home PLMN).
+
+Left out of the PM files, since no 3GPP measurement is read back under their names:
+
+- ``gnb``, ``ran_ue``, ``amf_session`` (AMF), ``pfcp_peers_active`` and
+  ``pfcp_sessions_active`` (SMF, UPF), ``gtp_node_s5c_rx_createsession`` (SMF, per S8 peer
+  address): Open5GS' own state gauges and GTP-C counters, outside TS 28.552;
+- ``node_network_*_total{device="n3"}`` (UPF): the node exporter's interface counters; TS
+  28.552's N3 measurements (``GTP.InDataOctN3UPF`` …, on ``EP_N3``) are read back as
+  ``fivegs_ep_n3_*``, which the simulator does not export;
+- ``free5gc_sbi_*`` (AMF, SMF): free5GC's SBI client metrics; TS 28.552 counts service
+  requests at the producer (NRF, UDM), which export nothing here;
+- ``process_start_time_seconds``: a process metric (its changes mark the restarts counted
+  from);
+- the MME's (``enb``, ``enb_ue``, ``mme_session``, ``dns_query_*``) and the HSS's
+  (``s6a_rx_*``, ``hss_imsi``) series: Open5GS' own names; TS 32.426's EPC measurements
+  (``MM.AttachedUeMean`` …) read back as ``fivegs_*`` names the simulator does not use. An
+  MME or HSS therefore gets no PM files;
+- GPU servers (``vllm:*``, ``sglang:*``, ``DCGM_FI_*``) are not network functions: no files.
+
+>>> from noc_assistant.simulate import ScenarioConfig, build_scenario
+>>> sc = build_scenario(ScenarioConfig(days=0.01, faults="none", seed=3, interval_s=300))
+>>> plan = pm_plan(sc)
+>>> sorted({m.entity for m in plan})
+['amf-1', 'amf-2', 'pcf-1', 'smf-1', 'smf-2', 'upf-1', 'upf-2', 'upf-3']
+>>> [(m.meas_type, m.kind, len(m.rows)) for m in plan if m.entity == "amf-1"][:3]
+[('RM.RegInitReq', 'counter', 3), ('RM.RegInitSucc', 'counter', 3), ('RM.RegInitFail.22', \
+'counter', 1)]
+>>> pm_file_name(1795953600.0, 1795953900.0, "amf-1")
+'A20261129.1200+0000-1205+0000_amf-1.xml'
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from noc_assistant.errors import ConfigError
+from noc_assistant.ingest.pm import FUNCTION_CLASSES
+from noc_assistant.simulate import Scenario, ScenarioConfig
+
+__all__ = [
+    "FUNCTION_CLASSES",
+    "MEAS_TYPES",
+    "MIN_PERIOD_S",
+    "PmMeasurement",
+    "check_pm_config",
+    "function_ldn",
+    "pm_file_name",
+    "pm_plan",
+    "write_pm_files",
+]
+
+#: the shortest granularity period written (TS 32.401's shortest is 5 min; 1 min for tests)
+MIN_PERIOD_S = 60.0
+NAMESPACE = "http://www.3gpp.org/ftp/specs/archive/32_series/32.435#measCollec"
+FILE_FORMAT_VERSION = "32.435 V16.0"
+VENDOR = "noc-assistant simulator"
+
+#: simulator metric → measurement type (without sub-counter); the function class is the one
+#: the metric's ``fivegs_<class>_`` prefix names
+MEAS_TYPES: Mapping[str, str] = {
+    "fivegs_amffunction_rm_reginitreq": "RM.RegInitReq",
+    "fivegs_amffunction_rm_reginitsucc": "RM.RegInitSucc",
+    "fivegs_amffunction_rm_reginitfail": "RM.RegInitFail",
+    "fivegs_amffunction_rm_regmobreq": "RM.RegMobReq",
+    "fivegs_amffunction_rm_regmobsucc": "RM.RegMobSucc",
+    "fivegs_amffunction_mm_paging5greq": "MM.Paging5GReq",
+    "fivegs_amffunction_mm_paging5gsucc": "MM.Paging5GSucc",
+    "fivegs_amffunction_amf_authreq": "AMF.AuthReq",
+    "fivegs_amffunction_amf_authfail": "AMF.AuthFail",
+    "fivegs_amffunction_rm_registeredsubnbr": "RM.RegisteredSubNbrMean",
+    "fivegs_smffunction_sm_pdusessioncreationreq": "SM.PduSessionCreationReq",
+    "fivegs_smffunction_sm_pdusessioncreationsucc": "SM.PduSessionCreationSucc",
+    "fivegs_smffunction_sm_pdusessioncreationfail": "SM.PduSessionCreationFail",
+    "fivegs_smffunction_sm_n4sessionestabreq": "SM.N4SessionEstabReq",
+    "fivegs_smffunction_sm_n4sessionestabfail": "SM.N4SessionEstabFail",
+    "fivegs_smffunction_sm_sessionnbr": "SM.SessionNbrMean",
+    "fivegs_upffunction_sm_n4sessionestabreq": "SM.N4SessionEstabReq",
+    "fivegs_upffunction_upf_sessionnbr": "UPF.SessionNbrMean",
+    "fivegs_pcffunction_pa_policyamassoreq": "PA.PolicyAMAssoReq",
+    "fivegs_pcffunction_pa_policyamassosucc": "PA.PolicyAMAssoSucc",
+    "fivegs_pcffunction_pa_policysmassoreq": "PA.PolicySMAssoReq",
+    "fivegs_pcffunction_pa_policysmassosucc": "PA.PolicySMAssoSucc",
+    "fivegs_pcffunction_pa_sessionnbr": "PA.SessionNbrMean",
+}
+
+#: labels written as sub-counter suffixes, in this order
+_SUB_COUNTERS = ("snssai", "cause")
+#: labels that name the measured object (the LDN says them)
+_IDENTITY = ("instance", "nf")
+#: labels 3GPP has no sub-counter for: series differing only by them are summed
+_SUMMED = ("plmnid",)
+
+Arr = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PmMeasurement:
+    """One measurement type of one network function: the simulator series (``rows``, indices
+    into ``Scenario.series``) it sums, and whether it is a count or a gauge."""
+
+    entity: str
+    ldn: str
+    meas_type: str
+    kind: Literal["counter", "gauge"]
+    rows: tuple[int, ...]
+
+
+def function_ldn(entity: str, entity_type: str) -> str:
+    """The LDN of a network function's managed function object, which
+    :func:`noc_assistant.ingest.pm.metric_name` reads back as the ``instance``.
+
+    >>> function_ldn("smf-2", "smf")
+    'ManagedElement=smf-2,SMFFunction=1'
+    """
+    cls = FUNCTION_CLASSES.get(entity_type)
+    if cls is None:
+        raise ValueError(f"{entity}: {entity_type!r} is not a network function type")
+    return f"ManagedElement={entity},{cls}=1"
+
+
+def check_pm_config(config: ScenarioConfig) -> None:
+    """Raise :class:`ConfigError` unless ``config`` can be written as PM files: periods of
+    whole seconds, at least :data:`MIN_PERIOD_S`, on the tick (no scrape phases)."""
+    interval = float(config.interval_s)
+    if interval < MIN_PERIOD_S:
+        raise ConfigError(
+            f"PM files need a granularity period of at least {MIN_PERIOD_S:g} s "
+            f"(typically 300 or 900); the interval is {interval:g} s"
+        )
+    if not interval.is_integer():
+        raise ConfigError(
+            f"PM files need a granularity period of whole seconds; the interval is {interval:g} s"
+        )
+    if config.scrape_phases:
+        raise ConfigError(
+            "PM periods end on the granularity boundaries; scrape phases stamp each entity "
+            "off them (drop --scrape-phases to write PM files)"
+        )
+
+
+def _entity_types(scenario: Scenario) -> dict[str, str]:
+    return {e.id: e.type for e in scenario.network.entities}
+
+
+def pm_plan(scenario: Scenario) -> list[PmMeasurement]:
+    """The measurements of the PM files of ``scenario``, network function by network function
+    (in the order of its series), each summing the series that differ only by ``plmnid``."""
+    types = _entity_types(scenario)
+    groups: dict[tuple[str, str], list[int]] = {}
+    kinds: dict[tuple[str, str], Literal["counter", "gauge"]] = {}
+    for i, s in enumerate(scenario.series):
+        base = MEAS_TYPES.get(s.metric)
+        if base is None or types.get(s.entity) not in FUNCTION_CLASSES:
+            continue
+        if s.type not in ("counter", "gauge"):
+            continue
+        extra = set(s.labels) - set(_IDENTITY) - set(_SUB_COUNTERS) - set(_SUMMED)
+        if extra:  # a dimension no sub-counter carries: not written
+            continue
+        meas_type = ".".join([base, *(s.labels[k] for k in _SUB_COUNTERS if k in s.labels)])
+        key = (s.entity, meas_type)
+        groups.setdefault(key, []).append(i)
+        kinds[key] = "counter" if s.type == "counter" else "gauge"
+    return [
+        PmMeasurement(ent, function_ldn(ent, types[ent]), meas, kinds[(ent, meas)], tuple(rows))
+        for (ent, meas), rows in groups.items()
+    ]
+
+
+def _stamp(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def pm_file_name(begin: float, end: float, managed_element: str) -> str:
+    """TS 32.432 name of a single-NE, single-period file (``A<date>.<begin>-<end>_<NE>.xml``,
+    UTC)."""
+    b, e = _stamp(begin), _stamp(end)
+    return f"A{b:%Y%m%d}.{b:%H%M}+0000-{e:%H%M}+0000_{managed_element}.xml"
+
+
+def _value_text(v: float) -> str:
+    if math.isnan(v):
+        return "NIL"
+    if v.is_integer() and abs(v) < 2**53:
+        return str(int(v))
+    return repr(v)
+
+
+def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    el = ET.SubElement(parent, tag, attrs)
+    if text is not None:
+        el.text = text
+    return el
+
+
+def _document(
+    entity: str,
+    entity_type: str,
+    begin: float,
+    end: float,
+    period_s: int,
+    measurements: Sequence[PmMeasurement],
+    values: Sequence[float],
+) -> ET.ElementTree[ET.Element]:
+    begin_text, end_text = _stamp(begin).isoformat(), _stamp(end).isoformat()
+    element_dn = f"ManagedElement={entity}"
+    # the default namespace as an attribute: ElementTree qualifies no attribute names
+    root = ET.Element("measCollecFile", xmlns=NAMESPACE)
+    header = _sub(root, "fileHeader", fileFormatVersion=FILE_FORMAT_VERSION, vendorName=VENDOR)
+    _sub(header, "fileSender", localDn=element_dn, elementType=entity_type.upper())
+    _sub(header, "measCollec", beginTime=begin_text)
+    data = _sub(root, "measData")
+    _sub(data, "managedElement", localDn=element_dn, userLabel=entity, swVersion=VENDOR)
+    info = _sub(data, "measInfo", measInfoId=FUNCTION_CLASSES[entity_type])
+    _sub(info, "job", jobId=f"pm-{entity_type}-{period_s}s")
+    _sub(info, "granPeriod", duration=f"PT{period_s}S", endTime=end_text)
+    _sub(info, "repPeriod", duration=f"PT{period_s}S")
+    for p, m in enumerate(measurements, start=1):
+        _sub(info, "measType", m.meas_type, p=str(p))
+    mv = _sub(info, "measValue", measObjLdn=measurements[0].ldn)
+    for p, v in enumerate(values, start=1):
+        _sub(mv, "r", _value_text(v), p=str(p))
+    footer = _sub(root, "fileFooter")
+    _sub(footer, "measCollec", endTime=end_text)
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def _write(path: Path, doc: ET.ElementTree[ET.Element]) -> None:
+    stylesheet = ET.ProcessingInstruction(
+        "xml-stylesheet", 'type="text/xsl" href="MeasDataCollection.xsl"'
+    )
+    with path.open("wb") as fh:
+        fh.write(b'<?xml version="1.0" encoding="UTF-8"?>\n')
+        fh.write(ET.tostring(stylesheet) + b"\n")
+        doc.write(fh, encoding="utf-8", xml_declaration=False)
+        fh.write(b"\n")
+
+
+def _counts(prev: Arr, cur: Arr, restarted: npt.NDArray[np.bool_]) -> Arr:
+    """Per-series count of the period from two consecutive cumulative samples: NaN if either
+    is missing, the value since the restart where the process restarted or the counter fell."""
+    reset = restarted | (cur < prev)
+    out = np.where(reset, cur, cur - prev)
+    return np.asarray(np.where(np.isnan(prev) | np.isnan(cur), np.nan, out), dtype=np.float64)
+
+
+def write_pm_files(scenario: Scenario, out_dir: Path | str) -> list[Path]:
+    """Write the PM files of ``scenario`` into ``out_dir`` (see the module docstring); returns
+    their paths, period by period. :class:`ConfigError` if the scenario's interval cannot be a
+    granularity period (:func:`check_pm_config`)."""
+    check_pm_config(scenario.config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    types = _entity_types(scenario)
+    plan = pm_plan(scenario)
+    by_entity: dict[str, list[PmMeasurement]] = {}
+    for m in plan:
+        by_entity.setdefault(m.entity, []).append(m)
+    period = int(scenario.interval_s)
+    counter_rows = sorted({i for m in plan if m.kind == "counter" for i in m.rows})
+    # the restart marker of each counter row: its entity's process start time
+    start_row = {
+        s.entity: i
+        for i, s in enumerate(scenario.series)
+        if s.metric == "process_start_time_seconds"
+    }
+    marker = np.array([start_row.get(scenario.series[i].entity, -1) for i in counter_rows])
+    rows = np.array(counter_rows, dtype=np.intp)
+    n_series = len(scenario.series)
+    prev = np.full(n_series, np.nan)
+    paths: list[Path] = []
+    for times, values, _ in scenario.iter_chunks():
+        for j, end in enumerate(times.tolist()):
+            cur = values[:, j]
+            period_values = cur.copy()
+            if counter_rows:
+                p_start = np.where(marker >= 0, prev[np.maximum(marker, 0)], np.nan)
+                c_start = np.where(marker >= 0, cur[np.maximum(marker, 0)], np.nan)
+                restarted = ~np.isnan(p_start) & ~np.isnan(c_start) & (c_start != p_start)
+                period_values[rows] = _counts(prev[rows], cur[rows], restarted)
+            begin = end - scenario.interval_s
+            for entity, measurements in by_entity.items():
+                sums = [float(np.sum(period_values[list(m.rows)])) for m in measurements]
+                doc = _document(entity, types[entity], begin, end, period, measurements, sums)
+                path = out / pm_file_name(begin, end, entity)
+                _write(path, doc)
+                paths.append(path)
+            prev = cur.copy()
+    return paths
