@@ -6,7 +6,8 @@ Libraries raise these; only the CLI turns them into messages and exit codes::
     ├── BadInputError             input data or files that do not follow FORMATS.md (exit 2)
     │   ├── ReplayFormatError     a telemetry replay file (names file and line)
     │   ├── InventoryError        a network inventory file
-    │   └── EmailStateError       an e-mail step its state does not allow (send a draft …)
+    │   ├── EmailStateError       an e-mail step its state does not allow (send a draft …)
+    │   └── ReviewError           a verdict that does not hold together (root cause half given)
     ├── ConfigError               settings or a knowledge pack that cannot be used (exit 2)
     │   └── DraftingError         a draft with nothing to write from (noc_assistant.drafting)
     ├── StorageError              the database refused or lost a write
@@ -24,6 +25,7 @@ __all__ = [
     "LlmError",
     "NocError",
     "ReplayFormatError",
+    "ReviewError",
     "StorageError",
 ]
 
@@ -58,6 +60,11 @@ class InventoryError(BadInputError):
 class EmailStateError(BadInputError):
     """A step an e-mail's state does not allow: approving one already sent, sending one not
     approved, editing one no longer a draft."""
+
+
+class ReviewError(BadInputError):
+    """A verdict that does not hold together: a root cause without its fault class or entity,
+    a root cause with a verdict other than ``fault``, a fault class the pack does not know."""
 
 
 class ConfigError(NocError):

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from noc_assistant.errors import EmailStateError
+from noc_assistant.errors import EmailStateError, ReviewError
 
 __all__ = [
     "ChatRecord",
@@ -33,8 +33,11 @@ __all__ = [
     "IncidentState",
     "MetricType",
     "Report",
+    "Review",
+    "ReviewEvent",
     "Sample",
     "SeriesKey",
+    "Verdict",
 ]
 
 MetricType = Literal["counter", "gauge", "histogram_bucket", "histogram_sum", "histogram_count"]
@@ -199,6 +202,107 @@ class Report(BaseModel):
     check). ``body`` is always the template's."""
     narration_withheld: str | None = None
     """Why an LLM narration was asked for and not used (unreachable, or ungrounded claims)."""
+
+
+Verdict = Literal["fault", "no_fault", "maintenance"]
+"""An engineer's judgement of an incident: a real ``fault``, ``no_fault`` (nothing was wrong:
+a false page) or planned ``maintenance`` (expected, neither)."""
+
+
+class ReviewEvent(BaseModel):
+    """One step of an incident's review, kept for the audit trail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: float
+    by: str
+    action: Literal["acknowledged", "judged"]
+    detail: str | None = None
+
+
+class Review(BaseModel):
+    """What the NOC did with an incident: who took it (acknowledged) and what it was (the
+    verdict, with the root cause they confirmed). Kept apart from the incident, which the
+    pipeline rewrites as findings arrive.
+
+    >>> r = Review(incident_id="inc-1").acknowledged("ana", at=60.0)
+    >>> r = r.judged("fault", "bo", at=900.0, fault="upf_gtpu_drop", entity="upf-3")
+    >>> r.verdict, r.root_cause, r.acknowledged_by, r.acknowledged_at
+    ('fault', ('upf-3', 'upf_gtpu_drop'), 'ana', 60.0)
+    >>> r.judged("no_fault", "cy", at=950.0).history[-1].detail
+    'no_fault (was fault: upf_gtpu_drop on upf-3)'
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    incident_id: str
+    acknowledged_by: str | None = None
+    acknowledged_at: float | None = None
+    """The first acknowledgement (time to acknowledge counts from the opening to it)."""
+    verdict: Verdict | None = None
+    verdict_by: str | None = None
+    verdict_at: float | None = None
+    fault: str | None = None
+    """The confirmed fault class (with ``verdict`` ``fault``; None: not known yet)."""
+    entity: str | None = None
+    """The confirmed root-cause entity."""
+    partner: str | None = None
+    note: str | None = None
+    history: list[ReviewEvent] = Field(default_factory=list)
+
+    @property
+    def root_cause(self) -> tuple[str, str] | None:
+        return (self.entity, self.fault) if self.entity and self.fault else None
+
+    def acknowledged(self, by: str, at: float) -> Review:
+        """Taken by ``by``; a later acknowledgement (a hand-over) names the new owner and
+        keeps the first time."""
+        return self.model_copy(
+            update={
+                "acknowledged_by": by,
+                "acknowledged_at": self.acknowledged_at if self.acknowledged_at else at,
+                "history": [*self.history, ReviewEvent(at=at, by=by, action="acknowledged")],
+            }
+        )
+
+    def judged(
+        self,
+        verdict: Verdict,
+        by: str,
+        at: float,
+        *,
+        fault: str | None = None,
+        entity: str | None = None,
+        partner: str | None = None,
+        note: str | None = None,
+    ) -> Review:
+        """The verdict (a root cause only with ``fault``); judging an incident acknowledges it
+        when nobody had. A changed verdict keeps the previous one in the history."""
+        if verdict != "fault" and (fault or entity or partner):
+            raise ReviewError("a root cause (fault, entity, partner) goes with the verdict 'fault'")
+        if bool(fault) != bool(entity):
+            raise ReviewError("a root cause needs both the fault class and the entity")
+        detail = verdict + (f": {fault} on {entity}" if fault else "")
+        if self.verdict is not None:
+            was = self.verdict + (f": {self.fault} on {self.entity}" if self.fault else "")
+            detail = f"{verdict} (was {was})"
+        return self.model_copy(
+            update={
+                "verdict": verdict,
+                "verdict_by": by,
+                "verdict_at": at,
+                "fault": fault,
+                "entity": entity,
+                "partner": partner,
+                "note": note,
+                "acknowledged_by": self.acknowledged_by or by,
+                "acknowledged_at": self.acknowledged_at or at,
+                "history": [
+                    *self.history,
+                    ReviewEvent(at=at, by=by, action="judged", detail=detail),
+                ],
+            }
+        )
 
 
 class ChatRecord(BaseModel):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from noc_assistant.errors import ConfigError, StorageError
-from noc_assistant.models import ChatRecord, EmailDraft, Finding, Incident
+from noc_assistant.models import ChatRecord, EmailDraft, Finding, Incident, Review
 from noc_assistant.rca import Diagnosis
 
 __all__ = ["SqliteStore", "Store", "open_store", "schema"]
@@ -65,11 +65,15 @@ def schema(real: str) -> list[str]:
     body TEXT NOT NULL
 )""",
         "CREATE INDEX IF NOT EXISTS chat_incident ON chat (incident_id, at)",
+        """CREATE TABLE IF NOT EXISTS reviews (
+    incident_id TEXT PRIMARY KEY,
+    body TEXT NOT NULL
+)""",
     ]
 
 
 class Store:
-    """Findings, incidents, diagnoses, e-mail drafts and chat turns; the SQL is shared, the
+    """Findings, incidents, diagnoses, e-mail drafts, chat turns and reviews; the SQL is shared, the
     connection is the subclass's (:class:`SqliteStore`,
     :class:`noc_assistant.postgres.PostgresStore`).
     Thread-safe: one connection guarded by a lock."""
@@ -113,9 +117,9 @@ class Store:
             raise StorageError(f"{self.path}: cannot read: {exc}") from exc
 
     def clear(self) -> None:
-        """Remove every finding, incident, diagnosis, e-mail draft and chat turn (a fresh demo
-        run)."""
-        for table in ("findings", "incidents", "diagnoses", "emails", "chat"):
+        """Remove every finding, incident, diagnosis, e-mail draft, chat turn and review (a
+        fresh demo run)."""
+        for table in ("findings", "incidents", "diagnoses", "emails", "chat", "reviews"):
             self._save(table, f"DELETE FROM {table}", [()])
 
     def save_findings(self, findings: Iterable[Finding], incident_id: str | None = None) -> None:
@@ -227,6 +231,34 @@ class Store:
             "SELECT body FROM chat WHERE incident_id = ? ORDER BY at, id", (incident_id,)
         )
         return [ChatRecord.model_validate_json(r[0]) for r in rows]
+
+    def save_review(self, review: Review) -> None:
+        """Keep what the NOC did with an incident (saving again replaces it)."""
+        self._save(
+            f"review of {review.incident_id}",
+            "INSERT INTO reviews (incident_id, body) VALUES (?, ?)"
+            " ON CONFLICT(incident_id) DO UPDATE SET body = excluded.body",
+            [(review.incident_id, review.model_dump_json())],
+        )
+
+    def get_review(self, incident_id: str) -> Review | None:
+        rows = self._query("SELECT body FROM reviews WHERE incident_id = ?", (incident_id,))
+        return Review.model_validate_json(rows[0][0]) if rows else None
+
+    def reviews(self) -> dict[str, Review]:
+        """Every review, by incident id."""
+        rows = self._query("SELECT body FROM reviews")
+        out = [Review.model_validate_json(r[0]) for r in rows]
+        return {r.incident_id: r for r in out}
+
+    def incidents_between(self, since: float, until: float) -> list[Incident]:
+        """The incidents opened in ``[since, until)``, oldest first."""
+        rows = self._query(
+            "SELECT body FROM incidents WHERE opened_at >= ? AND opened_at < ?"
+            " ORDER BY opened_at, id",
+            (since, until),
+        )
+        return [Incident.model_validate_json(r[0]) for r in rows]
 
     def count(self, table: str) -> int:
         if table not in {"findings", "incidents"}:

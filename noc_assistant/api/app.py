@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from noc_assistant.api.deps import StoreDep
 from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
+from noc_assistant.api.reviews import reviews_router
 from noc_assistant.drafting import Drafter, DraftingError
 from noc_assistant.mail import Mailer
 from noc_assistant.models import Finding, Incident
@@ -90,6 +91,7 @@ def create_app(
     app.state.store = store
     app.state.api_token = api_token
     app.include_router(drafts_router(drafter, mailer))
+    app.include_router(reviews_router(drafter))
 
     def _incident_or_404(s: Store, incident_id: str) -> Incident:
         inc = s.get_incident(incident_id)
@@ -137,9 +139,17 @@ def create_app(
     @app.get("/", response_class=HTMLResponse)
     def index(s: StoreDep) -> str:
         incidents = s.list_incidents()
+        reviews = s.reviews()
+        verdicts = [reviews[i.id].verdict if i.id in reviews else None for i in incidents]
+        judged = sum(1 for v in verdicts if v in ("fault", "no_fault"))
+        false = sum(1 for v in verdicts if v == "no_fault")
         return env.get_template("index.html").render(
             incidents=incidents,
             open_count=sum(1 for i in incidents if i.state == "open"),
+            reviews=reviews,
+            judged=judged,
+            false_count=false,
+            unreviewed=sum(1 for v in verdicts if v is None),
         )
 
     @app.get("/incidents/{incident_id}", response_class=HTMLResponse)
@@ -157,6 +167,9 @@ def create_app(
             partner=_partner(drafter, diagnosis),
             chat=drafter is not None and diagnosis is not None,
             kept=s.chat_for(incident_id),
+            review=s.get_review(incident_id),
+            faults=sorted(set(drafter.pack.faults) - {"no_fault"}) if drafter else [],
+            top=diagnosis.top if diagnosis else None,
         )
 
     return app

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import numbers
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from evals._io import json_safe
 from noc_assistant.cli._console import console
 from noc_assistant.errors import BadInputError, NocError
 
@@ -21,27 +21,8 @@ __all__ = ["app"]
 app = typer.Typer(help="eval commands", no_args_is_help=True)
 
 
-def _json_safe(value: Any) -> Any:
-    """``value`` with every non-finite float as ``null``: a figure that is undefined (the
-    no-fault accuracy of a run without no-fault windows) is JSON's null, not ``NaN``, which
-    strict JSON readers refuse.
-
-    >>> import numpy as np
-    >>> _json_safe({"a": [float("nan"), 1.0], "b": np.float32("inf"), "c": 2})
-    {'a': [None, 1.0], 'b': None, 'c': 2}
-    """
-    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
-        number = float(value)  # numpy's floats too
-        return number if math.isfinite(number) else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def _write(report: dict[str, Any], out: Path | None) -> None:
-    text = json.dumps(_json_safe(report), indent=2, sort_keys=True, default=float, allow_nan=False)
+    text = json.dumps(json_safe(report), indent=2, sort_keys=True, default=float, allow_nan=False)
     if out is None:
         console.print_json(text)
         return
@@ -212,3 +193,87 @@ def run(
     seconds = result.elapsed_s or elapsed
     report["samples_per_s"] = result.samples / seconds if seconds > 0 else 0.0
     _write(report, out)
+
+
+def _period(since: str | None, until: str | None) -> tuple[float, float]:
+    from evals.live import WEEK_S, parse_time
+
+    try:
+        end = parse_time(until, time.time(), "--until")
+        return parse_time(since, end - WEEK_S, "--since"), end
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+
+
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(help="From (RFC 3339 or epoch seconds; default: a week before --until)"),
+]
+UntilOpt = Annotated[str | None, typer.Option(help="Until (default: now)")]
+
+
+@app.command("live")
+def live(
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    inventory: Annotated[
+        Path | None,
+        typer.Option(
+            help="Network inventory (FORMATS §4): its entities count for the per-entity rate"
+        ),
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="report.json")] = None,
+) -> None:
+    """Score production from the engineers' verdicts (`noc incident verdict`): the share of
+    false pages with its 95 % interval, false alerts per day, RCA accuracy against the
+    confirmed root causes, time to acknowledge, the noisiest KPIs."""
+    from evals.live import live_report
+    from noc_assistant.cli._live import load_pack_and_topology
+    from noc_assistant.settings import get_settings
+    from noc_assistant.storage import open_store
+
+    settings = get_settings()
+    pack, topology = load_pack_and_topology(settings, inventory)
+    start, end = _period(since, until)
+    entities = len(topology.types) if topology is not None else None
+    report = live_report(
+        open_store(settings.db_url), start, end, entities=entities, faults=set(pack.faults)
+    )
+    _write(report, out)
+    share = report["false_alarm_share"]
+    console.print(
+        f"{report['incidents_total']} incidents, {report['reviewed']} judged:"
+        f" {report['false_positives']} false"
+        + (f" ({100 * share:.1f} %)" if math.isfinite(share) else "")
+        + f", {report['unreviewed']} not yet judged",
+        highlight=False,
+    )
+
+
+@app.command("labels")
+def labels_cmd(
+    out: Annotated[Path, typer.Option("--out", help="labels JSON to write (FORMATS §2)")],
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+) -> None:
+    """Write the engineers' verdicts as a labels file, to re-score a recording of the same
+    telemetry with `noc eval run` (another detector version, another pack)."""
+    from evals.live import labels_from_reviews
+    from noc_assistant.settings import get_settings
+    from noc_assistant.storage import open_store
+
+    start, end = _period(since, until)
+    doc = labels_from_reviews(open_store(get_settings().db_url), start, end)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    console.print(
+        f"{len(doc['incidents'])} incidents, {len(doc['no_fault'])} no-fault windows,"
+        f" {len(doc['maintenance'])} maintenance windows written to {out}"
+        + (
+            f"; {len(doc['unlabelled'])} faults without a root cause yet"
+            if doc["unlabelled"]
+            else ""
+        )
+        + (f"; {len(doc['unreviewed'])} not judged" if doc["unreviewed"] else ""),
+        highlight=False,
+    )

@@ -219,6 +219,67 @@ def chat(incident_id: Annotated[str, typer.Argument(help="Incident id")]) -> Non
         )
 
 
+@app.command("ack")
+def ack(
+    incident_id: Annotated[str, typer.Argument(help="Incident id")],
+    by: Annotated[str, typer.Option("--by", help="Who takes it (recorded)")],
+) -> None:
+    """Acknowledge an incident: you take it (a later acknowledgement hands it over)."""
+    from noc_assistant.models import Review
+
+    store = open_store(get_settings().db_url)
+    if store.get_incident(incident_id) is None:
+        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
+    review = store.get_review(incident_id) or Review(incident_id=incident_id)
+    store.save_review(review.acknowledged(by, time.time()))
+    console.print(f"{incident_id} taken by {by}", highlight=False)
+
+
+@app.command("verdict")
+def verdict(
+    incident_id: Annotated[str, typer.Argument(help="Incident id")],
+    by: Annotated[str, typer.Option("--by", help="Who judges it (recorded)")],
+    verdict: Annotated[
+        str,
+        typer.Option(help="fault, no_fault (a false alarm) or maintenance"),
+    ],
+    fault: Annotated[
+        str | None, typer.Option(help="The confirmed fault class (with --verdict fault)")
+    ] = None,
+    entity: Annotated[str | None, typer.Option(help="The confirmed root-cause entity")] = None,
+    partner: Annotated[str | None, typer.Option(help="Roaming partner PLMN (MCC-MNC)")] = None,
+    note: Annotated[str | None, typer.Option(help="What was found")] = None,
+) -> None:
+    """Record what the incident was; `noc eval live` scores production from the verdicts."""
+    from noc_assistant.cli._live import load_pack_and_topology
+    from noc_assistant.models import Review
+
+    if verdict not in ("fault", "no_fault", "maintenance"):
+        raise BadInputError(f"--verdict: {verdict!r} is not fault, no_fault or maintenance")
+    settings = get_settings()
+    if fault is not None:
+        pack, _ = load_pack_and_topology(settings, None)
+        if fault == "no_fault" or fault not in pack.faults:
+            raise BadInputError(f"--fault: {fault!r} is not a fault class of the knowledge pack")
+    store = open_store(settings.db_url)
+    if store.get_incident(incident_id) is None:
+        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
+    review = store.get_review(incident_id) or Review(incident_id=incident_id)
+    store.save_review(
+        review.judged(
+            verdict,  # type: ignore[arg-type]
+            by,
+            time.time(),
+            fault=fault,
+            entity=entity,
+            partner=partner,
+            note=note,
+        )
+    )
+    cause = f": {fault} on {entity}" if fault else ""
+    console.print(f"{incident_id} judged {verdict}{cause} by {by}", highlight=False)
+
+
 @app.command("email")
 def email(
     incident_id: Annotated[str, typer.Argument(help="Incident id")],

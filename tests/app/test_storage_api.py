@@ -13,7 +13,7 @@ import pytest
 
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.errors import ConfigError, StorageError
-from noc_assistant.models import ChatRecord, EmailDraft, Finding, Hypothesis, Incident
+from noc_assistant.models import ChatRecord, EmailDraft, Finding, Hypothesis, Incident, Review
 from noc_assistant.postgres import PostgresStore
 from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import SqliteStore, Store, open_store
@@ -245,6 +245,22 @@ def test_the_store_keeps_the_triage_chat(store: Store) -> None:
     assert store.chat_for("inc-3") == []
     store.clear()
     assert store.chat_for("inc-1") == []
+
+
+def test_the_store_keeps_reviews(store: Store) -> None:
+    t0 = 1_795_910_400.125
+    for i, at in (("inc-1", t0), ("inc-2", t0 + 3600), ("inc-3", t0 + 7200.5)):
+        store.save_incident(_incident(i, at))
+    review = Review(incident_id="inc-1").acknowledged("ana", at=t0 + 61.25)
+    store.save_review(review)
+    assert store.get_review("inc-1") == review and store.get_review("inc-2") is None
+    judged = review.judged("fault", "bo", at=t0 + 900.5, fault="udm_timeout", entity="udm-1")
+    store.save_review(judged)
+    store.save_review(Review(incident_id="inc-2").judged("no_fault", "cy", at=t0 + 3700))
+    assert store.reviews()["inc-1"] == judged and set(store.reviews()) == {"inc-1", "inc-2"}
+    assert [i.id for i in store.incidents_between(t0, t0 + 7200.5)] == ["inc-1", "inc-2"]
+    store.clear()
+    assert store.reviews() == {}
 
 
 def test_postgres_reconnects_after_the_server_dropped_it(store: Store) -> None:

@@ -1,0 +1,261 @@
+"""Evaluation from the NOC's own verdicts: how often production paged for nothing.
+
+`noc eval run` scores a replay against labels written beforehand; in operation the labels are
+the engineers' verdicts on the incidents they were paged for (:class:`~noc_assistant.models.
+Review`: ``fault``, ``no_fault`` — a false page — or ``maintenance``). :func:`live_report`
+turns the incidents opened in a period and their verdicts into the figures a NOC reviews every
+week, with the report keys of FORMATS.md §5 where they mean the same thing:
+
+- ``false_positives``: incidents judged ``no_fault``; ``false_alarm_share`` the share of the
+  judged incidents (``fault`` or ``no_fault``) that were false, with its Wilson 95 % interval
+  (``false_alarm_share_ci95``) and, since verdicts lag, the range it would take if every
+  incident not yet judged were real or false (``false_alarm_share_bounds``);
+- ``false_alerts_per_day`` and, given the number of monitored entities,
+  ``false_alerts_per_entity_day`` (FORMATS' key);
+- ``rca_ac1``, ``rca_ac3``, ``rca_noop_accuracy``: the ranking against the root cause the
+  engineers confirmed (``evals.rca``'s scorer; only verdicts that name one count);
+- ``time_to_acknowledge_s_p50`` / ``_p95``: from the opening to the first acknowledgement;
+- ``per_kpi`` and ``per_detector``: incidents and false ones by the KPI and detector of the
+  finding that opened them, so the noisiest KPI is the first line to read.
+
+:func:`labels_from_reviews` writes the verdicts as a labels file (FORMATS.md §2), so that a
+recording of the same telemetry can be re-scored by `noc eval run` with another detector
+version or knowledge pack: the operation's verdicts become its regression test.
+
+>>> from noc_assistant.storage import SqliteStore
+>>> from noc_assistant.models import Incident, Review
+>>> store = SqliteStore(":memory:")
+>>> for i in range(4):
+...     store.save_incident(Incident(id=f"inc-{i}", fingerprint="f", opened_at=3600.0 * i,
+...                                  updated_at=3600.0 * i + 60, entities=["upf-1"]))
+>>> store.save_review(Review(incident_id="inc-0").judged("no_fault", "ana", at=100.0))
+>>> store.save_review(Review(incident_id="inc-1").judged("fault", "ana", at=3700.0))
+>>> r = live_report(store, since=0.0, until=86400.0, entities=10)
+>>> r["incidents_total"], r["reviewed"], r["false_positives"], r["false_alarm_share"]
+(4, 2, 1, 0.5)
+>>> r["false_alarm_share_bounds"], r["false_alerts_per_entity_day"]
+([0.25, 0.75], 0.1)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Collection
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from evals.rca import RcaCase, report_keys, score_rca
+from evals.scenario import wilson
+from noc_assistant.models import Finding, Incident, Review
+from noc_assistant.storage import Store
+
+__all__ = ["WEEK_S", "labels_from_reviews", "live_report", "parse_time"]
+
+WEEK_S = 7 * 86400.0
+"""The default period of a live report: the week before its end."""
+
+
+def parse_time(value: str | None, default: float, name: str) -> float:
+    """An RFC 3339 time or epoch seconds (``default`` when absent); ``ValueError`` naming
+    ``name`` otherwise.
+
+    >>> parse_time("2026-12-03T10:00:00Z", 0.0, "since"), parse_time(None, 5.0, "since")
+    (1796292000.0, 5.0)
+    >>> parse_time("yesterday", 0.0, "since")
+    Traceback (most recent call last):
+    ...
+    ValueError: since: 'yesterday' is neither an RFC 3339 time nor epoch seconds
+    """
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{name}: {value!r} is neither an RFC 3339 time nor epoch seconds"
+        ) from None
+    if stamp.tzinfo is None:
+        raise ValueError(f"{name}: {value!r} has no UTC offset")
+    return stamp.timestamp()
+
+
+def _stamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _opening(findings: list[Finding]) -> Finding | None:
+    """The finding that opened the incident: its first that may page."""
+    paging = [f for f in findings if not f.evidence_only] or findings
+    return min(paging, key=lambda f: (f.ts, f.id)) if paging else None
+
+
+def _pages(incident: Incident) -> int:
+    """Times the on-call was paged for it: the opening, each reopening and escalation."""
+    return 1 + len(incident.reopened_at) + len(incident.escalated_at)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else math.nan
+
+
+def live_report(
+    store: Store,
+    since: float,
+    until: float,
+    *,
+    entities: int | None = None,
+    faults: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The figures of the incidents opened in ``[since, until)`` and their verdicts (see the
+    module docstring). ``entities``: how many entities are monitored (for the per-entity-day
+    rate); ``faults``: the pack's fault classes, to flag verdicts naming one it does not know."""
+    incidents = store.incidents_between(since, until)
+    reviews = store.reviews()
+    days = max(until - since, 0.0) / 86400.0
+    verdicts: Counter[str] = Counter()
+    per_kpi: dict[str, Counter[str]] = {}
+    per_detector: dict[str, Counter[str]] = {}
+    to_ack: list[float] = []
+    cases: list[RcaCase] = []
+    false_list: list[str] = []
+    unreviewed: list[str] = []
+    unknown_faults: list[str] = []
+    for inc in incidents:
+        review = reviews.get(inc.id) or Review(incident_id=inc.id)
+        verdict = review.verdict or "unreviewed"
+        verdicts[verdict] += 1
+        if review.acknowledged_at is not None:
+            to_ack.append(max(review.acknowledged_at - inc.opened_at, 0.0))
+        first = _opening(store.findings_for(inc.id))
+        kpi = first.kpi if first else (inc.kpis[0] if inc.kpis else "unknown")
+        detector = first.detector if first else "unknown"
+        for table, key in ((per_kpi, kpi), (per_detector, detector)):
+            row = table.setdefault(key, Counter())
+            row["incidents"] += 1
+            row[verdict] += 1
+        if verdict == "unreviewed":
+            unreviewed.append(inc.id)
+        elif verdict == "no_fault":
+            false_list.append(inc.id)
+        if faults is not None and review.fault and review.fault not in faults:
+            unknown_faults.append(f"{inc.id}: {review.fault}")
+        if verdict not in ("fault", "no_fault") or (verdict == "fault" and not review.root_cause):
+            continue
+        diagnosis = store.get_diagnosis(inc.id)
+        cases.append(
+            RcaCase(
+                case_id=inc.id,
+                fault=review.fault if verdict == "fault" else None,
+                entity=review.entity if verdict == "fault" else None,
+                hypotheses=diagnosis.hypotheses if diagnosis else [],
+                partner=review.partner,
+            )
+        )
+    fp, tp = verdicts["no_fault"], verdicts["fault"]
+    judged = fp + tp
+    open_ = verdicts["unreviewed"]
+    out: dict[str, Any] = {
+        "since": _stamp(since),
+        "until": _stamp(until),
+        "days": days,
+        "incidents_total": len(incidents),
+        "alerts_total": sum(_pages(i) for i in incidents),
+        "reviewed": len(incidents) - open_,
+        "unreviewed": open_,
+        "true_positives": tp,
+        "false_positives": fp,
+        "maintenance": verdicts["maintenance"],
+        "false_alarm_share": fp / judged if judged else math.nan,
+        "false_alarm_share_ci95": list(wilson(fp, judged)) if judged else [math.nan, math.nan],
+        "false_alarm_share_bounds": (
+            [fp / (judged + open_), (fp + open_) / (judged + open_)]
+            if judged + open_
+            else [math.nan, math.nan]
+        ),
+        "false_alerts_per_day": fp / days if days > 0 else math.nan,
+        "false_alerts_per_entity_day": (
+            fp / (entities * days) if entities and days > 0 else math.nan
+        ),
+        "entities": entities,
+        "time_to_acknowledge_s_p50": _percentile(to_ack, 50),
+        "time_to_acknowledge_s_p95": _percentile(to_ack, 95),
+        "false_alert_list": false_list,
+        "unreviewed_list": unreviewed,
+        "unknown_faults": unknown_faults,
+    }
+    scores = score_rca(cases)
+    out.update(report_keys(scores))
+    out["rca_cases"] = scores.cases
+    out["rca_failures"] = scores.failures
+    out["per_kpi"] = _table(per_kpi)
+    out["per_detector"] = _table(per_detector)
+    return out
+
+
+def _table(rows: dict[str, Counter[str]]) -> dict[str, dict[str, Any]]:
+    """Per key: incidents, verdict counts and the false share of the judged ones; the keys
+    with the most false incidents first."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, c in sorted(
+        rows.items(), key=lambda kv: (-kv[1]["no_fault"], -kv[1]["incidents"], kv[0])
+    ):
+        judged = c["fault"] + c["no_fault"]
+        out[key] = {
+            "alerts": c["incidents"],
+            "false_positives": c["no_fault"],
+            "true_positives": c["fault"],
+            "unreviewed": c["unreviewed"],
+            "false_alarm_share": c["no_fault"] / judged if judged else math.nan,
+        }
+    return out
+
+
+def labels_from_reviews(store: Store, since: float, until: float) -> dict[str, Any]:
+    """The verdicts on the incidents opened in ``[since, until)`` as a labels file (FORMATS.md
+    §2): a ``fault`` with its confirmed root cause is an incident (from its first finding to
+    its resolution; affected: its entities), ``no_fault`` a no-fault window, ``maintenance``
+    a maintenance window per entity. A ``fault`` with no root cause yet cannot be a label: its
+    id is listed under ``unlabelled``, and unjudged incidents under ``unreviewed``."""
+    reviews = store.reviews()
+    out: dict[str, Any] = {
+        "incidents": [],
+        "no_fault": [],
+        "maintenance": [],
+        "unlabelled": [],
+        "unreviewed": [],
+    }
+    for inc in store.incidents_between(since, until):
+        review = reviews.get(inc.id)
+        findings = store.findings_for(inc.id)
+        start = min([inc.opened_at, *(f.ts for f in findings)])
+        end = inc.resolved_at if inc.resolved_at is not None else max(inc.updated_at, start)
+        window = {"start": _stamp(start), "end": _stamp(end)}
+        if review is None or review.verdict is None:
+            out["unreviewed"].append(inc.id)
+        elif review.verdict == "no_fault":
+            out["no_fault"].append(
+                {"id": inc.id, **window, "note": review.note or f"judged by {review.verdict_by}"}
+            )
+        elif review.verdict == "maintenance":
+            out["maintenance"] += [{"entity": e, **window} for e in inc.entities]
+        elif review.root_cause is None:
+            out["unlabelled"].append(inc.id)
+        else:
+            affected = sorted({*inc.entities, review.entity or ""} - {""})
+            out["incidents"].append(
+                {
+                    "id": inc.id,
+                    **window,
+                    "root_cause": {"entity": review.entity, "fault": review.fault},
+                    "affected": affected,
+                    "partner": review.partner,
+                }
+            )
+    return out

@@ -1,0 +1,126 @@
+"""What the NOC did with its incidents, over HTTP (mounted by :func:`create_app`).
+
+Acknowledging an incident (who took it) and judging it (``fault`` with the confirmed root
+cause, ``no_fault`` for a false page, ``maintenance``) are writes: they need
+``Authorization: Bearer <NOC_API_TOKEN>`` and the person's name, and each step is kept in the
+review's history. Reading a review, and the live evaluation the verdicts make
+(:func:`evals.live.live_report`: the false-alarm share with its interval, false alerts per
+day, RCA accuracy against the confirmed causes, time to acknowledge, the noisiest KPIs) and
+the verdicts as a labels file (:func:`evals.live.labels_from_reviews`), need none.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from evals._io import json_safe
+from evals.live import WEEK_S, labels_from_reviews, live_report, parse_time
+from noc_assistant.api.deps import StoreDep, Writer
+from noc_assistant.drafting import Drafter
+from noc_assistant.errors import ReviewError
+from noc_assistant.models import Review, Verdict
+from noc_assistant.storage import Store
+
+__all__ = ["reviews_router"]
+
+
+class Ack(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    by: str = Field(min_length=1, max_length=200)
+
+
+class Judgement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    by: str = Field(min_length=1, max_length=200)
+    verdict: Verdict
+    fault: str | None = Field(default=None, min_length=1, max_length=100)
+    entity: str | None = Field(default=None, min_length=1, max_length=200)
+    partner: str | None = Field(default=None, pattern=r"^\d{3}-?\d{2,3}$")
+    note: str | None = Field(default=None, max_length=2000)
+
+
+TimeParam = Annotated[str | None, Query(description="RFC 3339 time or epoch seconds")]
+
+
+def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.time) -> APIRouter:
+    """The endpoints; the pack's fault classes (through ``drafter``) check a verdict's root
+    cause, and its network counts the monitored entities."""
+    router = APIRouter()
+    lock = threading.Lock()
+
+    def review_of(s: Store, incident_id: str) -> Review:
+        if s.get_incident(incident_id) is None:
+            raise HTTPException(404, f"incident {incident_id} not found")
+        return s.get_review(incident_id) or Review(incident_id=incident_id)
+
+    def change(s: Store, incident_id: str, step: Callable[[Review], Review]) -> Review:
+        with lock:  # read-modify-write: two engineers at once both land in the history
+            try:
+                review = step(review_of(s, incident_id))
+            except ReviewError as exc:
+                raise HTTPException(422, str(exc)) from None
+            s.save_review(review)
+        return review
+
+    def period(since: str | None, until: str | None) -> tuple[float, float]:
+        now = clock()
+        try:
+            end = parse_time(until, now, "until")
+            return parse_time(since, end - WEEK_S, "since"), end
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+
+    @router.get("/api/incidents/{incident_id}/review")
+    def get_review(s: StoreDep, incident_id: str) -> Review:
+        return review_of(s, incident_id)
+
+    @router.post("/api/incidents/{incident_id}/ack")
+    def acknowledge(s: StoreDep, _: Writer, incident_id: str, ack: Ack) -> Review:
+        return change(s, incident_id, lambda r: r.acknowledged(ack.by, clock()))
+
+    @router.post("/api/incidents/{incident_id}/verdict")
+    def judge(s: StoreDep, _: Writer, incident_id: str, j: Judgement) -> Review:
+        if j.fault is not None and drafter is not None:
+            known = set(drafter.pack.faults) - {"no_fault"}
+            if j.fault not in known:
+                raise HTTPException(
+                    422, f"fault: {j.fault!r} is not a fault class of the knowledge pack"
+                )
+        return change(
+            s,
+            incident_id,
+            lambda r: r.judged(
+                j.verdict,
+                j.by,
+                clock(),
+                fault=j.fault,
+                entity=j.entity,
+                partner=j.partner,
+                note=j.note,
+            ),
+        )
+
+    @router.get("/api/eval/live")
+    def live(s: StoreDep, since: TimeParam = None, until: TimeParam = None) -> dict[str, Any]:
+        start, end = period(since, until)
+        entities = len(drafter.network_topology.types) if drafter is not None else None
+        faults = set(drafter.pack.faults) if drafter is not None else None
+        report = live_report(s, start, end, entities=entities or None, faults=faults)
+        safe: dict[str, Any] = json_safe(report)  # an undefined figure is null, not NaN
+        return safe
+
+    @router.get("/api/eval/labels")
+    def labels(s: StoreDep, since: TimeParam = None, until: TimeParam = None) -> dict[str, Any]:
+        start, end = period(since, until)
+        doc: dict[str, Any] = json_safe(labels_from_reviews(s, start, end))
+        return doc
+
+    return router
