@@ -245,6 +245,13 @@ class Store:
         rows = self._query("SELECT body FROM reviews WHERE incident_id = ?", (incident_id,))
         return Review.model_validate_json(rows[0][0]) if rows else None
 
+    def review_of(self, incident_id: str) -> Review | None:
+        """An incident's review, empty if nobody has touched it; None if there is no such
+        incident."""
+        if self.get_incident(incident_id) is None:
+            return None
+        return self.get_review(incident_id) or Review(incident_id=incident_id)
+
     def reviews(self) -> dict[str, Review]:
         """Every review, by incident id."""
         rows = self._query("SELECT body FROM reviews")

@@ -7,13 +7,17 @@ token configured they are disabled (503), never open.
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+import threading
+from collections.abc import Callable
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, HTTPException, Request
 
 from noc_assistant.storage import Store
 
-__all__ = ["StoreDep", "Writer", "get_store", "require_writer"]
+__all__ = ["StoreDep", "Writer", "get_store", "locked_step", "require_writer"]
+
+T = TypeVar("T")
 
 
 def get_store(request: Request) -> Store:
@@ -37,3 +41,22 @@ def require_writer(request: Request, authorization: Annotated[str | None, Header
 
 StoreDep = Annotated[Store, Depends(get_store)]
 Writer = Annotated[None, Depends(require_writer)]
+
+
+def locked_step(
+    lock: threading.Lock,
+    load: Callable[[], T],
+    step: Callable[[T], T],
+    save: Callable[[T], None],
+    refused: type[Exception],
+    status: int,
+) -> T:
+    """Read, change and save a record under ``lock`` (two requests at once both land, one
+    after the other); a ``refused`` error of the step answers ``status`` with its message."""
+    with lock:
+        try:
+            record = step(load())
+        except refused as exc:
+            raise HTTPException(status, str(exc)) from None
+        save(record)
+    return record

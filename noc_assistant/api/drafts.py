@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from noc_assistant.api.deps import StoreDep, Writer, require_writer
+from noc_assistant.api.deps import StoreDep, Writer, locked_step, require_writer
 from noc_assistant.drafting import Drafter, DraftingError, conversation
 from noc_assistant.errors import EmailStateError
 from noc_assistant.llm import Message
@@ -179,13 +179,9 @@ def drafts_router(
 
     def step(s: Store, email_id: str, change: Callable[[EmailDraft], EmailDraft]) -> EmailDraft:
         """Apply one step of an e-mail's life under the lock (409 if its state forbids it)."""
-        with send_lock:
-            try:
-                draft = change(email_or_404(s, email_id))
-            except EmailStateError as exc:
-                raise HTTPException(409, str(exc)) from None
-            s.save_email(draft)
-        return draft
+        return locked_step(
+            send_lock, lambda: email_or_404(s, email_id), change, s.save_email, EmailStateError, 409
+        )
 
     @router.put("/api/emails/{email_id}")
     def edit_email(s: StoreDep, _: Writer, email_id: str, edit: Edit) -> EmailDraft:

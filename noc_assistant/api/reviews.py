@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evals._io import json_safe
 from evals.live import WEEK_S, labels_from_reviews, live_report, parse_time
-from noc_assistant.api.deps import StoreDep, Writer
+from noc_assistant.api.deps import StoreDep, Writer, locked_step
 from noc_assistant.drafting import Drafter
 from noc_assistant.errors import ReviewError
 from noc_assistant.models import Review, Verdict
@@ -57,18 +57,16 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
     lock = threading.Lock()
 
     def review_of(s: Store, incident_id: str) -> Review:
-        if s.get_incident(incident_id) is None:
+        review = s.review_of(incident_id)
+        if review is None:
             raise HTTPException(404, f"incident {incident_id} not found")
-        return s.get_review(incident_id) or Review(incident_id=incident_id)
+        return review
 
     def change(s: Store, incident_id: str, step: Callable[[Review], Review]) -> Review:
-        with lock:  # read-modify-write: two engineers at once both land in the history
-            try:
-                review = step(review_of(s, incident_id))
-            except ReviewError as exc:
-                raise HTTPException(422, str(exc)) from None
-            s.save_review(review)
-        return review
+        # two engineers at once both land in the history
+        return locked_step(
+            lock, lambda: review_of(s, incident_id), step, s.save_review, ReviewError, 422
+        )
 
     def period(since: str | None, until: str | None) -> tuple[float, float]:
         now = clock()

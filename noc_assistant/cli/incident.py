@@ -17,7 +17,7 @@ from noc_assistant.storage import Store, open_store
 
 if TYPE_CHECKING:
     from noc_assistant.drafting import Drafter
-    from noc_assistant.models import Incident
+    from noc_assistant.models import Incident, Review
     from noc_assistant.rca import Diagnosis
 
 __all__ = ["app"]
@@ -219,19 +219,21 @@ def chat(incident_id: Annotated[str, typer.Argument(help="Incident id")]) -> Non
         )
 
 
+def _review(store: Store, incident_id: str) -> Review:
+    review = store.review_of(incident_id)
+    if review is None:
+        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
+    return review
+
+
 @app.command("ack")
 def ack(
     incident_id: Annotated[str, typer.Argument(help="Incident id")],
     by: Annotated[str, typer.Option("--by", help="Who takes it (recorded)")],
 ) -> None:
     """Acknowledge an incident: you take it (a later acknowledgement hands it over)."""
-    from noc_assistant.models import Review
-
     store = open_store(get_settings().db_url)
-    if store.get_incident(incident_id) is None:
-        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
-    review = store.get_review(incident_id) or Review(incident_id=incident_id)
-    store.save_review(review.acknowledged(by, time.time()))
+    store.save_review(_review(store, incident_id).acknowledged(by, time.time()))
     console.print(f"{incident_id} taken by {by}", highlight=False)
 
 
@@ -252,7 +254,6 @@ def verdict(
 ) -> None:
     """Record what the incident was; `noc eval live` scores production from the verdicts."""
     from noc_assistant.cli._live import load_pack_and_topology
-    from noc_assistant.models import Review
 
     if verdict not in ("fault", "no_fault", "maintenance"):
         raise BadInputError(f"--verdict: {verdict!r} is not fault, no_fault or maintenance")
@@ -262,11 +263,8 @@ def verdict(
         if fault == "no_fault" or fault not in pack.faults:
             raise BadInputError(f"--fault: {fault!r} is not a fault class of the knowledge pack")
     store = open_store(settings.db_url)
-    if store.get_incident(incident_id) is None:
-        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
-    review = store.get_review(incident_id) or Review(incident_id=incident_id)
     store.save_review(
-        review.judged(
+        _review(store, incident_id).judged(
             verdict,  # type: ignore[arg-type]
             by,
             time.time(),
