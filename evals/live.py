@@ -52,38 +52,10 @@ from evals.scenario import wilson
 from noc_assistant.models import Finding, Incident, Review
 from noc_assistant.storage import Store
 
-__all__ = ["WEEK_S", "labels_from_reviews", "live_report", "parse_time"]
+__all__ = ["WEEK_S", "labels_from_reviews", "live_report"]
 
 WEEK_S = 7 * 86400.0
 """The default period of a live report: the week before its end."""
-
-
-def parse_time(value: str | None, default: float, name: str) -> float:
-    """An RFC 3339 time or epoch seconds (``default`` when absent); ``ValueError`` naming
-    ``name`` otherwise.
-
-    >>> parse_time("2026-12-03T10:00:00Z", 0.0, "since"), parse_time(None, 5.0, "since")
-    (1796292000.0, 5.0)
-    >>> parse_time("yesterday", 0.0, "since")
-    Traceback (most recent call last):
-    ...
-    ValueError: since: 'yesterday' is neither an RFC 3339 time nor epoch seconds
-    """
-    if value is None or value == "":
-        return default
-    try:
-        return float(value)
-    except ValueError:
-        pass
-    try:
-        stamp = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"{name}: {value!r} is neither an RFC 3339 time nor epoch seconds"
-        ) from None
-    if stamp.tzinfo is None:
-        raise ValueError(f"{name}: {value!r} has no UTC offset")
-    return stamp.timestamp()
 
 
 def _stamp(ts: float) -> str:

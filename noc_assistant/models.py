@@ -31,6 +31,7 @@ __all__ = [
     "Hypothesis",
     "Incident",
     "IncidentState",
+    "Maintenance",
     "MetricType",
     "Report",
     "Review",
@@ -202,6 +203,41 @@ class Report(BaseModel):
     check). ``body`` is always the template's."""
     narration_withheld: str | None = None
     """Why an LLM narration was asked for and not used (unreachable, or ungrounded claims)."""
+
+
+class Maintenance(BaseModel):
+    """Planned work on an entity: its findings (and its topology neighbours') page nobody from
+    ``start`` to ``end``; they are kept, and a silence that outlasts the window pages then.
+
+    >>> m = Maintenance(id="mw-1", entity="smf-1", start=0.0, end=7200.0, by="ana",
+    ...                 created_at=0.0).ended("bo", at=1800.0)
+    >>> m.end, m.ended_by, m.active(1799.0), m.active(1800.5)
+    (1800.0, 'bo', True, False)
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    entity: str
+    start: float
+    end: float
+    by: str
+    reason: str | None = None
+    created_at: float
+    ended_by: str | None = None
+    """Who ended it before its planned end (``end`` is then when they did)."""
+    planned_end: float | None = None
+
+    def active(self, at: float) -> bool:
+        return self.start <= at <= self.end
+
+    def ended(self, by: str, at: float) -> Maintenance:
+        """Ended early by ``by`` at ``at`` (a window already over stays as it was)."""
+        if at >= self.end:
+            return self
+        return self.model_copy(
+            update={"end": max(at, self.start), "ended_by": by, "planned_end": self.end}
+        )
 
 
 Verdict = Literal["fault", "no_fault", "maintenance"]

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from noc_assistant.errors import ConfigError, StorageError
-from noc_assistant.models import ChatRecord, EmailDraft, Finding, Incident, Review
+from noc_assistant.models import (
+    ChatRecord,
+    EmailDraft,
+    Finding,
+    Incident,
+    Maintenance,
+    Review,
+)
 from noc_assistant.rca import Diagnosis
 
 __all__ = ["SqliteStore", "Store", "open_store", "schema"]
@@ -69,14 +76,22 @@ def schema(real: str) -> list[str]:
     incident_id TEXT PRIMARY KEY,
     body TEXT NOT NULL
 )""",
+        f"""CREATE TABLE IF NOT EXISTS maintenance (
+    id TEXT PRIMARY KEY,
+    entity TEXT NOT NULL,
+    start_ts {real} NOT NULL,
+    end_ts {real} NOT NULL,
+    body TEXT NOT NULL
+)""",
+        "CREATE INDEX IF NOT EXISTS maintenance_end ON maintenance (end_ts)",
     ]
 
 
 class Store:
-    """Findings, incidents, diagnoses, e-mail drafts, chat turns and reviews; the SQL is shared, the
-    connection is the subclass's (:class:`SqliteStore`,
-    :class:`noc_assistant.postgres.PostgresStore`).
-    Thread-safe: one connection guarded by a lock."""
+    """Findings, incidents, diagnoses, e-mail drafts, chat turns, reviews and maintenance
+    windows; the SQL is shared, the connection is the subclass's (:class:`SqliteStore`,
+    :class:`noc_assistant.postgres.PostgresStore`). Thread-safe: one connection guarded by a
+    lock."""
 
     path: str
     """Where the data lives, for messages (a file, or a URL without its password)."""
@@ -117,9 +132,10 @@ class Store:
             raise StorageError(f"{self.path}: cannot read: {exc}") from exc
 
     def clear(self) -> None:
-        """Remove every finding, incident, diagnosis, e-mail draft, chat turn and review (a
-        fresh demo run)."""
-        for table in ("findings", "incidents", "diagnoses", "emails", "chat", "reviews"):
+        """Remove every finding, incident, diagnosis, e-mail draft, chat turn, review and
+        maintenance window (a fresh demo run)."""
+        tables = ("findings", "incidents", "diagnoses", "emails", "chat", "reviews", "maintenance")
+        for table in tables:
             self._save(table, f"DELETE FROM {table}", [()])
 
     def save_findings(self, findings: Iterable[Finding], incident_id: str | None = None) -> None:
@@ -257,6 +273,28 @@ class Store:
         rows = self._query("SELECT body FROM reviews")
         out = [Review.model_validate_json(r[0]) for r in rows]
         return {r.incident_id: r for r in out}
+
+    def save_maintenance(self, window: Maintenance) -> None:
+        """Keep a maintenance window (saving it again, ended early, replaces it)."""
+        self._save(
+            f"maintenance window {window.id}",
+            "INSERT INTO maintenance (id, entity, start_ts, end_ts, body) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT(id) DO UPDATE SET start_ts = excluded.start_ts,"
+            " end_ts = excluded.end_ts, body = excluded.body",
+            [(window.id, window.entity, window.start, window.end, window.model_dump_json())],
+        )
+
+    def get_maintenance(self, window_id: str) -> Maintenance | None:
+        rows = self._query("SELECT body FROM maintenance WHERE id = ?", (window_id,))
+        return Maintenance.model_validate_json(rows[0][0]) if rows else None
+
+    def maintenance_windows(self, ending_after: float = float("-inf")) -> list[Maintenance]:
+        """The maintenance windows that end after ``ending_after``, by start."""
+        rows = self._query(
+            "SELECT body FROM maintenance WHERE end_ts > ? ORDER BY start_ts, id",
+            (max(ending_after, -1e300),),
+        )
+        return [Maintenance.model_validate_json(r[0]) for r in rows]
 
     def incidents_between(self, since: float, until: float) -> list[Incident]:
         """The incidents opened in ``[since, until)``, oldest first."""

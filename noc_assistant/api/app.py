@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from importlib import resources
@@ -23,6 +24,7 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from noc_assistant.api.deps import StoreDep
 from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
+from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.reviews import reviews_router
 from noc_assistant.drafting import Drafter, DraftingError
 from noc_assistant.mail import Mailer
@@ -92,6 +94,7 @@ def create_app(
     app.state.api_token = api_token
     app.include_router(drafts_router(drafter, mailer))
     app.include_router(reviews_router(drafter))
+    app.include_router(maintenance_router(drafter))
 
     def _incident_or_404(s: Store, incident_id: str) -> Incident:
         inc = s.get_incident(incident_id)
@@ -150,6 +153,8 @@ def create_app(
             judged=judged,
             false_count=false,
             unreviewed=sum(1 for v in verdicts if v is None),
+            maintenance=s.maintenance_windows(ending_after=time.time()),
+            now=time.time(),
         )
 
     @app.get("/incidents/{incident_id}", response_class=HTMLResponse)

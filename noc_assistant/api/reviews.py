@@ -20,10 +20,11 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from evals._io import json_safe
-from evals.live import WEEK_S, labels_from_reviews, live_report, parse_time
+from evals.live import WEEK_S, labels_from_reviews, live_report
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
 from noc_assistant.drafting import Drafter
 from noc_assistant.errors import ReviewError
+from noc_assistant.ingest.replay import parse_time
 from noc_assistant.models import Review, Verdict
 from noc_assistant.storage import Store
 

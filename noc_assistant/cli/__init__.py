@@ -1,8 +1,9 @@
 """The ``noc`` command line. Only this package prints or exits.
 
 Each command group lives in its own module (``simulate``, ``demo``, ``eval``, ``pack``,
-``llm``, ``incident``, ``email``, ``bus``, ``watch``, ``prom``, ``pm``); this module assembles
-them and maps typed errors to exit codes: 0 done, 1 internal error, 2 bad input or usage.
+``llm``, ``incident``, ``email``, ``maintenance``, ``bus``, ``watch``, ``prom``, ``pm``); this
+module assembles them and maps typed errors to exit codes: 0 done, 1 internal error, 2 bad
+input or usage.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from noc_assistant.cli import email as email_cmd
 from noc_assistant.cli import eval as eval_cmd
 from noc_assistant.cli import incident as incident_cmd
 from noc_assistant.cli import llm as llm_cmd
+from noc_assistant.cli import maintenance as maintenance_cmd
 from noc_assistant.cli import pack as pack_cmd
 from noc_assistant.cli import pm as pm_cmd
 from noc_assistant.cli import prom as prom_cmd
@@ -41,6 +43,7 @@ watch_cmd.register(app)
 app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(incident_cmd.app, name="incident")
 app.add_typer(email_cmd.app, name="email")
+app.add_typer(maintenance_cmd.app, name="maintenance")
 app.add_typer(pack_cmd.app, name="pack")
 app.add_typer(llm_cmd.app, name="llm")
 app.add_typer(bus_cmd.app, name="bus")

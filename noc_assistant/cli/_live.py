@@ -4,11 +4,12 @@ web console with drafting."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from noc_assistant.cli._console import console
+from noc_assistant.cli._console import console, err_console
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from knowledge.topology import Topology
     from noc_assistant.alertmanager import AlertmanagerSink
     from noc_assistant.api.events import Broadcaster
-    from noc_assistant.correlate import IncidentEvent
+    from noc_assistant.correlate import IncidentEvent, MaintenanceWindow
     from noc_assistant.pipeline import Pipeline
     from noc_assistant.settings import Settings
     from noc_assistant.storage import Store
@@ -62,6 +63,8 @@ class IncidentOutput:
             else None
         )
         self._tracked = False
+        self._synced: set[MaintenanceWindow] = set()
+        self._sync_error: str | None = None
 
     def __call__(self, event: IncidentEvent) -> None:
         inc = event.incident
@@ -85,8 +88,11 @@ class IncidentOutput:
             )
 
     def tick(self) -> None:
-        """Renew Alertmanager's leases; the first time, send a restored pipeline's open
-        incidents (Alertmanager may have let them lapse while the process was down)."""
+        """Each round: the store's maintenance windows into the running correlator
+        (:meth:`sync_maintenance`); renew Alertmanager's leases, and the first time send a
+        restored pipeline's open incidents (Alertmanager may have let them lapse while the
+        process was down)."""
+        self.sync_maintenance()
         if self.alerts is None:
             return
         pipe = self._pipeline()
@@ -95,6 +101,39 @@ class IncidentOutput:
             self.alerts.track([i for i in incidents if i.state == "open"])
             self._tracked = True
         self.alerts.refresh()
+
+    def sync_maintenance(self, now: float | None = None) -> None:
+        """Give the correlator the maintenance windows declared in the store (the console's
+        form, `noc maintenance add`) that end after a day before ``now``, in place of those it
+        was given before: one declared, moved or ended early while the process runs takes
+        effect at the next round. Windows given otherwise (a replay's labels) stay. A store
+        that cannot be read keeps the last windows, and says so once."""
+        from noc_assistant.correlate import MaintenanceWindow
+        from noc_assistant.errors import StorageError
+
+        pipe = self._pipeline()
+        if pipe is None:
+            return
+        at = time.time() if now is None else now
+        try:
+            declared = self.store.maintenance_windows(ending_after=at - 86400.0)
+        except StorageError as exc:
+            if str(exc) != self._sync_error:
+                err_console.print(f"maintenance windows not refreshed: {exc}", highlight=False)
+            self._sync_error = str(exc)
+            return
+        self._sync_error = None
+        windows = {MaintenanceWindow(m.entity, m.start, m.end) for m in declared}
+        # a window restored from a snapshot is the store's too: it is replaced by its current
+        # form (ended early since, say), not kept beside it
+        ours = {(w.entity, w.start) for w in windows}
+        kept = [
+            m
+            for m in pipe.correlator.maintenance
+            if m not in self._synced and (m.entity, m.start) not in ours
+        ]
+        pipe.correlator.maintenance = kept + sorted(windows, key=lambda w: (w.start, w.entity))
+        self._synced = windows
 
     def summary(self) -> str | None:
         if self.alerts is None:

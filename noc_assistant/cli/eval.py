@@ -196,7 +196,8 @@ def run(
 
 
 def _period(since: str | None, until: str | None) -> tuple[float, float]:
-    from evals.live import WEEK_S, parse_time
+    from evals.live import WEEK_S
+    from noc_assistant.ingest.replay import parse_time
 
     try:
         end = parse_time(until, time.time(), "--until")

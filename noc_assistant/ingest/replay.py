@@ -30,6 +30,7 @@ __all__ = [
     "jsonl_lines",
     "parse_json_line",
     "parse_lines",
+    "parse_time",
     "parse_ts",
     "read_replay",
     "write_replay",
@@ -63,6 +64,25 @@ def parse_ts(raw: object) -> float:
     if isinstance(raw, str):
         return _text_ts(raw)
     raise _LineError("ts missing or not text/number")
+
+
+def parse_time(value: str | None, default: float, name: str) -> float:
+    """An option or query parameter that is a time (:func:`parse_ts`), ``default`` when it is
+    absent; ``ValueError`` naming ``name`` otherwise.
+
+    >>> parse_time("2026-12-03T10:00:00Z", 0.0, "since"), parse_time(None, 5.0, "since")
+    (1796292000.0, 5.0)
+    >>> parse_time("yesterday", 0.0, "--since")
+    Traceback (most recent call last):
+    ...
+    ValueError: --since: ts 'yesterday' is not RFC 3339
+    """
+    if value is None or not value.strip():
+        return default
+    try:
+        return parse_ts(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def epoch_seconds(text: str) -> float | None:

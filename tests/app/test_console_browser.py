@@ -62,6 +62,7 @@ def test_incident_list_renders_and_live_feed_connects(
     assert "gpu-kv-cache-usage up on gpu-srv-1" in dom
     assert 'id="open-count">1<' in dom
     assert "live feed: connected" in dom
+    assert 'id="declare" data-ready="1"' in dom  # the maintenance form's script ran
 
 
 def test_an_incident_page_with_its_report_e_mail_and_chat(

@@ -263,6 +263,25 @@ def test_the_store_keeps_reviews(store: Store) -> None:
     assert store.reviews() == {}
 
 
+def test_the_store_keeps_maintenance_windows(store: Store) -> None:
+    from noc_assistant.maintenance import new_window
+
+    t0 = 1_795_910_400.125
+    a = new_window("smf-1", "ana", t0, duration_s=3600.5, reason="CHG-1")
+    b = new_window("upf-2", "ana", t0, start=str(t0 - 7200), duration_s=3600)  # over
+    for w in (a, b):
+        store.save_maintenance(w)
+    assert store.get_maintenance(a.id) == a and store.get_maintenance("nope") is None
+    assert store.maintenance_windows(ending_after=t0) == [a]
+    assert store.maintenance_windows() == [b, a]  # by start
+    ended = a.ended("bo", t0 + 60)
+    store.save_maintenance(ended)
+    assert store.maintenance_windows(ending_after=t0 + 61) == []
+    assert store.get_maintenance(a.id) == ended
+    store.clear()
+    assert store.maintenance_windows() == []
+
+
 def test_postgres_reconnects_after_the_server_dropped_it(store: Store) -> None:
     if not isinstance(store, PostgresStore):
         pytest.skip("the PostgreSQL connection only")

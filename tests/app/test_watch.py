@@ -110,3 +110,46 @@ def test_sigterm_stops_watch_with_a_snapshot(exporters: tuple[Any, Any], tmp_pat
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert ckpt.exists() and "rounds" in out
+
+
+def test_maintenance_declared_while_watch_runs_holds_the_page_until_it_ends(
+    exporters: tuple[Any, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same silent target, but an engineer declares maintenance on it (in the store, as
+    the console and `noc maintenance add` do) while watch runs: nobody is paged while the
+    window lasts, and the silence that outlasts it pages once it ends."""
+    from detectors.params import liveness_grace_s
+    from noc_assistant.maintenance import new_window
+
+    a, b = exporters
+    db = f"sqlite:///{tmp_path / 'noc.db'}"
+    monkeypatch.setenv("NOC_DB_URL", db)
+    monkeypatch.setenv("NOC_DATA_DIR", str(tmp_path))
+    get_settings.cache_clear()
+    store = open_store(db)
+    window: list[Any] = []
+
+    def declare() -> None:  # two rounds in: the loop must pick it up while it runs
+        window.append(new_window("amf-2", "ops", time.time(), duration_s=40, reason="reboot"))
+        store.save_maintenance(window[0])
+
+    stopped: list[float] = []
+    timers = [
+        threading.Timer(2.0, declare),
+        threading.Timer(5.0, lambda: (b.stop(), stopped.append(time.time()))),
+    ]
+    for t in timers:
+        t.start()
+    try:
+        args = ["watch", "--target", f"amf-1={a.url}", "--target", f"amf-2={b.url}"]
+        assert run([*args, "--interval", "1", "--no-serve", "--for", "55"]) == 0
+    finally:
+        for t in timers:
+            t.cancel()
+        get_settings.cache_clear()
+    [incident] = open_store(db).list_incidents()
+    assert incident.entities == ["amf-2"] and incident.kpis == ["target-up"]
+    # without the window the silence pages after its grace (30 s: the test above); the window
+    # outlasts that, and the page comes when it ends
+    assert window[0].end - stopped[0] > liveness_grace_s(1.0, on_clock=True) + 2
+    assert window[0].end <= incident.opened_at <= window[0].end + 5

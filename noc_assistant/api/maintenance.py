@@ -1,0 +1,94 @@
+"""Planned maintenance over HTTP (mounted by :func:`create_app`).
+
+A NOC declares planned work before it starts, so that nobody is paged for what it breaks: an
+entity and a window (``start``, default now; ``end``, or ``duration_s``), who declared it and
+why. The running pipeline (``noc watch``, ``noc bus worker``) takes the store's windows at its
+next round (:meth:`noc_assistant.cli._live.IncidentOutput.sync_maintenance`): findings of the
+entity and its topology neighbours are kept and page nobody, and a silence that outlasts the
+window pages when it ends. Declaring and ending early are writes (the API token); a window is
+never deleted, so what was muted when stays on record.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from noc_assistant.api.deps import StoreDep, Writer, locked_step
+from noc_assistant.drafting import Drafter
+from noc_assistant.maintenance import new_window
+from noc_assistant.models import Maintenance
+
+__all__ = ["maintenance_router"]
+
+
+class Declaration(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    entity: str = Field(min_length=1, max_length=200)
+    by: str = Field(min_length=1, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000)
+    start: str | None = None
+    """RFC 3339 or epoch seconds; default: now."""
+    end: str | None = None
+    duration_s: float | None = Field(default=None, gt=0)
+
+
+class Ending(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    by: str = Field(min_length=1, max_length=200)
+
+
+def maintenance_router(
+    drafter: Drafter | None, clock: Callable[[], float] = time.time
+) -> APIRouter:
+    """The endpoints; the network of ``drafter`` (when it knows entities) checks that a
+    declared entity exists."""
+    router = APIRouter()
+    lock = threading.Lock()
+
+    @router.get("/api/maintenance")
+    def windows(s: StoreDep, current: bool = False) -> list[Maintenance]:
+        """Windows not yet over (``current``: only those in force now), by start."""
+        now = clock()
+        found = s.maintenance_windows(ending_after=now)
+        return [w for w in found if w.active(now)] if current else found
+
+    @router.post("/api/maintenance", status_code=201)
+    def declare(s: StoreDep, _: Writer, d: Declaration) -> Maintenance:
+        known = set(drafter.network_topology.types) if drafter is not None else None
+        try:
+            window = new_window(
+                d.entity,
+                d.by,
+                clock(),
+                start=d.start,
+                end=d.end,
+                duration_s=d.duration_s,
+                reason=d.reason,
+                known=known,
+            )
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        s.save_maintenance(window)
+        return window
+
+    @router.post("/api/maintenance/{window_id}/end")
+    def end(s: StoreDep, _: Writer, window_id: str, e: Ending) -> Maintenance:
+        def load() -> Maintenance:
+            window = s.get_maintenance(window_id)
+            if window is None:
+                raise HTTPException(404, f"maintenance window {window_id} not found")
+            return window
+
+        def step(w: Maintenance) -> Maintenance:
+            return w.ended(e.by, clock())
+
+        return locked_step(lock, load, step, s.save_maintenance, ValueError, 422)
+
+    return router

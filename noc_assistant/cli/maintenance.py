@@ -1,0 +1,100 @@
+"""`noc maintenance ...`: declare planned work so that nobody is paged for it (the running
+`noc watch` or bus worker takes the window at its next round), list the windows, end one
+early. A window is never deleted: what was muted when stays on record."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from noc_assistant.cli._console import console
+from noc_assistant.errors import BadInputError
+from noc_assistant.settings import get_settings
+from noc_assistant.storage import open_store
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Planned maintenance: held pages.", no_args_is_help=True)
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _duration(text: str) -> float:
+    """``90m``, ``2h``, ``1d`` or seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    try:
+        if text and text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise BadInputError(f"--for: {text!r} is not a duration (90m, 2h, 1d)") from None
+
+
+@app.command("add")
+def add(
+    entity: Annotated[str, typer.Argument(help="The entity under maintenance")],
+    by: Annotated[str, typer.Option("--by", help="Who declares it (recorded)")],
+    for_: Annotated[str | None, typer.Option("--for", help="How long: 90m, 2h, 1d")] = None,
+    until: Annotated[str | None, typer.Option(help="Or until (RFC 3339 UTC)")] = None,
+    start: Annotated[str | None, typer.Option(help="From (RFC 3339 UTC; default: now)")] = None,
+    reason: Annotated[str | None, typer.Option(help="Why (the change ticket)")] = None,
+) -> None:
+    """Declare a maintenance window: the entity's pages (and its neighbours') are held."""
+    from noc_assistant.maintenance import new_window
+
+    store = open_store(get_settings().db_url)
+    try:
+        window = new_window(
+            entity,
+            by,
+            time.time(),
+            start=start,
+            end=until,
+            duration_s=_duration(for_) if for_ is not None else None,
+            reason=reason,
+        )
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    store.save_maintenance(window)
+    console.print(
+        f"{window.id}: {entity} in maintenance {_utc(window.start)} → {_utc(window.end)}",
+        highlight=False,
+    )
+
+
+@app.command("list")
+def list_windows(
+    all_: Annotated[bool, typer.Option("--all", help="Past windows too")] = False,
+) -> None:
+    """The windows not yet over (with --all, every one), by start."""
+    store = open_store(get_settings().db_url)
+    now = time.time()
+    table = Table("id", "entity", "from", "until", "by", "why", "state")
+    for w in store.maintenance_windows(ending_after=float("-inf") if all_ else now):
+        state = "in force" if w.active(now) else ("over" if w.end < now else "planned")
+        if w.ended_by:
+            state += f" (ended by {w.ended_by})"
+        cells = (w.id, w.entity, _utc(w.start), _utc(w.end), w.by, w.reason or "", state)
+        table.add_row(*(escape(c) for c in cells))
+    console.print(table)
+
+
+@app.command("end")
+def end(
+    window_id: Annotated[str, typer.Argument(help="Window id")],
+    by: Annotated[str, typer.Option("--by", help="Who ends it (recorded)")],
+) -> None:
+    """End a window now (its pages are no longer held)."""
+    store = open_store(get_settings().db_url)
+    window = store.get_maintenance(window_id)
+    if window is None:
+        raise BadInputError(f"no maintenance window {window_id!r} in {store.path}")
+    store.save_maintenance(window.ended(by, time.time()))
+    console.print(f"{window_id} ended by {by}", highlight=False)

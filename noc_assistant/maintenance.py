@@ -1,0 +1,61 @@
+"""Declaring planned maintenance: the rules a window must follow, whoever declares it (the
+console, `noc maintenance add`). The correlator holds the pages of an entity in a window
+(:class:`noc_assistant.correlate.MaintenanceWindow`); the store keeps the declarations
+(:class:`noc_assistant.models.Maintenance`)."""
+
+from __future__ import annotations
+
+import secrets
+
+from noc_assistant.ingest.replay import parse_time
+from noc_assistant.models import Maintenance
+
+__all__ = ["MAX_WINDOW_S", "new_window"]
+
+MAX_WINDOW_S = 14 * 86400.0
+"""The longest window one declaration may hold: a mute of weeks is a decommissioning, not
+maintenance, and a typo in a date must not silence an entity for a year."""
+
+
+def new_window(
+    entity: str,
+    by: str,
+    now: float,
+    *,
+    start: str | None = None,
+    end: str | None = None,
+    duration_s: float | None = None,
+    reason: str | None = None,
+    known: set[str] | None = None,
+) -> Maintenance:
+    """A maintenance window as declared (``ValueError`` naming the field when it does not
+    hold: no end or two, an end before the start, longer than :data:`MAX_WINDOW_S`, an entity
+    outside ``known``).
+
+    >>> w = new_window("smf-1", "ana", 0.0, duration_s=3600, reason="SW upgrade")
+    >>> w.entity, w.start, w.end
+    ('smf-1', 0.0, 3600.0)
+    >>> new_window("smf-1", "ana", 0.0, end="1970-01-01T00:00:00Z", duration_s=60)
+    Traceback (most recent call last):
+    ...
+    ValueError: give end or duration_s, not both
+    """
+    begin = parse_time(start, now, "start")
+    if (end is None) == (duration_s is None):
+        raise ValueError("give end or duration_s, not both" if end else "end: missing")
+    finish = parse_time(end, 0.0, "end") if end is not None else begin + (duration_s or 0.0)
+    if finish <= begin:
+        raise ValueError("end: the window ends before it starts")
+    if finish - begin > MAX_WINDOW_S:
+        raise ValueError(f"end: a window may last {MAX_WINDOW_S / 86400:g} days at most")
+    if known and entity not in known:
+        raise ValueError(f"entity: {entity!r} is not in the network")
+    return Maintenance(
+        id=f"mw-{secrets.token_hex(5)}",
+        entity=entity,
+        start=begin,
+        end=finish,
+        by=by,
+        reason=reason,
+        created_at=now,
+    )

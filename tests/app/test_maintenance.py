@@ -1,0 +1,136 @@
+"""Planned maintenance: declared in the console or the CLI (writes need the token and a
+name), checked (an end after the start, at most two weeks, an entity of the network), kept in
+the store, ended early on record, and taken by a running pipeline at its next round. The live
+hold itself is tested against real exporters in test_watch.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from test_drafting import PACK
+
+from knowledge.topology import load_inventory
+from noc_assistant.api.app import create_app
+from noc_assistant.cli import run
+from noc_assistant.cli._console import console
+from noc_assistant.cli._live import IncidentOutput
+from noc_assistant.correlate import MaintenanceWindow
+from noc_assistant.drafting import Drafter
+from noc_assistant.maintenance import new_window
+from noc_assistant.pipeline import Pipeline
+from noc_assistant.settings import Settings, get_settings
+from noc_assistant.storage import SqliteStore, Store
+
+TOKEN = "t0ken-for-maintenance"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = SqliteStore(tmp_path / "noc.db")
+    yield s
+    s.close()
+
+
+def _client(store: Store, token: str | None = TOKEN) -> TestClient:
+    topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
+    return TestClient(create_app(store, drafter=Drafter(PACK, topo), api_token=token))
+
+
+def test_a_window_must_hold_together() -> None:
+    with pytest.raises(ValueError, match="end: missing"):
+        new_window("smf-1", "ana", 0.0)
+    with pytest.raises(ValueError, match="ends before it starts"):
+        new_window("smf-1", "ana", 0.0, start="1970-01-01T01:00:00Z", end="1970-01-01T00:30:00Z")
+    with pytest.raises(ValueError, match="14 days at most"):
+        new_window("smf-1", "ana", 0.0, duration_s=15 * 86400)
+    with pytest.raises(ValueError, match="'smf-9' is not in the network"):
+        new_window("smf-9", "ana", 0.0, duration_s=60, known={"smf-1"})
+    with pytest.raises(ValueError, match="start: ts 'tomorrow' is not RFC 3339"):
+        new_window("smf-1", "ana", 0.0, start="tomorrow", duration_s=60)
+    w = new_window("smf-1", "ana", 100.0, start="1970-01-01T01:00:00Z", end="1970-01-01T02:00:00Z")
+    assert (w.start, w.end, w.created_at) == (3600.0, 7200.0, 100.0)
+    assert w.ended("bo", 50.0).end == w.start  # ended before it began: an empty window
+
+
+def test_declare_list_and_end_over_http(store: Store) -> None:
+    c = _client(store)
+    body = {"entity": "smf-01", "by": "ana", "duration_s": 7200, "reason": "CHG-1234 upgrade"}
+    assert c.post("/api/maintenance", json=body).status_code == 401
+    assert _client(store, None).post("/api/maintenance", headers=AUTH, json=body).status_code == 503
+    r = c.post("/api/maintenance", headers=AUTH, json={**body, "entity": "smf-99"})
+    assert r.status_code == 422 and "not in the network" in r.json()["detail"]
+    r = c.post("/api/maintenance", headers=AUTH, json={**body, "duration_s": 30 * 86400})
+    assert r.status_code == 422
+    r = c.post("/api/maintenance", headers=AUTH, json=body)
+    assert r.status_code == 201
+    window = r.json()
+    later = {**body, "start": "2100-01-01T00:00:00Z", "entity": "upf-01"}
+    assert c.post("/api/maintenance", headers=AUTH, json=later).status_code == 201
+    assert [w["entity"] for w in c.get("/api/maintenance").json()] == ["smf-01", "upf-01"]
+    assert [w["id"] for w in c.get("/api/maintenance?current=true").json()] == [window["id"]]
+    page = c.get("/").text
+    assert "CHG-1234 upgrade" in page and "in force" in page
+    url = f"/api/maintenance/{window['id']}/end"
+    assert c.post(url, json={"by": "bo"}).status_code == 401
+    r = c.post(url, headers=AUTH, json={"by": "bo"})
+    assert r.status_code == 200 and r.json()["ended_by"] == "bo"
+    assert r.json()["planned_end"] == window["end"] and r.json()["end"] < window["end"]
+    assert c.get("/api/maintenance?current=true").json() == []
+    kept = store.maintenance_windows()
+    assert {w.id for w in kept} >= {window["id"]}  # never deleted: on record
+    assert (
+        c.post("/api/maintenance/mw-nope/end", headers=AUTH, json={"by": "bo"}).status_code == 404
+    )
+
+
+def test_a_running_pipeline_takes_the_stores_windows_at_its_next_round(store: Store) -> None:
+    pipe = Pipeline(pack=PACK)
+    from_labels = MaintenanceWindow("amf-01", 0.0, 10.0)
+    pipe.correlator.maintenance.append(from_labels)
+    output = IncidentOutput(Settings(alertmanager_url=None), store, lambda: pipe)
+    now = 1_800_000_000.0
+    w = new_window("smf-01", "ana", now, duration_s=3600)
+    store.save_maintenance(w)
+    output.sync_maintenance(now)
+    assert pipe.correlator.in_maintenance("smf-01", now + 60)
+    assert from_labels in pipe.correlator.maintenance  # given otherwise: kept
+    store.save_maintenance(w.ended("bo", now + 120))  # ended early in the console
+    output.sync_maintenance(now + 121)
+    assert not pipe.correlator.in_maintenance("smf-01", now + 180)
+    assert pipe.correlator.maintenance == [from_labels, MaintenanceWindow("smf-01", now, now + 120)]
+    # a pipeline restored from a snapshot holds the window as it was: replaced, not doubled
+    restored = IncidentOutput(Settings(alertmanager_url=None), store, lambda: pipe)
+    pipe.correlator.maintenance = [from_labels, MaintenanceWindow("smf-01", now, now + 3600)]
+    restored.sync_maintenance(now + 200)
+    assert pipe.correlator.maintenance == [from_labels, MaintenanceWindow("smf-01", now, now + 120)]
+
+
+def test_the_cli_declares_lists_and_ends(
+    store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
+    monkeypatch.setattr(console, "width", 240)
+    get_settings.cache_clear()
+    try:
+        assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "90m"]) == 0
+        assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "soon"]) == 2
+        assert "not a duration" in capsys.readouterr().err
+        assert run(["maintenance", "add", "upf-3", "--by", "ana"]) == 2  # no end
+        (w,) = store.maintenance_windows()
+        assert w.end - w.start == 5400.0
+        capsys.readouterr()
+        assert run(["maintenance", "list"]) == 0
+        assert "in force" in capsys.readouterr().out
+        assert run(["maintenance", "end", w.id, "--by", "bo"]) == 0
+        assert run(["maintenance", "end", "mw-nope", "--by", "bo"]) == 2
+        capsys.readouterr()
+        assert run(["maintenance", "list"]) == 0
+        assert "upf-3" not in capsys.readouterr().out  # over
+        assert run(["maintenance", "list", "--all"]) == 0
+        assert "ended by bo" in capsys.readouterr().out
+    finally:
+        get_settings.cache_clear()
