@@ -36,8 +36,15 @@ def list_incidents(
 ) -> None:
     """List incidents, newest first."""
     store = open_store(get_settings().db_url)
-    table = Table("id", "state", "opened (UTC)", "entities", "KPIs", "score")
+    reviews = store.reviews()
+    table = Table("id", "state", "opened (UTC)", "entities", "KPIs", "score", "review")
     for inc in store.list_incidents(state=state, limit=limit):
+        r = reviews.get(inc.id)
+        said = ""
+        if r is not None and r.verdict:
+            said = r.verdict + (f": {r.fault}" if r.fault else "")
+        elif r is not None and r.acknowledged_by:
+            said = f"taken by {r.acknowledged_by}"
         table.add_row(
             inc.id,
             inc.state,
@@ -45,6 +52,7 @@ def list_incidents(
             ", ".join(inc.entities),
             ", ".join(inc.kpis),
             f"{inc.max_score:.1f}",
+            said,
         )
     console.print(table)
 

@@ -232,6 +232,10 @@ def test_the_cli_acknowledges_judges_and_reports(
             run(["incident", "verdict", "inc-blip", "--by", "bo", "--verdict", "no_fault", *cause])
             == 2
         )
+        capsys.readouterr()
+        assert run(["incident", "list"]) == 0
+        listed = capsys.readouterr().out
+        assert "fault: nrf_discovery_failure" in listed and "no_fault" in listed
         out = tmp_path / "live.json"
         since = ["--since", "2000-01-01T00:00:00Z", "--until", "2100-01-01T00:00:00Z"]
         assert run(["eval", "live", *since, "--out", str(out)]) == 0
