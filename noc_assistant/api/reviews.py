@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from evals._io import json_safe
@@ -24,6 +25,7 @@ from evals.live import WEEK_S, labels_from_reviews, live_report
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
 from noc_assistant.drafting import Drafter
 from noc_assistant.errors import ReviewError
+from noc_assistant.handover import handover, render
 from noc_assistant.ingest.replay import parse_time
 from noc_assistant.models import Review, Verdict
 from noc_assistant.storage import Store
@@ -115,6 +117,22 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
         report = live_report(s, start, end, entities=entities or None, faults=faults)
         safe: dict[str, Any] = json_safe(report)  # an undefined figure is null, not NaN
         return safe
+
+    @router.get("/api/handover")
+    def shift_handover(
+        s: StoreDep, hours: float = 8.0, until: TimeParam = None, format: str = "markdown"
+    ) -> Any:
+        """The shift handover (:mod:`noc_assistant.handover`): Markdown, or ``format=json``."""
+        if not 0 < hours <= 24 * 7:
+            raise HTTPException(422, "hours: between 0 and 168")
+        try:
+            end = parse_time(until, clock(), "until")
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from None
+        data = handover(s, end - hours * 3600.0, end)
+        if format == "json":
+            return data
+        return PlainTextResponse(render(data), media_type="text/markdown; charset=utf-8")
 
     @router.get("/api/eval/labels")
     def labels(s: StoreDep, since: TimeParam = None, until: TimeParam = None) -> dict[str, Any]:

@@ -234,6 +234,28 @@ def _review(store: Store, incident_id: str) -> Review:
     return review
 
 
+@app.command("handover")
+def handover_cmd(
+    hours: Annotated[float, typer.Option(min=0.1, help="Length of the shift that ends now")] = 8.0,
+    until: Annotated[str | None, typer.Option(help="End of the shift (default: now)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="The data as JSON")] = False,
+) -> None:
+    """The shift handover: open incidents (nobody's first), what the shift saw, maintenance
+    now and planned, e-mails waiting, chats kept (Markdown, from the store alone)."""
+    from noc_assistant.handover import handover, render
+    from noc_assistant.ingest.replay import parse_time
+
+    try:
+        end = parse_time(until, time.time(), "--until")
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    data = handover(open_store(get_settings().db_url), end - hours * 3600.0, end)
+    if json_out:
+        console.print_json(data=data)
+    else:
+        console.print(render(data), markup=False, highlight=False, soft_wrap=True)
+
+
 @app.command("ack")
 def ack(
     incident_id: Annotated[str, typer.Argument(help="Incident id")],

@@ -1,0 +1,150 @@
+"""The shift handover: what the next shift must know, from the store alone.
+
+A NOC hands over at every shift change. :func:`handover` gathers, for the shift that ends at
+``until`` and began at ``since``:
+
+- the incidents still open, nobody's first (an open incident that nobody has taken is the
+  first thing the next shift reads), each with its owner, verdict and the top-ranked cause;
+- what the shift saw: incidents opened and resolved, how many were judged false, how many
+  pages it took (openings, reopenings, escalations);
+- maintenance in force now, and planned for the next shift;
+- partner-NOC e-mails waiting for approval or for sending, and sent ones some recipients did
+  not get;
+- the incidents whose triage chat was kept during the shift.
+
+``prompts/templates/handover.md.j2`` writes it as Markdown (``noc incident handover``,
+``GET /api/handover``, which also answers it as JSON). No model writes any of it.
+
+>>> from noc_assistant.storage import SqliteStore
+>>> from noc_assistant.models import Incident
+>>> store = SqliteStore(":memory:")
+>>> store.save_incident(Incident(id="inc-1", fingerprint="f", opened_at=3600.0,
+...                              updated_at=3660.0, entities=["upf-3"], title="upf-3 down"))
+>>> h = handover(store, since=0.0, until=7200.0)
+>>> [i["id"] for i in h["open"]], h["open"][0]["owner"], h["counts"]["opened"]
+(['inc-1'], None, 1)
+>>> print(render(h).splitlines()[0])
+# Shift handover, 1970-01-01 00:00 → 02:00 UTC
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from noc_assistant.models import Maintenance
+from noc_assistant.storage import Store
+from prompts import environment
+
+__all__ = ["handover", "render"]
+
+NEXT_SHIFT_S = 12 * 3600.0
+"""How far ahead planned maintenance is listed."""
+
+
+def _utc(ts: float | None) -> str:
+    if ts is None:
+        return ""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def handover(store: Store, since: float, until: float) -> dict[str, Any]:
+    """The handover of the shift ``[since, until)`` (see the module docstring), as data."""
+    reviews = store.reviews()
+    open_now = [i for i in store.list_incidents(state="open", limit=10_000) if i.opened_at < until]
+    rows = []
+    for inc in open_now:
+        review = reviews.get(inc.id)
+        diagnosis = store.get_diagnosis(inc.id)
+        top = diagnosis.top if diagnosis is not None else None
+        rows.append(
+            {
+                "id": inc.id,
+                "title": inc.title,
+                "opened": _utc(inc.opened_at),
+                "opened_at": inc.opened_at,
+                "entities": list(inc.entities),
+                "owner": review.acknowledged_by if review else None,
+                "verdict": review.verdict if review else None,
+                "cause": (
+                    f"{top.fault} on {top.entity} ({100 * top.confidence:.0f} %)" if top else None
+                ),
+            }
+        )
+    rows.sort(key=lambda r: (r["owner"] is not None, r["opened_at"]))
+    during = store.incidents_between(since, until)
+    resolved = [
+        i
+        for i in store.list_incidents(state="resolved", limit=10_000)
+        if i.resolved_at is not None and since <= i.resolved_at < until
+    ]
+    judged_false = [
+        i.id for i in during if (r := reviews.get(i.id)) is not None and r.verdict == "no_fault"
+    ]
+    seen = {i.id: i for i in [*during, *open_now, *resolved]}
+    pages = sum(
+        _within(t, since, until)
+        for i in seen.values()
+        for t in [i.opened_at, *i.reopened_at, *i.escalated_at]
+    )
+    windows = store.maintenance_windows(ending_after=until)
+    in_force = [w for w in windows if w.active(until)]
+    planned = [w for w in windows if until < w.start <= until + NEXT_SHIFT_S]
+    emails = store.list_emails()
+    waiting = [m for m in emails if m.status in ("draft", "approved")]
+    partial = [
+        m
+        for m in emails
+        if m.status == "sent" and m.undelivered and _within(m.sent_at, since, until)
+    ]
+    chats: dict[str, int] = {}
+    for incident_id in sorted(seen):
+        n = sum(_within(t.at, since, until) for t in store.chat_for(incident_id))
+        if n:
+            chats[incident_id] = n
+    return {
+        "since": _utc(since),
+        "until": _utc(until),
+        "open": rows,
+        "counts": {
+            "open": len(rows),
+            "not_taken": sum(1 for r in rows if r["owner"] is None),
+            "opened": len(during),
+            "resolved": len(resolved),
+            "judged_false": len(judged_false),
+            "pages": pages,
+        },
+        "judged_false": judged_false,
+        "maintenance_now": [_window(w) for w in in_force],
+        "maintenance_planned": [_window(w) for w in planned],
+        "emails_waiting": [
+            {"id": m.id, "incident": m.incident_id, "status": m.status, "to": list(m.to)}
+            for m in waiting
+        ],
+        "emails_partly_delivered": [
+            {"id": m.id, "incident": m.incident_id, "undelivered": dict(m.undelivered)}
+            for m in partial
+        ],
+        "chats": chats,
+    }
+
+
+def _within(ts: float | None, since: float, until: float) -> bool:
+    return ts is not None and since <= ts < until
+
+
+def _window(w: Maintenance) -> dict[str, Any]:
+    return {
+        "id": w.id,
+        "entity": w.entity,
+        "start": _utc(w.start),
+        "end": _utc(w.end),
+        "by": w.by,
+        "reason": w.reason,
+    }
+
+
+def render(data: dict[str, Any]) -> str:
+    """The handover as Markdown (``prompts/templates/handover.md.j2``)."""
+    text: str = environment().get_template("handover.md.j2").render(**data)
+    return text.strip() + "\n"
