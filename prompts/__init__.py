@@ -1,6 +1,6 @@
 """Prompt templates (jinja2, ``StrictUndefined``): all wording sent to a language model lives
 here, apart from the code that fills it in, and so does the wording of the drafts a person
-reads (the template-only root-cause report and the partner-NOC e-mail).
+reads (the template-only root-cause report, the partner-NOC e-mail, the shift handover).
 
 ``templates/`` holds one file per text:
 
@@ -9,7 +9,8 @@ reads (the template-only root-cause report and the partner-NOC e-mail).
 * ``narrate_system.txt.j2`` / ``narrate_user.txt.j2``: the narration prompt;
 * ``chat_system.txt.j2``: the triage chat's grounding (the incident, its evidence);
 * ``chat_fallback.txt.j2``: the chat's answer when no model answers or nothing it said held;
-* ``partner_email.txt.j2`` / ``partner_subject.txt.j2``: the partner-NOC e-mail.
+* ``partner_email.txt.j2`` / ``partner_subject.txt.j2``: the partner-NOC e-mail;
+* ``handover.md.j2``: the shift handover (:mod:`noc_assistant.handover`; no model writes it).
 
 >>> env = environment()
 >>> env.get_template("partner_subject.txt.j2").render(

@@ -92,6 +92,7 @@ def create_app(
     env = _templates(local_tz)
     app.state.store = store
     app.state.api_token = api_token
+    app.state.templates = env
     app.include_router(drafts_router(drafter, mailer))
     app.include_router(reviews_router(drafter))
     app.include_router(maintenance_router(drafter))

@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
-from fastapi.responses import PlainTextResponse
+import jinja2
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from evals._io import json_safe
@@ -109,14 +110,26 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
             ),
         )
 
-    @router.get("/api/eval/live")
-    def live(s: StoreDep, since: TimeParam = None, until: TimeParam = None) -> dict[str, Any]:
+    def figures(s: Store, since: str | None, until: str | None) -> dict[str, Any]:
         start, end = period(since, until)
         entities = len(drafter.network_topology.types) if drafter is not None else None
         faults = set(drafter.pack.faults) if drafter is not None else None
         report = live_report(s, start, end, entities=entities or None, faults=faults)
         safe: dict[str, Any] = json_safe(report)  # an undefined figure is null, not NaN
         return safe
+
+    @router.get("/api/eval/live")
+    def live(s: StoreDep, since: TimeParam = None, until: TimeParam = None) -> dict[str, Any]:
+        return figures(s, since, until)
+
+    @router.get("/eval", response_class=HTMLResponse)
+    def live_page(
+        s: StoreDep, request: Request, since: TimeParam = None, until: TimeParam = None
+    ) -> str:
+        """The live report as a page: the headline figures, then KPIs and detectors by how
+        many false pages they gave, then the RCA misses."""
+        env: jinja2.Environment = request.app.state.templates
+        return env.get_template("eval.html").render(r=figures(s, since, until))
 
     @router.get("/api/handover")
     def shift_handover(

@@ -144,6 +144,10 @@ def test_the_live_report_counts_what_the_engineers_judged(store: Store) -> None:
     assert rep["entities"] and rep["false_alerts_per_entity_day"] > 0
     assert rep["time_to_acknowledge_s_p50"] is not None  # judged, so acknowledged
     assert c.get("/api/eval/live", params={"since": "last week"}).status_code == 422
+    page = c.get("/eval", params={"since": since, "until": "2100-01-01T00:00:00Z"})
+    assert page.status_code == 200
+    assert 'id="false-share">33.3 %<' in page.text and "<td>amf-reg-success</td>" in page.text
+    assert f"{NRF}: udm_timeout on udm-01" in page.text
     index = c.get("/").text
     assert "false alarms: 1 of 3 judged" in index and "no fault" in index
     labels = c.get("/api/eval/labels", params={"since": since}).json()
