@@ -15,6 +15,10 @@ equal to ours.
 - Alertmanager down costs nothing: what could not be sent waits and goes with the next send,
   newest state per incident (alerts are idempotent by labels). :attr:`last_error` says why.
 
+A declared maintenance window is also an Alertmanager **silence** (:class:`Silences`,
+``POST /api/v2/silences``) on ``instance="<entity>"``, so that one declaration mutes the
+operator's own Prometheus alert rules on the entity too; ending the window early expires it.
+
 Times: ``startsAt``/``endsAt`` are the data's times (a live feed's are the wall clock's); the
 lease of a firing alert is counted from the wall clock, since Alertmanager judges it by that.
 """
@@ -28,10 +32,15 @@ from typing import Any
 import httpx
 
 from noc_assistant.correlate import IncidentEvent
-from noc_assistant.models import Incident
+from noc_assistant.errors import NocError
+from noc_assistant.models import Incident, Maintenance
 from noc_assistant.simulate.schedule import rfc3339
 
-__all__ = ["AlertmanagerSink", "alert_body"]
+__all__ = ["AlertmanagerError", "AlertmanagerSink", "Silences", "alert_body"]
+
+
+class AlertmanagerError(NocError):
+    """Alertmanager refused or could not be reached (names the URL, and its answer)."""
 
 
 def alert_body(
@@ -156,6 +165,64 @@ class AlertmanagerSink:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class Silences:
+    """Maintenance windows as Alertmanager silences (see the module docstring)."""
+
+    def __init__(
+        self, url: str, *, timeout_s: float = 5.0, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(timeout=timeout_s, transport=transport)
+
+    def silence(self, window: Maintenance) -> str:
+        """Create the silence of ``window``; its id (:class:`AlertmanagerError` if refused).
+
+        >>> import json
+        >>> seen = []
+        >>> def answer(request):
+        ...     seen.append(json.loads(request.content))
+        ...     return httpx.Response(200, json={"silenceID": "s-1"})
+        >>> w = Maintenance(id="mw-1", entity="smf-1", start=0.0, end=60.0, by="ana",
+        ...                 reason="CHG-7", created_at=0.0)
+        >>> Silences("http://am:9093", transport=httpx.MockTransport(answer)).silence(w)
+        's-1'
+        >>> seen[0]["matchers"]
+        [{'name': 'instance', 'value': 'smf-1', 'isRegex': False, 'isEqual': True}]
+        >>> seen[0]["createdBy"], seen[0]["comment"], seen[0]["endsAt"]
+        ('ana', 'maintenance mw-1: CHG-7', '1970-01-01T00:01:00Z')
+        """
+        body = {
+            "matchers": [
+                {"name": "instance", "value": window.entity, "isRegex": False, "isEqual": True}
+            ],
+            "startsAt": rfc3339(window.start),
+            "endsAt": rfc3339(window.end),
+            "createdBy": window.by,
+            "comment": f"maintenance {window.id}" + (f": {window.reason}" if window.reason else ""),
+        }
+        try:
+            resp = self._client.post(f"{self.url}/api/v2/silences", json=body)
+            resp.raise_for_status()
+            silence_id = resp.json()["silenceID"]
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            raise AlertmanagerError(f"{self.url}: cannot create the silence: {exc}") from exc
+        return str(silence_id)
+
+    def expire(self, silence_id: str) -> None:
+        """Expire a silence (a window ended early); one already gone is not an error."""
+        try:
+            resp = self._client.delete(f"{self.url}/api/v2/silence/{silence_id}")
+            if resp.status_code != 404:
+                resp.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise AlertmanagerError(
+                f"{self.url}: cannot expire silence {silence_id}: {exc}"
+            ) from exc
 
     def close(self) -> None:
         self._client.close()

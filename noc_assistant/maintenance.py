@@ -1,16 +1,21 @@
 """Declaring planned maintenance: the rules a window must follow, whoever declares it (the
 console, `noc maintenance add`). The correlator holds the pages of an entity in a window
 (:class:`noc_assistant.correlate.MaintenanceWindow`); the store keeps the declarations
-(:class:`noc_assistant.models.Maintenance`)."""
+(:class:`noc_assistant.models.Maintenance`); with an Alertmanager configured, each window is
+also a silence there (:class:`noc_assistant.alertmanager.Silences`), created when it is
+declared and expired when it is ended early. Alertmanager down or refusing costs the silence,
+never the window: the reason is kept on it (``silence_error``)."""
 
 from __future__ import annotations
 
 import secrets
 
+from noc_assistant.alertmanager import AlertmanagerError, Silences
 from noc_assistant.ingest.replay import parse_time
 from noc_assistant.models import Maintenance
+from noc_assistant.storage import Store
 
-__all__ = ["MAX_WINDOW_S", "new_window"]
+__all__ = ["MAX_WINDOW_S", "declare", "end_early", "new_window"]
 
 MAX_WINDOW_S = 14 * 86400.0
 """The longest window one declaration may hold: a mute of weeks is a decommissioning, not
@@ -59,3 +64,28 @@ def new_window(
         reason=reason,
         created_at=now,
     )
+
+
+def declare(store: Store, window: Maintenance, silences: Silences | None = None) -> Maintenance:
+    """Keep ``window`` (and silence its entity in Alertmanager, when there is one); the window
+    as kept."""
+    if silences is not None:
+        try:
+            window = window.model_copy(update={"silence_id": silences.silence(window)})
+        except AlertmanagerError as exc:
+            window = window.model_copy(update={"silence_error": str(exc)})
+    store.save_maintenance(window)
+    return window
+
+
+def end_early(
+    window: Maintenance, by: str, at: float, silences: Silences | None = None
+) -> Maintenance:
+    """``window`` ended by ``by`` at ``at``, its silence expired (the caller keeps it)."""
+    ended = window.ended(by, at)
+    if ended is not window and window.silence_id and silences is not None:
+        try:
+            silences.expire(window.silence_id)
+        except AlertmanagerError as exc:
+            ended = ended.model_copy(update={"silence_error": f"not expired: {exc}"})
+    return ended

@@ -227,6 +227,10 @@ class Maintenance(BaseModel):
     ended_by: str | None = None
     """Who ended it before its planned end (``end`` is then when they did)."""
     planned_end: float | None = None
+    silence_id: str | None = None
+    """The Alertmanager silence that mutes the entity's other alerts for the window."""
+    silence_error: str | None = None
+    """Why there is no silence (Alertmanager refused or was down); the hold itself stands."""
 
     def active(self, at: float) -> bool:
         return self.start <= at <= self.end

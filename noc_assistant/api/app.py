@@ -21,6 +21,7 @@ import jinja2
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
+from noc_assistant.alertmanager import Silences
 from noc_assistant.api.deps import StoreDep
 from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
@@ -81,12 +82,14 @@ def create_app(
     drafter: Drafter | None = None,
     mailer: Mailer | None = None,
     api_token: str | None = None,
+    silences: Silences | None = None,
 ) -> FastAPI:
     """Build the application around a store (and a live event hub, if one runs); an incident's
     times are shown on the network's wall clock ``local_tz`` too (``NOC_LOCAL_TZ``).
 
     ``drafter`` writes reports, chat answers and e-mail drafts (none: those endpoints answer
-    503), ``mailer`` sends approved e-mails, ``api_token`` guards the write endpoints."""
+    503), ``mailer`` sends approved e-mails, ``api_token`` guards the write endpoints,
+    ``silences`` mirrors maintenance windows in Alertmanager."""
     app = FastAPI(title="noc-assistant", version="0.1.0")
     hub = broadcaster or Broadcaster()
     env = _templates(local_tz)
@@ -95,7 +98,7 @@ def create_app(
     app.state.templates = env
     app.include_router(drafts_router(drafter, mailer))
     app.include_router(reviews_router(drafter))
-    app.include_router(maintenance_router(drafter))
+    app.include_router(maintenance_router(drafter, silences))
 
     def _incident_or_404(s: Store, incident_id: str) -> Incident:
         inc = s.get_incident(incident_id)

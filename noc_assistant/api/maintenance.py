@@ -6,7 +6,8 @@ why. The running pipeline (``noc watch``, ``noc bus worker``) takes the store's 
 next round (:meth:`noc_assistant.cli._live.IncidentOutput.sync_maintenance`): findings of the
 entity and its topology neighbours are kept and page nobody, and a silence that outlasts the
 window pages when it ends. Declaring and ending early are writes (the API token); a window is
-never deleted, so what was muted when stays on record.
+never deleted, so what was muted when stays on record. With an Alertmanager, each window is
+also a silence there (``silence_id``; ``silence_error`` says why not).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from collections.abc import Callable
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
+from noc_assistant.alertmanager import Silences
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
 from noc_assistant.drafting import Drafter
-from noc_assistant.maintenance import new_window
+from noc_assistant.maintenance import declare, end_early, new_window
 from noc_assistant.models import Maintenance
 
 __all__ = ["maintenance_router"]
@@ -45,10 +47,12 @@ class Ending(BaseModel):
 
 
 def maintenance_router(
-    drafter: Drafter | None, clock: Callable[[], float] = time.time
+    drafter: Drafter | None,
+    silences: Silences | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> APIRouter:
     """The endpoints; the network of ``drafter`` (when it knows entities) checks that a
-    declared entity exists."""
+    declared entity exists, and ``silences`` mirrors each window in Alertmanager."""
     router = APIRouter()
     lock = threading.Lock()
 
@@ -60,7 +64,7 @@ def maintenance_router(
         return [w for w in found if w.active(now)] if current else found
 
     @router.post("/api/maintenance", status_code=201)
-    def declare(s: StoreDep, _: Writer, d: Declaration) -> Maintenance:
+    def declare_window(s: StoreDep, _: Writer, d: Declaration) -> Maintenance:
         known = set(drafter.network_topology.types) if drafter is not None else None
         try:
             window = new_window(
@@ -75,8 +79,7 @@ def maintenance_router(
             )
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        s.save_maintenance(window)
-        return window
+        return declare(s, window, silences)
 
     @router.post("/api/maintenance/{window_id}/end")
     def end(s: StoreDep, _: Writer, window_id: str, e: Ending) -> Maintenance:
@@ -87,7 +90,7 @@ def maintenance_router(
             return window
 
         def step(w: Maintenance) -> Maintenance:
-            return w.ended(e.by, clock())
+            return end_early(w, e.by, clock(), silences)
 
         return locked_step(lock, load, step, s.save_maintenance, ValueError, 422)
 

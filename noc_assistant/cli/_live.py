@@ -153,7 +153,9 @@ def console_app(
 ) -> FastAPI:
     """The web console with drafting on: reports and chat through ``NOC_LLM_BASE_URL`` (the
     template answers when it is down), e-mails sent through ``NOC_SMTP_HOST``, writes guarded
-    by ``NOC_API_TOKEN``."""
+    by ``NOC_API_TOKEN``, maintenance windows mirrored as silences in
+    ``NOC_ALERTMANAGER_URL``."""
+    from noc_assistant.alertmanager import Silences
     from noc_assistant.api.app import create_app
     from noc_assistant.drafting import Drafter
     from noc_assistant.mail import Mailer
@@ -167,4 +169,5 @@ def console_app(
         drafter=drafter,
         mailer=Mailer.from_settings(settings),
         api_token=token,
+        silences=Silences(settings.alertmanager_url) if settings.alertmanager_url else None,
     )

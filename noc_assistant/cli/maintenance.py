@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from noc_assistant.cli._console import console
+from noc_assistant.cli._console import console, err_console
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
 from noc_assistant.storage import open_store
+
+if TYPE_CHECKING:
+    from noc_assistant.alertmanager import Silences
 
 __all__ = ["app"]
 
@@ -24,6 +27,14 @@ app = typer.Typer(help="Planned maintenance: held pages.", no_args_is_help=True)
 
 def _utc(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _silences() -> Silences | None:
+    """Alertmanager's silences, when ``NOC_ALERTMANAGER_URL`` is set."""
+    from noc_assistant.alertmanager import Silences
+
+    url = get_settings().alertmanager_url
+    return Silences(url) if url else None
 
 
 def _duration(text: str) -> float:
@@ -47,9 +58,10 @@ def add(
     reason: Annotated[str | None, typer.Option(help="Why (the change ticket)")] = None,
 ) -> None:
     """Declare a maintenance window: the entity's pages (and its neighbours') are held."""
-    from noc_assistant.maintenance import new_window
+    from noc_assistant.maintenance import declare, new_window
 
-    store = open_store(get_settings().db_url)
+    settings = get_settings()
+    store = open_store(settings.db_url)
     try:
         window = new_window(
             entity,
@@ -62,11 +74,14 @@ def add(
         )
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
-    store.save_maintenance(window)
+    window = declare(store, window, _silences())
     console.print(
-        f"{window.id}: {entity} in maintenance {_utc(window.start)} → {_utc(window.end)}",
+        f"{window.id}: {entity} in maintenance {_utc(window.start)} → {_utc(window.end)}"
+        + (f", silenced in Alertmanager ({window.silence_id})" if window.silence_id else ""),
         highlight=False,
     )
+    if window.silence_error:
+        err_console.print(f"no Alertmanager silence: {window.silence_error}", highlight=False)
 
 
 @app.command("list")
@@ -96,5 +111,10 @@ def end(
     window = store.get_maintenance(window_id)
     if window is None:
         raise BadInputError(f"no maintenance window {window_id!r} in {store.path}")
-    store.save_maintenance(window.ended(by, time.time()))
+    from noc_assistant.maintenance import end_early
+
+    ended = end_early(window, by, time.time(), _silences())
+    store.save_maintenance(ended)
     console.print(f"{window_id} ended by {by}", highlight=False)
+    if ended.silence_error and ended.silence_error != window.silence_error:
+        err_console.print(f"Alertmanager: {ended.silence_error}", highlight=False)

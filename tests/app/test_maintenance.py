@@ -5,14 +5,17 @@ hold itself is tested against real exporters in test_watch.py."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from test_drafting import PACK
 
 from knowledge.topology import load_inventory
+from noc_assistant.alertmanager import Silences
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
 from noc_assistant.cli._console import console
@@ -132,5 +135,75 @@ def test_the_cli_declares_lists_and_ends(
         assert "upf-3" not in capsys.readouterr().out  # over
         assert run(["maintenance", "list", "--all"]) == 0
         assert "ended by bo" in capsys.readouterr().out
+    finally:
+        get_settings.cache_clear()
+
+
+def test_a_window_is_a_silence_in_the_real_alertmanager(
+    store: Store, alertmanager: str, free_port: int
+) -> None:
+    """One declaration mutes the operator's own alert rules on the entity too: the window is
+    an Alertmanager silence on ``instance``, an alert of another source on that entity is
+    suppressed by it, and ending the window early expires it. Alertmanager down costs the
+    silence, not the window."""
+    topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
+
+    def client(url: str) -> TestClient:
+        app = create_app(
+            store, drafter=Drafter(PACK, topo), api_token=TOKEN, silences=Silences(url)
+        )
+        return TestClient(app)
+
+    c = client(alertmanager)
+    body = {"entity": "smf-01", "by": "ana", "duration_s": 3600, "reason": "CHG-9 upgrade"}
+    r = c.post("/api/maintenance", headers=AUTH, json=body)
+    assert r.status_code == 201, r.text
+    window = r.json()
+    assert window["silence_id"] and window["silence_error"] is None
+    url = f"{alertmanager}/api/v2/silence/{window['silence_id']}"
+    got = httpx.get(url, timeout=5).json()
+    assert got["status"]["state"] == "active" and got["createdBy"] == "ana"
+    assert [(m["name"], m["value"]) for m in got["matchers"]] == [("instance", "smf-01")]
+    assert "CHG-9 upgrade" in got["comment"]
+    # a Prometheus rule's alert on the entity, sent by someone else: silenced
+    alert = [{"labels": {"alertname": "HighCpu", "instance": "smf-01"}}]
+    httpx.post(f"{alertmanager}/api/v2/alerts", json=alert, timeout=5).raise_for_status()
+    state = None
+    deadline = time.monotonic() + 15
+    while state != "suppressed" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alerts = httpx.get(f"{alertmanager}/api/v2/alerts", timeout=5).json()
+        mine = [a for a in alerts if a["labels"].get("alertname") == "HighCpu"]
+        state = mine[0]["status"]["state"] if mine else None
+    assert state == "suppressed" and mine[0]["status"]["silencedBy"] == [window["silence_id"]]
+    r = c.post(f"/api/maintenance/{window['id']}/end", headers=AUTH, json={"by": "bo"})
+    assert r.status_code == 200 and r.json()["ended_by"] == "bo"
+    assert httpx.get(url, timeout=5).json()["status"]["state"] == "expired"
+
+    down = client(f"http://127.0.0.1:{free_port}")
+    r = down.post("/api/maintenance", headers=AUTH, json={**body, "entity": "upf-01"})
+    assert r.status_code == 201  # the hold stands
+    assert r.json()["silence_id"] is None
+    assert "cannot create the silence" in r.json()["silence_error"]
+
+
+def test_the_cli_silences_through_alertmanager_too(
+    store: Store,
+    alertmanager: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
+    monkeypatch.setenv("NOC_ALERTMANAGER_URL", alertmanager)
+    monkeypatch.setattr(console, "width", 240)
+    get_settings.cache_clear()
+    try:
+        assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "1h"]) == 0
+        assert "silenced in Alertmanager" in capsys.readouterr().out
+        (w,) = store.maintenance_windows()
+        url = f"{alertmanager}/api/v2/silence/{w.silence_id}"
+        assert httpx.get(url, timeout=5).json()["status"]["state"] == "active"
+        assert run(["maintenance", "end", w.id, "--by", "bo"]) == 0
+        assert httpx.get(url, timeout=5).json()["status"]["state"] == "expired"
     finally:
         get_settings.cache_clear()
