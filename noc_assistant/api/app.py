@@ -19,13 +19,15 @@ from zoneinfo import ZoneInfo
 
 import jinja2
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import HTMLResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from noc_assistant.alertmanager import Silences
 from noc_assistant.api.deps import StoreDep
 from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.api.maintenance import maintenance_router
+from noc_assistant.api.metrics import registry
 from noc_assistant.api.reviews import reviews_router
 from noc_assistant.drafting import Drafter, DraftingError
 from noc_assistant.mail import Mailer
@@ -109,6 +111,13 @@ def create_app(
     @app.get("/health")
     def health() -> dict[str, str]:
         return {"status": "ok"}
+
+    metrics_registry = registry(store)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        """The assistant's own state for Prometheus (:mod:`noc_assistant.api.metrics`)."""
+        return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/api/incidents")
     def list_incidents(s: StoreDep, state: str | None = None) -> list[Incident]:

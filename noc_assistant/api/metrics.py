@@ -1,0 +1,100 @@
+"""The console's own ``/metrics`` (Prometheus text format): what a NOC dashboard and its
+alert rules watch about the assistant, read from the store at each scrape.
+
+- ``noc_incidents{state}``: incidents stored, open and resolved;
+- ``noc_incidents_open_unacknowledged``: open incidents nobody has taken (alert on it);
+- ``noc_incident_verdicts{verdict}``: incidents by verdict (``none``: not judged yet);
+- ``noc_false_alarm_share``: the share of the judged incidents of the last week that were
+  false (:func:`evals.live.live_report`; absent while none is judged);
+- ``noc_maintenance_windows_active``: windows in force now;
+- ``noc_emails{status}``: partner e-mails by status;
+- ``noc_store_up``: 1 when the store answered the scrape, 0 when it did not (the other
+  families are then absent rather than read as zero).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from evals.live import WEEK_S, live_report
+from noc_assistant.errors import StorageError
+from noc_assistant.storage import Store
+
+__all__ = ["StoreCollector", "registry"]
+
+
+class StoreCollector(Collector):
+    """Reads the store at each scrape (no state of its own: every replica says the same)."""
+
+    def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily("noc_store_up", "1 if the store answered this scrape")
+        try:
+            families = list(self._families())
+        except StorageError:
+            up.add_metric([], 0.0)
+            yield up
+            return
+        up.add_metric([], 1.0)
+        yield up
+        yield from families
+
+    def _families(self) -> Iterator[GaugeMetricFamily]:
+        now = self.clock()
+        incidents = self.store.list_incidents(limit=1_000_000)
+        reviews = self.store.reviews()
+        states = GaugeMetricFamily("noc_incidents", "Incidents stored, by state", labels=["state"])
+        by_state = Counter(i.state for i in incidents)
+        for state in ("open", "resolved"):
+            states.add_metric([state], float(by_state[state]))
+        yield states
+        untaken = sum(
+            1
+            for i in incidents
+            if i.state == "open" and (i.id not in reviews or not reviews[i.id].acknowledged_by)
+        )
+        yield GaugeMetricFamily(
+            "noc_incidents_open_unacknowledged", "Open incidents nobody has taken", value=untaken
+        )
+        verdicts = GaugeMetricFamily(
+            "noc_incident_verdicts", "Incidents by verdict (none: not judged)", labels=["verdict"]
+        )
+        by_verdict = Counter(
+            (reviews[i.id].verdict if i.id in reviews else None) or "none" for i in incidents
+        )
+        for verdict in ("fault", "no_fault", "maintenance", "none"):
+            verdicts.add_metric([verdict], float(by_verdict[verdict]))
+        yield verdicts
+        share = live_report(self.store, now - WEEK_S, now)["false_alarm_share"]
+        if not math.isnan(share):
+            yield GaugeMetricFamily(
+                "noc_false_alarm_share",
+                "Share of last week's judged incidents that were false",
+                value=share,
+            )
+        active = sum(1 for w in self.store.maintenance_windows(ending_after=now) if w.active(now))
+        yield GaugeMetricFamily(
+            "noc_maintenance_windows_active", "Maintenance windows in force", value=active
+        )
+        emails = GaugeMetricFamily("noc_emails", "Partner e-mails by status", labels=["status"])
+        by_status = Counter(m.status for m in self.store.list_emails())
+        for status in ("draft", "approved", "sent", "rejected"):
+            emails.add_metric([status], float(by_status[status]))
+        yield emails
+
+
+def registry(store: Store, clock: Callable[[], float] = time.time) -> CollectorRegistry:
+    """A registry holding the store's collector only (not the process-wide default)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(StoreCollector(store, clock))
+    return reg
