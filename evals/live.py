@@ -15,6 +15,8 @@ week, with the report keys of FORMATS.md §5 where they mean the same thing:
 - ``rca_ac1``, ``rca_ac3``, ``rca_noop_accuracy``: the ranking against the root cause the
   engineers confirmed (``evals.rca``'s scorer; only verdicts that name one count);
 - ``time_to_acknowledge_s_p50`` / ``_p95``: from the opening to the first acknowledgement;
+  ``time_to_resolve_s_p50`` / ``_p95``: from the opening to the resolution, over the
+  resolved incidents not judged false or maintenance (the faults' time to repair);
 - ``per_kpi`` and ``per_detector``: incidents and false ones by the KPI and detector of the
   finding that opened them, so the noisiest KPI is the first line to read.
 
@@ -95,6 +97,7 @@ def live_report(
     per_kpi: dict[str, Counter[str]] = {}
     per_detector: dict[str, Counter[str]] = {}
     to_ack: list[float] = []
+    to_resolve: list[float] = []
     cases: list[RcaCase] = []
     false_list: list[str] = []
     unreviewed: list[str] = []
@@ -105,6 +108,8 @@ def live_report(
         verdicts[verdict] += 1
         if review.acknowledged_at is not None:
             to_ack.append(max(review.acknowledged_at - inc.opened_at, 0.0))
+        if inc.resolved_at is not None and verdict in ("fault", "unreviewed"):
+            to_resolve.append(max(inc.resolved_at - inc.opened_at, 0.0))
         first = _opening(store.findings_for(inc.id))
         kpi = first.kpi if first else (inc.kpis[0] if inc.kpis else "unknown")
         detector = first.detector if first else "unknown"
@@ -158,6 +163,8 @@ def live_report(
         "entities": entities,
         "time_to_acknowledge_s_p50": _percentile(to_ack, 50),
         "time_to_acknowledge_s_p95": _percentile(to_ack, 95),
+        "time_to_resolve_s_p50": _percentile(to_resolve, 50),
+        "time_to_resolve_s_p95": _percentile(to_resolve, 95),
         "false_alert_list": false_list,
         "unreviewed_list": unreviewed,
         "unknown_faults": unknown_faults,

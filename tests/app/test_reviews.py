@@ -143,6 +143,7 @@ def test_the_live_report_counts_what_the_engineers_judged(store: Store) -> None:
     assert rep["per_kpi"]["amf-reg-success"]["false_positives"] == 1
     assert rep["entities"] and rep["false_alerts_per_entity_day"] > 0
     assert rep["time_to_acknowledge_s_p50"] is not None  # judged, so acknowledged
+    assert rep["time_to_resolve_s_p50"] is None  # none of them resolved
     assert c.get("/api/eval/live", params={"since": "last week"}).status_code == 422
     page = c.get("/eval", params={"since": since, "until": "2100-01-01T00:00:00Z"})
     assert page.status_code == 200
@@ -203,6 +204,7 @@ def test_verdicts_become_labels_that_rescore_the_recording(tmp_path: Path) -> No
     live = live_report(store, since, until, entities=len(result.entities))
     assert live["incidents_total"] == len(result.incidents) > 0
     assert live["false_positives"] == judged_false and live["unreviewed"] == 0
+    assert live["time_to_resolve_s_p50"] > 0  # the faults resolved within the day
 
     labels = tmp_path / "labels-from-verdicts.json"
     labels.write_text(json.dumps(labels_from_reviews(store, since, until)))
