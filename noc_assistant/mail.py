@@ -40,7 +40,10 @@ from noc_assistant.models import EmailDraft
 if TYPE_CHECKING:
     from noc_assistant.settings import Settings
 
-__all__ = ["Delivery", "MailError", "Mailer"]
+__all__ = ["ADDRESS_PATTERN", "Delivery", "MailError", "Mailer"]
+
+ADDRESS_PATTERN = r"^[^@\s,;<>\"]+@[^@\s,;<>\"]+\.[^@\s,;<>\"]+$"
+"""One recipient as an engineer may set it: a bare address (no display name, no list)."""
 
 
 class MailError(NocError):

@@ -381,6 +381,7 @@ class EmailEvent(BaseModel):
     """The reason of a rejection or a failed send, or the recipients a send did not reach."""
     previous_subject: str | None = None
     previous_body: str | None = None
+    previous_to: list[str] | None = None
 
 
 class EmailDraft(BaseModel):
@@ -439,13 +440,19 @@ class EmailDraft(BaseModel):
         return self.model_copy(update=changes)
 
     def edited(
-        self, subject: str | None = None, body: str | None = None, *, by: str, at: float
+        self,
+        subject: str | None = None,
+        body: str | None = None,
+        to: list[str] | None = None,
+        *,
+        by: str,
+        at: float,
     ) -> EmailDraft:
-        """A draft's subject or body rewritten by a named person; the replaced text is kept
-        in the history. Nothing changed: the draft as it was, no history entry."""
-        changes = {
+        """A draft's subject, body or recipients rewritten by a named person; what was
+        replaced is kept in the history. Nothing changed: the draft as it was, no entry."""
+        changes: dict[str, object] = {
             k: v
-            for k, v in (("subject", subject), ("body", body))
+            for k, v in (("subject", subject), ("body", body), ("to", to))
             if v is not None and v != getattr(self, k)
         }
         if not changes:
@@ -456,6 +463,7 @@ class EmailDraft(BaseModel):
             by=by,
             previous_subject=self.subject if "subject" in changes else None,
             previous_body=self.body if "body" in changes else None,
+            previous_to=list(self.to) if "to" in changes else None,
         )
         return self._step(("draft",), "edit", event, **changes)
 

@@ -28,7 +28,7 @@ from noc_assistant.api.deps import StoreDep, Writer, locked_step, require_writer
 from noc_assistant.drafting import Drafter, DraftingError, conversation
 from noc_assistant.errors import EmailStateError
 from noc_assistant.llm import Message
-from noc_assistant.mail import Mailer, MailError
+from noc_assistant.mail import ADDRESS_PATTERN, Mailer, MailError
 from noc_assistant.models import ChatRecord, EmailDraft, Incident, Report
 from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import Store
@@ -76,6 +76,9 @@ class Edit(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     editor: str = Field(min_length=1, max_length=200)
+    to: list[Annotated[str, Field(pattern=ADDRESS_PATTERN, max_length=254)]] | None = Field(
+        default=None, min_length=1, max_length=10
+    )
     subject: str | None = Field(default=None, min_length=1, max_length=300)
     body: str | None = Field(default=None, min_length=1, max_length=20000)
 
@@ -188,7 +191,9 @@ def drafts_router(
         d = need_drafter()
         subject = d.masker.mask(edit.subject).text if edit.subject is not None else None
         body = d.masker.mask(edit.body).text if edit.body is not None else None
-        return step(s, email_id, lambda m: m.edited(subject, body, by=edit.editor, at=clock()))
+        return step(
+            s, email_id, lambda m: m.edited(subject, body, edit.to, by=edit.editor, at=clock())
+        )
 
     @router.post("/api/emails/{email_id}/approve")
     def approve(s: StoreDep, _: Writer, email_id: str, who: Approval) -> EmailDraft:

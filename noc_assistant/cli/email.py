@@ -4,6 +4,7 @@ person has approved it; every step is kept on the draft with who took it."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -70,11 +71,15 @@ def edit(
     body_file: Annotated[
         Path | None, typer.Option(help="File holding the new body ('-': standard input)")
     ] = None,
+    to: Annotated[
+        list[str] | None, typer.Option("--to", help="New recipients (repeat for each)")
+    ] = None,
 ) -> None:
-    """Rewrite a draft's subject or body (the replaced text stays in its history);
-    subscriber identifiers in the new text are masked."""
+    """Rewrite a draft's subject, body or recipients (what was replaced stays in its
+    history); subscriber identifiers in the new text are masked."""
     from guardrails import Masker
     from noc_assistant.cli._live import load_pack_and_topology
+    from noc_assistant.mail import ADDRESS_PATTERN
 
     settings = get_settings()
     if body_file is None:
@@ -86,13 +91,17 @@ def edit(
             body = body_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise BadInputError(f"cannot read the body: {exc}", source=str(body_file)) from exc
-    if subject is None and body is None:
-        raise BadInputError("nothing to change: give --subject or --body-file")
+    if subject is None and body is None and not to:
+        raise BadInputError("nothing to change: give --subject, --body-file or --to")
+    for address in to or []:
+        if not re.fullmatch(ADDRESS_PATTERN, address):
+            raise BadInputError(f"--to: {address!r} is not one e-mail address")
     masker = Masker.from_pack(load_pack_and_topology(settings, None)[0])
     store = open_store(settings.db_url)
     d = _draft(store, email_id).edited(
         masker.mask(subject).text if subject is not None else None,
         masker.mask(body).text if body is not None else None,
+        list(to) if to else None,
         by=by,
         at=time.time(),
     )

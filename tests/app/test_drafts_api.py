@@ -95,6 +95,13 @@ def test_an_email_is_sent_once_and_only_after_approval(
     # an engineer edits the draft and pastes a subscriber's identifier: it is masked
     edited = draft["body"] + f"\nOne affected subscriber: imsi-{IMSI}.\n"
     assert c.put(f"/api/emails/{mid}", headers=AUTH, json={"body": edited}).status_code == 422
+    bad = {"to": ["duty@partner-a.example, x@evil.example"], "editor": "C. Shift"}
+    assert c.put(f"/api/emails/{mid}", headers=AUTH, json=bad).status_code == 422  # one each
+    assert c.put(f"/api/emails/{mid}", headers=AUTH, json={**bad, "to": []}).status_code == 422
+    new_to = ["noc@partner-a.example", "duty@partner-a.example"]
+    r = c.put(f"/api/emails/{mid}", headers=AUTH, json={"to": new_to, "editor": "C. Shift"})
+    assert r.status_code == 200 and r.json()["to"] == new_to
+    assert r.json()["history"][-1]["previous_to"] == ["noc@partner-a.example"]
     r = c.put(f"/api/emails/{mid}", headers=AUTH, json={"body": edited, "editor": "C. Shift"})
     assert r.status_code == 200 and IMSI not in r.json()["body"]
     assert c.post(f"/api/emails/{mid}/approve", headers=AUTH, json={}).status_code == 422
@@ -108,7 +115,7 @@ def test_an_email_is_sent_once_and_only_after_approval(
     assert sent["status"] == "sent" and sent["message_id"]
     assert c.post(f"/api/emails/{mid}/send", headers=AUTH).status_code == 409  # once
     (msg,) = inbox.messages()
-    assert inbox.envelopes[0].rcpt_tos == ["noc@partner-a.example"]
+    assert inbox.envelopes[0].rcpt_tos == new_to
     assert msg["Message-ID"] == sent["message_id"] and msg["X-NOC-Incident"] == ROAMING
     text = msg.get_content()
     assert "262-01" in text and IMSI not in text and "[ev-" not in text
@@ -120,10 +127,11 @@ def test_an_email_is_sent_once_and_only_after_approval(
     assert steps == [
         ("drafted", None),
         ("edited", "C. Shift"),
+        ("edited", "C. Shift"),
         ("approved", "A. Engineer"),
         ("sent", "A. Engineer"),
     ]
-    assert sent["history"][1]["previous_body"] == draft["body"]
+    assert sent["history"][2]["previous_body"] == draft["body"]
     assert IMSI not in str(sent["history"]) and sent["undelivered"] == {}
     page = c.get(f"/incidents/{ROAMING}").text
     assert "edited by C. Shift" in page and "sent by A. Engineer" in page
@@ -254,6 +262,17 @@ def test_the_cli_drafts_approves_and_sends(
         body.write_text(f"Hello partner NOC,\nsubscriber imsi-{IMSI} cannot register.\n")
         assert run(["email", "edit", draft.id, "--by", "C. Shift"]) == 2  # nothing to change
         assert "nothing to change" in capsys.readouterr().err
+        bad_to = [
+            "email",
+            "edit",
+            draft.id,
+            "--by",
+            "C. Shift",
+            "--to",
+            "noc@a.example; x@b.example",
+        ]
+        assert run(bad_to) == 2
+        assert "is not one e-mail address" in capsys.readouterr().err
         assert run(["email", "edit", draft.id, "--by", "C. Shift", "--body-file", str(body)]) == 0
         assert run(["email", "approve", draft.id, "--by", "A. Engineer"]) == 0
         assert run(["email", "send", draft.id, "--by", "A. Engineer"]) == 0
