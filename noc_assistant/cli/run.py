@@ -51,6 +51,13 @@ def demo(
     hold: Annotated[
         bool, typer.Option(help="Keep serving the console after the day ends (Ctrl-C stops).")
     ] = True,
+    start: Annotated[
+        str | None,
+        typer.Option(
+            help="Start of the simulated time (RFC 3339 UTC). Default: the simulated days end "
+            "at the last full hour, so the console's handover and weekly report show them."
+        ),
+    ] = None,
 ) -> None:
     """Simulate a network day with faults, stream it through detection and show live alerts."""
     from knowledge.pack import load_pack
@@ -65,7 +72,18 @@ def demo(
     store = open_store(settings.db_url)
     store.clear()
     hub = Broadcaster()
-    scenario = build_scenario(ScenarioConfig(days=days, faults=faults, seed=seed))
+    from noc_assistant.errors import BadInputError
+    from noc_assistant.ingest.replay import parse_time
+
+    hour = time.time() // 3600 * 3600
+    try:
+        begin = parse_time(start, hour - round(days * 86400), "--start")
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    config = ScenarioConfig(
+        days=days, faults=faults, seed=seed, start=datetime.fromtimestamp(begin, UTC)
+    )
+    scenario = build_scenario(config)
     paths = write_scenario(scenario, settings.data_dir)
     console.print(
         f"[bold]noc demo[/]: {days:g} simulated day(s), faults={faults}, seed={seed}\n"
