@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from test_drafting import PACK
+from test_reviews import AUTH, TOKEN, _client
 
 from knowledge.topology import load_inventory
 from noc_assistant.alertmanager import Silences
@@ -27,20 +28,12 @@ from noc_assistant.pipeline import Pipeline
 from noc_assistant.settings import Settings, get_settings
 from noc_assistant.storage import SqliteStore, Store
 
-TOKEN = "t0ken-for-maintenance"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
 
 @pytest.fixture()
 def store(tmp_path: Path) -> Iterator[Store]:
     s = SqliteStore(tmp_path / "noc.db")
     yield s
     s.close()
-
-
-def _client(store: Store, token: str | None = TOKEN) -> TestClient:
-    topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
-    return TestClient(create_app(store, drafter=Drafter(PACK, topo), api_token=token))
 
 
 def test_a_window_must_hold_together() -> None:
