@@ -305,6 +305,11 @@ class Store:
         )
         return [Incident.model_validate_json(r[0]) for r in rows]
 
+    def incident_counts(self) -> dict[str, int]:
+        """How many incidents are stored, by state (one query, no bodies read)."""
+        rows = self._query("SELECT state, COUNT(*) FROM incidents GROUP BY state")
+        return {str(state): int(n) for state, n in rows}
+
     def count(self, table: str) -> int:
         if table not in {"findings", "incidents"}:
             raise ValueError(table)
