@@ -259,6 +259,8 @@ def test_the_store_keeps_reviews(store: Store) -> None:
     store.save_review(Review(incident_id="inc-2").judged("no_fault", "cy", at=t0 + 3700))
     assert store.reviews()["inc-1"] == judged and set(store.reviews()) == {"inc-1", "inc-2"}
     assert [i.id for i in store.incidents_between(t0, t0 + 7200.5)] == ["inc-1", "inc-2"]
+    store.save_incident(_incident("inc-4", t0, state="resolved"))
+    assert store.incident_counts() == {"open": 3, "resolved": 1}
     store.clear()
     assert store.reviews() == {}
 
