@@ -7,7 +7,8 @@ Libraries raise these; only the CLI turns them into messages and exit codes::
     │   ├── ReplayFormatError     a telemetry replay file (names file and line)
     │   ├── InventoryError        a network inventory file
     │   ├── EmailStateError       an e-mail step its state does not allow (send a draft …)
-    │   └── ReviewError           a verdict that does not hold together (root cause half given)
+    │   ├── ReviewError           a verdict that does not hold together (root cause half given)
+    │   └── MaintenanceError      a maintenance window that does not hold (no end, too long …)
     ├── ConfigError               settings or a knowledge pack that cannot be used (exit 2)
     │   └── DraftingError         a draft with nothing to write from (noc_assistant.drafting)
     ├── StorageError              the database refused or lost a write
@@ -23,6 +24,7 @@ __all__ = [
     "EmailStateError",
     "InventoryError",
     "LlmError",
+    "MaintenanceError",
     "NocError",
     "ReplayFormatError",
     "ReviewError",
@@ -65,6 +67,11 @@ class EmailStateError(BadInputError):
 class ReviewError(BadInputError):
     """A verdict that does not hold together: a root cause without its fault class or entity,
     a root cause with a verdict other than ``fault``, a fault class the pack does not know."""
+
+
+class MaintenanceError(BadInputError):
+    """A maintenance window that does not hold: no end, an end before its start, longer than
+    allowed, an entity outside the network."""
 
 
 class ConfigError(NocError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 
 from noc_assistant.alertmanager import AlertmanagerError, Silences
+from noc_assistant.errors import MaintenanceError
 from noc_assistant.ingest.replay import parse_time
 from noc_assistant.models import Maintenance
 from noc_assistant.storage import Store
@@ -33,7 +34,7 @@ def new_window(
     reason: str | None = None,
     known: set[str] | None = None,
 ) -> Maintenance:
-    """A maintenance window as declared (``ValueError`` naming the field when it does not
+    """A maintenance window as declared (:class:`MaintenanceError` naming the field when it does not
     hold: no end or two, an end before the start, longer than :data:`MAX_WINDOW_S`, an entity
     outside ``known``).
 
@@ -43,18 +44,24 @@ def new_window(
     >>> new_window("smf-1", "ana", 0.0, end="1970-01-01T00:00:00Z", duration_s=60)
     Traceback (most recent call last):
     ...
-    ValueError: give end or duration_s, not both
+    noc_assistant.errors.MaintenanceError: give end or duration_s, not both
     """
-    begin = parse_time(start, now, "start")
+    try:
+        begin = parse_time(start, now, "start")
+    except ValueError as exc:
+        raise MaintenanceError(str(exc)) from None
     if (end is None) == (duration_s is None):
-        raise ValueError("give end or duration_s, not both" if end else "end: missing")
-    finish = parse_time(end, 0.0, "end") if end is not None else begin + (duration_s or 0.0)
+        raise MaintenanceError("give end or duration_s, not both" if end else "end: missing")
+    try:
+        finish = parse_time(end, 0.0, "end") if end is not None else begin + (duration_s or 0.0)
+    except ValueError as exc:
+        raise MaintenanceError(str(exc)) from None
     if finish <= begin:
-        raise ValueError("end: the window ends before it starts")
+        raise MaintenanceError("end: the window ends before it starts")
     if finish - begin > MAX_WINDOW_S:
-        raise ValueError(f"end: a window may last {MAX_WINDOW_S / 86400:g} days at most")
+        raise MaintenanceError(f"end: a window may last {MAX_WINDOW_S / 86400:g} days at most")
     if known and entity not in known:
-        raise ValueError(f"entity: {entity!r} is not in the network")
+        raise MaintenanceError(f"entity: {entity!r} is not in the network")
     return Maintenance(
         id=f"mw-{secrets.token_hex(5)}",
         entity=entity,

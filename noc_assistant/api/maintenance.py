@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from noc_assistant.alertmanager import Silences
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
 from noc_assistant.drafting import Drafter
+from noc_assistant.errors import MaintenanceError
 from noc_assistant.maintenance import declare, end_early, new_window
 from noc_assistant.models import Maintenance
 
@@ -77,7 +78,7 @@ def maintenance_router(
                 reason=d.reason,
                 known=known,
             )
-        except ValueError as exc:
+        except MaintenanceError as exc:
             raise HTTPException(422, str(exc)) from None
         return declare(s, window, silences)
 
@@ -92,6 +93,6 @@ def maintenance_router(
         def step(w: Maintenance) -> Maintenance:
             return end_early(w, e.by, clock(), silences)
 
-        return locked_step(lock, load, step, s.save_maintenance, ValueError, 422)
+        return locked_step(lock, load, step, s.save_maintenance, MaintenanceError, 422)
 
     return router

@@ -62,18 +62,15 @@ def add(
 
     settings = get_settings()
     store = open_store(settings.db_url)
-    try:
-        window = new_window(
-            entity,
-            by,
-            time.time(),
-            start=start,
-            end=until,
-            duration_s=_duration(for_) if for_ is not None else None,
-            reason=reason,
-        )
-    except ValueError as exc:
-        raise BadInputError(str(exc)) from None
+    window = new_window(
+        entity,
+        by,
+        time.time(),
+        start=start,
+        end=until,
+        duration_s=_duration(for_) if for_ is not None else None,
+        reason=reason,
+    )
     window = declare(store, window, _silences())
     console.print(
         f"{window.id}: {entity} in maintenance {_utc(window.start)} → {_utc(window.end)}"

@@ -23,6 +23,7 @@ from noc_assistant.cli._console import console
 from noc_assistant.cli._live import IncidentOutput
 from noc_assistant.correlate import MaintenanceWindow
 from noc_assistant.drafting import Drafter
+from noc_assistant.errors import MaintenanceError
 from noc_assistant.maintenance import new_window
 from noc_assistant.pipeline import Pipeline
 from noc_assistant.settings import Settings, get_settings
@@ -37,15 +38,15 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def test_a_window_must_hold_together() -> None:
-    with pytest.raises(ValueError, match="end: missing"):
+    with pytest.raises(MaintenanceError, match="end: missing"):
         new_window("smf-1", "ana", 0.0)
-    with pytest.raises(ValueError, match="ends before it starts"):
+    with pytest.raises(MaintenanceError, match="ends before it starts"):
         new_window("smf-1", "ana", 0.0, start="1970-01-01T01:00:00Z", end="1970-01-01T00:30:00Z")
-    with pytest.raises(ValueError, match="14 days at most"):
+    with pytest.raises(MaintenanceError, match="14 days at most"):
         new_window("smf-1", "ana", 0.0, duration_s=15 * 86400)
-    with pytest.raises(ValueError, match="'smf-9' is not in the network"):
+    with pytest.raises(MaintenanceError, match="'smf-9' is not in the network"):
         new_window("smf-9", "ana", 0.0, duration_s=60, known={"smf-1"})
-    with pytest.raises(ValueError, match="start: ts 'tomorrow' is not RFC 3339"):
+    with pytest.raises(MaintenanceError, match="start: ts 'tomorrow' is not RFC 3339"):
         new_window("smf-1", "ana", 0.0, start="tomorrow", duration_s=60)
     w = new_window("smf-1", "ana", 100.0, start="1970-01-01T01:00:00Z", end="1970-01-01T02:00:00Z")
     assert (w.start, w.end, w.created_at) == (3600.0, 7200.0, 100.0)
