@@ -59,6 +59,7 @@ from noc_assistant.models import (
     Hypothesis,
     Incident,
     Report,
+    Review,
 )
 from noc_assistant.rca import Diagnosis
 from prompts import environment
@@ -109,6 +110,19 @@ def conversation(kept: Sequence[ChatRecord], turns: int = 10) -> list[Message]:
             {"role": "assistant", "content": turn.answer},
         ]
     return history
+
+
+def _verdict_view(review: Review | None, mask: Callable[[str], str]) -> dict[str, Any] | None:
+    """The NOC's verdict as the report shows it (the note masked: an engineer wrote it)."""
+    if review is None or review.verdict is None:
+        return None
+    return {
+        "verdict": review.verdict.replace("_", " "),
+        "fault": review.fault,
+        "entity": review.entity,
+        "by": review.verdict_by,
+        "note": mask(review.note) if review.note else None,
+    }
 
 
 def _utc(ts: float | None) -> str | None:
@@ -292,9 +306,17 @@ class Drafter:
 
     # -- report ----------------------------------------------------------------------------
 
-    def report(self, incident: Incident, diagnosis: Diagnosis, narrate: bool = False) -> Report:
-        """The root-cause report of ``incident`` (see the module docstring)."""
+    def report(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        narrate: bool = False,
+        review: Review | None = None,
+    ) -> Report:
+        """The root-cause report of ``incident`` (see the module docstring); with the NOC's
+        ``review``, its verdict heads the report."""
         view = self._view(incident, diagnosis)
+        view["noc_verdict"] = _verdict_view(review, self._mask)
         first = _first_sign(diagnosis)
         summary = self._env.get_template("summary.txt.j2").render(
             **view, first=_sign_view(view, first)
@@ -420,10 +442,28 @@ class Drafter:
         findings: Sequence[Finding],
         now: float,
         email_id: str | None = None,
+        review: Review | None = None,
     ) -> EmailDraft:
         """A draft e-mail to the implicated partner's NOC (status ``draft``: a person approves
-        it before :class:`~noc_assistant.mail.Mailer` sends it)."""
-        _, link = self.partner_hypothesis(diagnosis)
+        it before :class:`~noc_assistant.mail.Mailer` sends it). None when the NOC's
+        ``review`` says otherwise: judged no fault or maintenance, or a confirmed root cause
+        that is not the partner's (:class:`DraftingError`, with who said so)."""
+        hypothesis, link = self.partner_hypothesis(diagnosis)
+        if review is not None and review.verdict in ("no_fault", "maintenance"):
+            raise DraftingError(
+                f"incident {incident.id} was judged {review.verdict} by {review.verdict_by}: "
+                "no partner e-mail"
+            )
+        confirmed = review.root_cause if review is not None else None
+        if confirmed is not None and review is not None:
+            partner_ok = review.partner is None or plmn_digits(review.partner) == plmn_digits(
+                link.plmn
+            )
+            if review.fault != hypothesis.fault or not partner_ok:
+                raise DraftingError(
+                    f"incident {incident.id}: {review.verdict_by} confirmed {review.fault} on "
+                    f"{review.entity}, not the roaming partner {link.plmn}: no partner e-mail"
+                )
         digits = plmn_digits(link.plmn)
         by_id = {f.id: f for f in findings}
         observations = []

@@ -175,7 +175,8 @@ def create_app(
         inc = _incident_or_404(s, incident_id)
         findings: list[Finding] = s.findings_for(incident_id)
         diagnosis = s.get_diagnosis(incident_id)
-        report = drafter.report(inc, diagnosis) if drafter and diagnosis else None
+        review = s.get_review(incident_id)
+        report = drafter.report(inc, diagnosis, review=review) if drafter and diagnosis else None
         return env.get_template("incident.html").render(
             incident=inc,
             findings=findings,
@@ -185,7 +186,7 @@ def create_app(
             partner=_partner(drafter, diagnosis),
             chat=drafter is not None and diagnosis is not None,
             kept=s.chat_for(incident_id),
-            review=s.get_review(incident_id),
+            review=review,
             faults=sorted(set(drafter.pack.faults) - {"no_fault"}) if drafter else [],
             top=diagnosis.top if diagnosis else None,
         )

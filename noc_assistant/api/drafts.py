@@ -123,7 +123,7 @@ def drafts_router(
     def report(s: StoreDep, incident_id: str, narrate: bool = False) -> Report:
         d = need_drafter()
         inc, diagnosis = incident_and_diagnosis(s, incident_id)
-        return d.report(inc, diagnosis, narrate=narrate)
+        return d.report(inc, diagnosis, narrate=narrate, review=s.get_review(incident_id))
 
     @router.get("/api/incidents/{incident_id}/chat")
     def kept_chat(s: StoreDep, incident_id: str) -> list[ChatRecord]:
@@ -166,7 +166,13 @@ def drafts_router(
         d = need_drafter()
         inc, diagnosis = incident_and_diagnosis(s, incident_id)
         try:
-            draft = d.partner_email(inc, diagnosis, s.findings_for(incident_id), now=clock())
+            draft = d.partner_email(
+                inc,
+                diagnosis,
+                s.findings_for(incident_id),
+                now=clock(),
+                review=s.get_review(incident_id),
+            )
         except DraftingError as exc:
             raise HTTPException(409, str(exc)) from None
         s.save_email(draft)

@@ -181,7 +181,7 @@ def report(
     """Print an incident's root-cause report (Markdown, from the diagnosis)."""
     store, drafter = _drafting(inventory)
     inc, diagnosis = _diagnosed(store, incident_id)
-    r = drafter.report(inc, diagnosis, narrate=narrate)
+    r = drafter.report(inc, diagnosis, narrate=narrate, review=store.get_review(incident_id))
     console.print(r.body, markup=False, highlight=False, soft_wrap=True)
     if r.narration_withheld:
         err_console.print(f"narration withheld: {r.narration_withheld}", highlight=False)
@@ -317,7 +317,13 @@ def email(
     a draft: `noc email approve` / `noc email send`)."""
     store, drafter = _drafting(inventory)
     inc, diagnosis = _diagnosed(store, incident_id)
-    draft = drafter.partner_email(inc, diagnosis, store.findings_for(incident_id), time.time())
+    draft = drafter.partner_email(
+        inc,
+        diagnosis,
+        store.findings_for(incident_id),
+        time.time(),
+        review=store.get_review(incident_id),
+    )
     store.save_email(draft)
     console.print(
         f"{draft.id} (draft) to {', '.join(draft.to)}\nSubject: {draft.subject}\n\n{draft.body}",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from test_drafting import PACK, case
+from test_drafting import IMSI, PACK, case
 
 from evals.live import labels_from_reviews, live_report
 from evals.rca import load_labels
@@ -256,3 +256,31 @@ def test_the_cli_acknowledges_judges_and_reports(
         assert run(["eval", "live", "--since", "yesterday"]) == 2
     finally:
         get_settings.cache_clear()
+
+
+def test_a_verdict_heads_the_report_and_governs_the_partner_email(store: Store) -> None:
+    """The report opens with what the NOC decided; a partner is told nothing about an
+    incident judged no fault, or whose confirmed root cause is not theirs."""
+    c = _client(store)
+    emails = f"/api/incidents/{ROAMING}/emails"
+    verdict = f"/api/incidents/{ROAMING}/verdict"
+    note = f"subscriber imsi-{IMSI} confirmed fine"
+    judged = {"by": "ana", "verdict": "no_fault", "note": note}
+    assert c.post(verdict, headers=AUTH, json=judged).status_code == 200
+    body = c.get(f"/api/incidents/{ROAMING}/report").json()["body"]
+    assert "**Verdict of the NOC: no fault**, by ana: subscriber imsi-" in body
+    assert IMSI not in body  # an engineer's note is masked like the rest
+    r = c.post(emails, headers=AUTH)
+    assert r.status_code == 409 and "judged no_fault by ana" in r.json()["detail"]
+    other = {"by": "bo", "verdict": "fault", "fault": "udm_timeout", "entity": "udm-01"}
+    assert c.post(verdict, headers=AUTH, json=other).status_code == 200
+    r = c.post(emails, headers=AUTH)
+    assert r.status_code == 409 and "bo confirmed udm_timeout on udm-01" in r.json()["detail"]
+    wrong_partner = {**other, "fault": "roaming_partner_outage", "entity": "sepp-01"}
+    wrong_partner["partner"] = "310-260"
+    assert c.post(verdict, headers=AUTH, json=wrong_partner).status_code == 200
+    assert c.post(emails, headers=AUTH).status_code == 409
+    theirs = {**wrong_partner, "partner": "262-01"}
+    assert c.post(verdict, headers=AUTH, json=theirs).status_code == 200
+    assert c.post(emails, headers=AUTH).status_code == 201
+    assert store.list_emails(ROAMING)[0].to == ["noc@partner-a.example"]
