@@ -67,7 +67,14 @@ from prompts import environment
 if TYPE_CHECKING:
     from noc_assistant.settings import Settings
 
-__all__ = ["RANK_ID", "ChatAnswer", "Drafter", "DraftingError", "conversation"]
+__all__ = [
+    "RANK_ID",
+    "ChatAnswer",
+    "Drafter",
+    "DraftingError",
+    "conversation",
+    "review_refuses_partner",
+]
 
 RANK_ID = "ev-rca"
 """The evidence id under which a draft cites the ranking's confidences."""
@@ -110,6 +117,27 @@ def conversation(kept: Sequence[ChatRecord], turns: int = 10) -> list[Message]:
             {"role": "assistant", "content": turn.answer},
         ]
     return history
+
+
+def review_refuses_partner(
+    review: Review | None, hypothesis: Hypothesis, link: PartnerLink
+) -> str | None:
+    """Why the NOC's ``review`` rules out telling the partner of ``link`` (the hypothesis
+    that names it) about the incident, or None: judged no fault or maintenance, or a
+    confirmed root cause that is not that partner's."""
+    if review is None or review.verdict is None:
+        return None
+    if review.verdict in ("no_fault", "maintenance"):
+        return f"judged {review.verdict} by {review.verdict_by}"
+    if review.root_cause is None:
+        return None
+    same_plmn = review.partner is None or plmn_digits(review.partner) == plmn_digits(link.plmn)
+    if review.fault != hypothesis.fault or not same_plmn:
+        return (
+            f"{review.verdict_by} confirmed {review.fault} on {review.entity}, "
+            f"not the roaming partner {link.plmn}"
+        )
+    return None
 
 
 def _verdict_view(review: Review | None, mask: Callable[[str], str]) -> dict[str, Any] | None:
@@ -449,21 +477,9 @@ class Drafter:
         ``review`` says otherwise: judged no fault or maintenance, or a confirmed root cause
         that is not the partner's (:class:`DraftingError`, with who said so)."""
         hypothesis, link = self.partner_hypothesis(diagnosis)
-        if review is not None and review.verdict in ("no_fault", "maintenance"):
-            raise DraftingError(
-                f"incident {incident.id} was judged {review.verdict} by {review.verdict_by}: "
-                "no partner e-mail"
-            )
-        confirmed = review.root_cause if review is not None else None
-        if confirmed is not None and review is not None:
-            partner_ok = review.partner is None or plmn_digits(review.partner) == plmn_digits(
-                link.plmn
-            )
-            if review.fault != hypothesis.fault or not partner_ok:
-                raise DraftingError(
-                    f"incident {incident.id}: {review.verdict_by} confirmed {review.fault} on "
-                    f"{review.entity}, not the roaming partner {link.plmn}: no partner e-mail"
-                )
+        refused = review_refuses_partner(review, hypothesis, link)
+        if refused is not None:
+            raise DraftingError(f"incident {incident.id}: {refused}: no partner e-mail")
         digits = plmn_digits(link.plmn)
         by_id = {f.id: f for f in findings}
         observations = []

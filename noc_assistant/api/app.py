@@ -29,9 +29,9 @@ from noc_assistant.api.events import Broadcaster
 from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.metrics import registry
 from noc_assistant.api.reviews import reviews_router
-from noc_assistant.drafting import Drafter, DraftingError
+from noc_assistant.drafting import Drafter, DraftingError, review_refuses_partner
 from noc_assistant.mail import Mailer
-from noc_assistant.models import Finding, Incident
+from noc_assistant.models import Finding, Incident, Review
 from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import Store
 
@@ -65,15 +65,18 @@ def _templates(local_tz: str | None = None) -> jinja2.Environment:
     return env
 
 
-def _partner(drafter: Drafter | None, diagnosis: Diagnosis | None) -> str | None:
-    """The roaming partner an e-mail could be drafted to, if the diagnosis names one."""
+def _partner(
+    drafter: Drafter | None, diagnosis: Diagnosis | None, review: Review | None
+) -> str | None:
+    """The roaming partner an e-mail could be drafted to, if the diagnosis names one and the
+    NOC's verdict does not rule it out."""
     if drafter is None or diagnosis is None:
         return None
     try:
-        _, link = drafter.partner_hypothesis(diagnosis)
+        hypothesis, link = drafter.partner_hypothesis(diagnosis)
     except DraftingError:
         return None
-    return link.plmn
+    return None if review_refuses_partner(review, hypothesis, link) else link.plmn
 
 
 def create_app(
@@ -183,7 +186,7 @@ def create_app(
             evidence=diagnosis.evidence if diagnosis else [],
             report=report,
             emails=s.list_emails(incident_id),
-            partner=_partner(drafter, diagnosis),
+            partner=_partner(drafter, diagnosis, review),
             chat=drafter is not None and diagnosis is not None,
             kept=s.chat_for(incident_id),
             review=review,

@@ -4,6 +4,7 @@ web console with drafting."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
     from noc_assistant.settings import Settings
     from noc_assistant.storage import Store
 
-__all__ = ["IncidentOutput", "console_app", "load_pack_and_topology"]
+__all__ = ["SYNC_EVERY_S", "IncidentOutput", "console_app", "load_pack_and_topology"]
+
+SYNC_EVERY_S = 1.0
+"""How often (wall clock) a live command re-reads the store's maintenance windows."""
 
 
 def load_pack_and_topology(
@@ -65,6 +69,8 @@ class IncidentOutput:
         self._tracked = False
         self._synced: set[MaintenanceWindow] = set()
         self._sync_error: str | None = None
+        self._first_sync = True
+        self._synced_at = -math.inf
 
     def __call__(self, event: IncidentEvent) -> None:
         inc = event.incident
@@ -92,7 +98,9 @@ class IncidentOutput:
         (:meth:`sync_maintenance`); renew Alertmanager's leases, and the first time send a
         restored pipeline's open incidents (Alertmanager may have let them lapse while the
         process was down)."""
-        self.sync_maintenance()
+        if time.monotonic() - self._synced_at >= SYNC_EVERY_S:  # a bus worker ticks often
+            self._synced_at = time.monotonic()
+            self.sync_maintenance()
         if self.alerts is None:
             return
         pipe = self._pipeline()
@@ -104,9 +112,10 @@ class IncidentOutput:
 
     def sync_maintenance(self, now: float | None = None) -> None:
         """Give the correlator the maintenance windows declared in the store (the console's
-        form, `noc maintenance add`) that end after a day before ``now``, in place of those it
-        was given before: one declared, moved or ended early while the process runs takes
-        effect at the next round. Windows given otherwise (a replay's labels) stay. A store
+        form, `noc maintenance add`) that end after a day before ``now`` (the first time: all
+        of them), in place of those it was given before: one declared, moved or ended early
+        while the process runs takes effect at the next round (:meth:`tick` reads at most
+        every :data:`SYNC_EVERY_S`). Windows given otherwise (a replay's labels) stay. A store
         that cannot be read keeps the last windows, and says so once."""
         from noc_assistant.correlate import MaintenanceWindow
         from noc_assistant.errors import StorageError
@@ -115,14 +124,17 @@ class IncidentOutput:
         if pipe is None:
             return
         at = time.time() if now is None else now
+        # the first time, every window on record: a snapshot may hold one ended long since
+        since = -math.inf if self._first_sync else at - 86400.0
         try:
-            declared = self.store.maintenance_windows(ending_after=at - 86400.0)
+            declared = self.store.maintenance_windows(ending_after=since)
         except StorageError as exc:
             if str(exc) != self._sync_error:
                 err_console.print(f"maintenance windows not refreshed: {exc}", highlight=False)
             self._sync_error = str(exc)
             return
         self._sync_error = None
+        self._first_sync = False
         windows = {MaintenanceWindow(m.entity, m.start, m.end) for m in declared}
         # a window restored from a snapshot is the store's too: it is replaced by its current
         # form (ended early since, say), not kept beside it

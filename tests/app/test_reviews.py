@@ -272,6 +272,7 @@ def test_a_verdict_heads_the_report_and_governs_the_partner_email(store: Store) 
     assert IMSI not in body  # an engineer's note is masked like the rest
     r = c.post(emails, headers=AUTH)
     assert r.status_code == 409 and "judged no_fault by ana" in r.json()["detail"]
+    assert "Draft an e-mail to partner" not in c.get(f"/incidents/{ROAMING}").text
     other = {"by": "bo", "verdict": "fault", "fault": "udm_timeout", "entity": "udm-01"}
     assert c.post(verdict, headers=AUTH, json=other).status_code == 200
     r = c.post(emails, headers=AUTH)
@@ -282,5 +283,6 @@ def test_a_verdict_heads_the_report_and_governs_the_partner_email(store: Store) 
     assert c.post(emails, headers=AUTH).status_code == 409
     theirs = {**wrong_partner, "partner": "262-01"}
     assert c.post(verdict, headers=AUTH, json=theirs).status_code == 200
+    assert "Draft an e-mail to partner 262-01" in c.get(f"/incidents/{ROAMING}").text
     assert c.post(emails, headers=AUTH).status_code == 201
     assert store.list_emails(ROAMING)[0].to == ["noc@partner-a.example"]
