@@ -51,13 +51,28 @@ import numpy as np
 
 from evals.rca import RcaCase, report_keys, score_rca
 from evals.scenario import wilson
+from noc_assistant.ingest.replay import parse_time
 from noc_assistant.models import Finding, Incident, Review
 from noc_assistant.storage import Store
 
-__all__ = ["WEEK_S", "labels_from_reviews", "live_report"]
+__all__ = ["WEEK_S", "labels_from_reviews", "live_report", "period"]
 
 WEEK_S = 7 * 86400.0
 """The default period of a live report: the week before its end."""
+
+
+def period(
+    since: str | None, until: str | None, now: float, *, flag: str = ""
+) -> tuple[float, float]:
+    """``[since, until)`` from two time options (RFC 3339 or epoch seconds): ``until``
+    defaults to ``now``, ``since`` to :data:`WEEK_S` before it. ``ValueError`` names the
+    option (``flag`` is its prefix: ``--`` on the command line).
+
+    >>> period(None, "1970-01-08T00:00:00Z", 0.0)
+    (0.0, 604800.0)
+    """
+    end = parse_time(until, now, f"{flag}until")
+    return parse_time(since, end - WEEK_S, f"{flag}since"), end
 
 
 def _stamp(ts: float) -> str:

@@ -73,11 +73,7 @@ def handover(store: Store, since: float, until: float) -> dict[str, Any]:
         )
     rows.sort(key=lambda r: (r["owner"] is not None, r["opened_at"]))
     during = store.incidents_between(since, until)
-    resolved = [
-        i
-        for i in store.list_incidents(state="resolved", limit=10_000)
-        if i.resolved_at is not None and since <= i.resolved_at < until
-    ]
+    resolved = [i for i in store.incidents_resolved_between(since, until) if i.state == "resolved"]
     judged_false = [
         i.id for i in during if (r := reviews.get(i.id)) is not None and r.verdict == "no_fault"
     ]

@@ -13,7 +13,7 @@ FORMATS.md says. Ids are short strings, unique within their kind.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -315,9 +315,17 @@ class Review(BaseModel):
         entity: str | None = None,
         partner: str | None = None,
         note: str | None = None,
+        known_faults: Collection[str] | None = None,
     ) -> Review:
-        """The verdict (a root cause only with ``fault``); judging an incident acknowledges it
-        when nobody had. A changed verdict keeps the previous one in the history."""
+        """The verdict (a root cause only with ``fault``, one of ``known_faults`` when given:
+        the pack's classes); judging an incident acknowledges it when nobody had. A changed
+        verdict keeps the previous one in the history."""
+        if (
+            fault is not None
+            and known_faults is not None
+            and (fault == "no_fault" or fault not in known_faults)
+        ):
+            raise ReviewError(f"fault: {fault!r} is not a fault class of the knowledge pack")
         if verdict != "fault" and (fault or entity or partner):
             raise ReviewError("a root cause (fault, entity, partner) goes with the verdict 'fault'")
         if bool(fault) != bool(entity):

@@ -305,6 +305,15 @@ class Store:
         )
         return [Incident.model_validate_json(r[0]) for r in rows]
 
+    def incidents_resolved_between(self, since: float, until: float) -> list[Incident]:
+        """The incidents resolved in ``[since, until)``, by resolution."""
+        rows = self._query(
+            "SELECT body FROM incidents WHERE resolved_at >= ? AND resolved_at < ?"
+            " ORDER BY resolved_at, id",
+            (since, until),
+        )
+        return [Incident.model_validate_json(r[0]) for r in rows]
+
     def incident_counts(self) -> dict[str, int]:
         """How many incidents are stored, by state (one query, no bodies read)."""
         rows = self._query("SELECT state, COUNT(*) FROM incidents GROUP BY state")

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from evals._io import json_safe
-from evals.live import WEEK_S, labels_from_reviews, live_report
+from evals.live import labels_from_reviews, live_report, period
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
 from noc_assistant.drafting import Drafter
 from noc_assistant.errors import ReviewError
@@ -72,11 +72,9 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
             lock, lambda: review_of(s, incident_id), step, s.save_review, ReviewError, 422
         )
 
-    def period(since: str | None, until: str | None) -> tuple[float, float]:
-        now = clock()
+    def span(since: str | None, until: str | None) -> tuple[float, float]:
         try:
-            end = parse_time(until, now, "until")
-            return parse_time(since, end - WEEK_S, "since"), end
+            return period(since, until, clock())
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
 
@@ -90,12 +88,7 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
 
     @router.post("/api/incidents/{incident_id}/verdict")
     def judge(s: StoreDep, _: Writer, incident_id: str, j: Judgement) -> Review:
-        if j.fault is not None and drafter is not None:
-            known = set(drafter.pack.faults) - {"no_fault"}
-            if j.fault not in known:
-                raise HTTPException(
-                    422, f"fault: {j.fault!r} is not a fault class of the knowledge pack"
-                )
+        known = set(drafter.pack.faults) if drafter is not None else None
         return change(
             s,
             incident_id,
@@ -107,11 +100,12 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
                 entity=j.entity,
                 partner=j.partner,
                 note=j.note,
+                known_faults=known,
             ),
         )
 
     def figures(s: Store, since: str | None, until: str | None) -> dict[str, Any]:
-        start, end = period(since, until)
+        start, end = span(since, until)
         entities = len(drafter.network_topology.types) if drafter is not None else None
         faults = set(drafter.pack.faults) if drafter is not None else None
         report = live_report(s, start, end, entities=entities or None, faults=faults)
@@ -149,7 +143,7 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
 
     @router.get("/api/eval/labels")
     def labels(s: StoreDep, since: TimeParam = None, until: TimeParam = None) -> dict[str, Any]:
-        start, end = period(since, until)
+        start, end = span(since, until)
         doc: dict[str, Any] = json_safe(labels_from_reviews(s, start, end))
         return doc
 

@@ -196,12 +196,10 @@ def run(
 
 
 def _period(since: str | None, until: str | None) -> tuple[float, float]:
-    from evals.live import WEEK_S
-    from noc_assistant.ingest.replay import parse_time
+    from evals.live import period
 
     try:
-        end = parse_time(until, time.time(), "--until")
-        return parse_time(since, end - WEEK_S, "--since"), end
+        return period(since, until, time.time(), flag="--")
     except ValueError as exc:
         raise BadInputError(str(exc)) from None
 

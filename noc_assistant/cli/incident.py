@@ -288,10 +288,7 @@ def verdict(
     if verdict not in ("fault", "no_fault", "maintenance"):
         raise BadInputError(f"--verdict: {verdict!r} is not fault, no_fault or maintenance")
     settings = get_settings()
-    if fault is not None:
-        pack, _ = load_pack_and_topology(settings, None)
-        if fault == "no_fault" or fault not in pack.faults:
-            raise BadInputError(f"--fault: {fault!r} is not a fault class of the knowledge pack")
+    known = set(load_pack_and_topology(settings, None)[0].faults) if fault is not None else None
     store = open_store(settings.db_url)
     store.save_review(
         _review(store, incident_id).judged(
@@ -302,6 +299,7 @@ def verdict(
             entity=entity,
             partner=partner,
             note=note,
+            known_faults=known,
         )
     )
     cause = f": {fault} on {entity}" if fault else ""

@@ -261,6 +261,11 @@ def test_the_store_keeps_reviews(store: Store) -> None:
     assert [i.id for i in store.incidents_between(t0, t0 + 7200.5)] == ["inc-1", "inc-2"]
     store.save_incident(_incident("inc-4", t0, state="resolved"))
     assert store.incident_counts() == {"open": 3, "resolved": 1}
+    resolved_at = t0 + 900.125  # as _incident resolves one
+    assert [i.id for i in store.incidents_resolved_between(resolved_at, resolved_at + 1)] == [
+        "inc-4"
+    ]
+    assert store.incidents_resolved_between(t0, resolved_at) == []
     store.clear()
     assert store.reviews() == {}
 
