@@ -9,6 +9,7 @@ A pack is a directory::
     topology.yaml      NF types and their dependencies
     rules/*.yaml       diagnostic rules, each with positive and negative fixtures
     guardrails/*.yaml  masking, grounding and prompt-injection policies
+    measurements/*.yaml  vendor-specific PM measurements and the metrics they are read as
     fixtures/*.yaml    inventories the rule fixtures run on
     operator.yaml      (overlays) naming, partners, home PLMNs, rules switched off
 
@@ -45,6 +46,8 @@ from knowledge.schema import (
     GuardrailFile,
     InjectionPolicy,
     MaskingPattern,
+    Measurement,
+    MeasurementFile,
     NfType,
     OperatorFile,
     PackMeta,
@@ -125,6 +128,7 @@ class Pack:
     injection: InjectionPolicy | None
     operator: OperatorFile | None
     params: dict[str, float]
+    measurements: dict[str, Measurement] = field(default_factory=dict)
     origins: dict[tuple[str, str], Origin] = field(default_factory=dict, repr=False)
 
     def param(self, name: str, default: float | None = None) -> float:
@@ -153,6 +157,11 @@ class Pack:
             if path.is_file():
                 return path
         raise PackError(f"no fixture file {name!r}", file=self.directories[-1] / "fixtures")
+
+    def pm_names(self) -> dict[tuple[str, str], str]:
+        """(NF type, measurement) → metric of the pack's PM measurements, for
+        :func:`noc_assistant.ingest.pm.pm_points`."""
+        return {(m.nf_type, m.measurement): m.metric for m in self.measurements.values()}
 
     def origin(self, kind: str, item_id: str) -> Origin | None:
         return self.origins.get((kind, item_id))
@@ -190,6 +199,7 @@ class _Layer:
     nf_types: dict[str, tuple[NfType, Origin]] = field(default_factory=dict)
     rules: dict[str, tuple[Rule, Origin]] = field(default_factory=dict)
     masking: dict[str, tuple[MaskingPattern, Origin]] = field(default_factory=dict)
+    measurements: dict[str, tuple[Measurement, Origin]] = field(default_factory=dict)
     grounding: GroundingPolicy | None = None
     injection: InjectionPolicy | None = None
     operator: OperatorFile | None = None
@@ -295,6 +305,10 @@ def _read_layer(directory: Path) -> _Layer:
             if layer.injection is not None:
                 raise PackError("injection policy defined twice", file=path, field="injection")
             layer.injection = policy.injection
+    for path in _yaml_files(directory / "measurements"):
+        for i, m in enumerate(_read(path, MeasurementFile).measurements):
+            origin = Origin(path, f"measurements.{i}")
+            _add(layer.measurements, m.id, m, origin, "measurement")
     if (directory / "operator.yaml").is_file():
         layer.operator_file = directory / "operator.yaml"
         layer.operator = _read(layer.operator_file, OperatorFile)
@@ -349,6 +363,7 @@ def _merge(layers: list[_Layer]) -> Pack:
         injection=injection,
         operator=operator,
         params=params,
+        measurements=merged("measurements", "measurement", origins),
         origins=origins,
     )
 
@@ -392,6 +407,19 @@ def _check(pack: Pack) -> None:
             raise fail("kpi", kpi.id, "target_nf", f"unknown NF type {kpi.target_nf!r}")
     for fault in pack.faults.values():
         refs("fault", fault.id, fault.references)
+    named: dict[tuple[str, str], str] = {}
+    for m in pack.measurements.values():
+        refs("measurement", m.id, m.references)
+        if m.nf_type not in pack.nf_types:
+            raise fail("measurement", m.id, "nf_type", f"unknown NF type {m.nf_type!r}")
+        first = named.setdefault((m.nf_type, m.measurement), m.id)
+        if first != m.id:
+            raise fail(
+                "measurement",
+                m.id,
+                "measurement",
+                f"{m.measurement} on {m.nf_type} is already measurement {first!r}",
+            )
     for rule in pack.rules.values():
         _check_rule(pack, rule, fail, refs)
     covered = {r.fault for r in pack.rules.values()}
@@ -478,4 +506,5 @@ def describe(pack: Pack) -> Mapping[str, int]:
         "rule_fixtures": sum(len(r.tests) for r in pack.rules.values()),
         "masking_patterns": len(pack.masking),
         "partners": len(pack.partners),
+        "pm_measurements": len(pack.measurements),
     }

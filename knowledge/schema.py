@@ -3,7 +3,8 @@
 One model per file kind: ``pack.yaml`` (:class:`PackMeta`), ``references/*.yaml``
 (:class:`ReferenceFile`), ``faults.yaml`` (:class:`FaultFile`), ``topology.yaml``
 (:class:`TopologyFile`), ``rules/*.yaml`` (:class:`RuleFile`), ``guardrails/*.yaml``
-(:class:`GuardrailFile`) and an overlay's ``operator.yaml`` (:class:`OperatorFile`).
+(:class:`GuardrailFile`), ``measurements/*.yaml`` (:class:`MeasurementFile`) and an overlay's
+``operator.yaml`` (:class:`OperatorFile`).
 KPI files keep their own schema in :mod:`knowledge.kpis`.
 """
 
@@ -24,6 +25,8 @@ __all__ = [
     "GuardrailFile",
     "InjectionPolicy",
     "MaskingPattern",
+    "Measurement",
+    "MeasurementFile",
     "NamingRule",
     "NfType",
     "OperatorFile",
@@ -112,6 +115,33 @@ class NfType(_Strict):
 
 class TopologyFile(_Strict):
     nf_types: tuple[NfType, ...]
+
+
+class Measurement(_Strict):
+    """A PM measurement whose 3GPP-style name does not say the exporter metric it is read as: a
+    vendor-specific one (``VS.…``, TS 32.404) for a network function's own status gauge or
+    counter. ``noc pm convert`` reads ``measurement`` on a function of ``nf_type`` as ``metric``
+    (a status measurement's ``Mean`` as the metric itself, ``Max``/``Min`` as ``metric_max`` /
+    ``metric_min``; sub-counters as labels); the simulator writes it under that name."""
+
+    id: str = Field(pattern=_ID)
+    nf_type: str = Field(pattern=r"^[a-z0-9_]+$")
+    measurement: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*\.[A-Za-z][A-Za-z0-9_]*$")
+    """Family and name (``VS.GnbNbr``), without aggregation (``Mean``) or sub-counters."""
+    metric: str = Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+    summary: str
+    references: tuple[str, ...] = ()
+
+    @field_validator("measurement")
+    @classmethod
+    def _no_aggregation(cls, v: str) -> str:
+        if re.search(r"(Mean|Max|Min)$", v):
+            raise ValueError("name the measurement without its Mean/Max/Min aggregation")
+        return v
+
+
+class MeasurementFile(_Strict):
+    measurements: tuple[Measurement, ...]
 
 
 class Condition(_Strict):

@@ -27,17 +27,18 @@ def convert(
     ] = None,
 ) -> None:
     """Write the measurements of PM files as a replay file (``noc eval run`` and the pipeline
-    read it); files or values that cannot be read go to ``<out>.quarantine.jsonl``."""
+    read it); files or values that cannot be read go to ``<out>.quarantine.jsonl``. The
+    knowledge pack's measurements (NOC_PACK_DIR, ``measurements/*.yaml``) name the
+    vendor-specific ones by the metrics the KPIs read."""
+    from noc_assistant.cli._live import load_pack_and_topology
     from noc_assistant.errors import BadInputError
     from noc_assistant.ingest import Quarantine
     from noc_assistant.ingest.pm import ldn_names, pm_points
     from noc_assistant.ingest.replay import write_replay
-    from noc_assistant.inventory import load_topology
+    from noc_assistant.settings import get_settings
 
-    names = None
-    if inventory is not None:
-        topology = load_topology(inventory)
-        names = ldn_names(topology.types, topology.attributes)
+    pack, topology = load_pack_and_topology(get_settings(), inventory)
+    names = ldn_names(topology.types, topology.attributes) if topology is not None else None
 
     paths: list[Path] = []
     for f in files:
@@ -50,7 +51,7 @@ def convert(
     qpath = out.with_name(out.name + ".quarantine.jsonl")
     qpath.unlink(missing_ok=True)
     quarantine = Quarantine(path=qpath)
-    n, _ = write_replay(pm_points(paths, quarantine, names), out)
+    n, _ = write_replay(pm_points(paths, quarantine, names, pack.pm_names()), out)
     console.print(
         f"{len(paths)} PM file(s) → {n:,} samples in {out}"
         + (f"; {quarantine.count} quarantined to {qpath}" if quarantine.count else ""),

@@ -10,8 +10,14 @@ which follow the same measurements:
 - ``RM.RegInitReq`` on ``…,AMFFunction=1`` → ``fivegs_amffunction_rm_reginitreq``; an endpoint
   object (``…,UPFFunction=1,EP_N3=1``) names the prefix itself (``fivegs_ep_n3_…``), as Open5GS
   does.
-- A sub-counter suffix becomes a label: an S-NSSAI (``1-000001``) ``snssai``, a number
-  ``cause`` (5GMM/5GSM causes, QCI/5QI for the delay measurements), anything else ``sub``.
+- A sub-counter suffix becomes a label: an S-NSSAI (``1-000001``) ``snssai``, a PLMN
+  (``PLMN99970``, MCC and MNC digits; the vendor-specific form vendors give their per-PLMN
+  splits) ``plmnid``, a number ``cause`` (5GMM/5GSM causes, QCI/5QI for the delay
+  measurements), anything else ``sub``.
+- A measurement the knowledge pack names (``measurements/*.yaml``: a vendor-specific
+  ``VS.GnbNbrMean`` on an AMF is Open5GS' ``gnb``) is read under the pack's metric name
+  (``vendor``: :meth:`knowledge.pack.Pack.pm_names`); without it, under its derived
+  ``fivegs_amffunction_vs_gnbnbr``.
 - The entity (``instance``) is the measured object's LDN up to its network function
   (``ManagedElement=5gc-ams-01,AMFFunction=1``), the ``nf`` label its type (``amf``); deeper RDNs
   (``EP_N3=1``) go to the ``object`` label. Given the names of an inventory (:func:`ldn_names`:
@@ -68,6 +74,7 @@ FUNCTION_CLASSES: Mapping[str, str] = {
 }
 
 _SNSSAI = re.compile(r"^\d{1,3}-[0-9A-Fa-f]{6}$")
+_PLMN = re.compile(r"^PLMN(\d{5,6})$")
 _GAUGE = re.compile(r"(Mean|Max|Min|Nbr|Ratio|Rate)")
 _AGGREGATION = re.compile(r"(Mean|Max|Min)$")
 
@@ -183,8 +190,11 @@ def read_pm_file(path: Path, quarantine: Quarantine) -> list[PmValue]:
     return out
 
 
-def metric_name(ldn: str, meas_type: str) -> tuple[str, dict[str, str], str]:
-    """(metric, labels, FORMATS §1 type) of a measurement of an object.
+def metric_name(
+    ldn: str, meas_type: str, vendor: Mapping[tuple[str, str], str] | None = None
+) -> tuple[str, dict[str, str], str]:
+    """(metric, labels, FORMATS §1 type) of a measurement of an object; ``vendor`` maps (NF
+    type, measurement without aggregation and sub-counters) to the metric it is read as.
 
     >>> metric_name("ManagedElement=5gc-ams-01,AMFFunction=1", "RM.RegInitFail.22")
     ('fivegs_amffunction_rm_reginitfail', {'instance': 'ManagedElement=5gc-ams-01,AMFFunction=1', \
@@ -196,6 +206,11 @@ def metric_name(ldn: str, meas_type: str) -> tuple[str, dict[str, str], str]:
     ('fivegs_amffunction_rm_registeredsubnbr', 'gauge')
     >>> metric_name("ManagedElement=m,AMFFunction=1", "RM.RegisteredSubNbrMax")[::2]
     ('fivegs_amffunction_rm_registeredsubnbr_max', 'gauge')
+    >>> metric_name("ManagedElement=m,AMFFunction=1", "RM.RegInitReq.PLMN99970")[1]["plmnid"]
+    '99970'
+    >>> metric_name("ManagedElement=m,AMFFunction=1", "VS.GnbNbrMean",
+    ...             {("amf", "VS.GnbNbr"): "gnb"})[::2]
+    ('gnb', 'gauge')
     """
     rdns = [r.strip() for r in ldn.split(",") if r.strip()]
     fn = next((i for i, r in enumerate(rdns) if r.split("=", 1)[0].endswith("Function")), None)
@@ -218,15 +233,24 @@ def metric_name(ldn: str, meas_type: str) -> tuple[str, dict[str, str], str]:
             aggregation = "" if m.group(1) == "Mean" else "_" + m.group(1).lower()
     base = ".".join(parts[:2])
     for extra in parts[2:]:
+        plmn = _PLMN.match(extra)
         if _SNSSAI.match(extra):
             labels["snssai"] = extra
+        elif plmn is not None and "plmnid" not in labels:
+            labels["plmnid"] = plmn.group(1)
         elif extra.isdigit() and "cause" not in labels:
             labels["cause"] = extra
         else:
             labels["sub"] = extra if "sub" not in labels else f"{labels['sub']}.{extra}"
-    metric = "fivegs_" + re.sub(
-        r"[^a-z0-9_]", "_", f"{prefix_rdn}_{base}".lower().replace(".", "_")
-    )
+    # the pack's names are those of the function object itself, not of its endpoints
+    on_function = fn is not None and len(rdns) == fn + 1
+    named = (vendor or {}).get((labels.get("nf", ""), base)) if on_function else None
+    if named is not None:
+        metric = named
+    else:
+        metric = "fivegs_" + re.sub(
+            r"[^a-z0-9_]", "_", f"{prefix_rdn}_{base}".lower().replace(".", "_")
+        )
     metric += aggregation
     gauge = bool(aggregation) or _GAUGE.search(parts[1] if len(parts) > 1 else meas_type)
     kind = "gauge" if gauge else "counter"
@@ -258,9 +282,11 @@ def pm_points(
     paths: Iterable[Path],
     quarantine: Quarantine | None = None,
     names: Mapping[str, str] | None = None,
+    vendor: Mapping[tuple[str, str], str] | None = None,
 ) -> Iterator[Point]:
     """The points of a set of PM files (see the module docstring), in period order; a
-    function whose LDN ``names`` holds (:func:`ldn_names`) is named by its inventory id."""
+    function whose LDN ``names`` holds (:func:`ldn_names`) is named by its inventory id, a
+    measurement ``vendor`` names (:meth:`knowledge.pack.Pack.pm_names`) by its metric."""
     q = quarantine if quarantine is not None else Quarantine()
     values: list[PmValue] = []
     for path in paths:
@@ -268,7 +294,7 @@ def pm_points(
     values.sort(key=lambda v: (v.end, v.ldn, v.meas_type))
     totals: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, float]] = {}
     for v in values:
-        metric, labels, kind = metric_name(v.ldn, v.meas_type)
+        metric, labels, kind = metric_name(v.ldn, v.meas_type, vendor)
         entity = (names or {}).get(labels["instance"])
         if entity is not None:
             labels["ldn"], labels["instance"] = labels["instance"], entity

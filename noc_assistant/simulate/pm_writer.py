@@ -23,18 +23,19 @@ simulator's metric names (``RM.RegInitFail.22`` on ``AMFFunction`` →
 measurement, and for the status gauges their mean over the period (``RM.RegisteredSubNbrMean``,
 ``SM.SessionNbrMean``; the simulator's gauges are period means, and the reader takes a mean
 under the exporter's gauge name) or a vendor-specific name in the same style
-(``UPF.SessionNbrMean``, ``PA.SessionNbrMean``). S-NSSAI and cause become sub-counter
-suffixes (``.1-000001``, ``.22``).
-The ``plmnid`` label is not a 3GPP sub-counter (the PLMN is the measured function's): the
-series of one measurement that differ only by ``plmnid`` are written summed, as one
-measurement without it (the AMF's initial registrations and registered subscribers over the
-home and partner PLMNs; the SMF's and PCF's series carry only the home PLMN).
+(``UPF.SessionNbrMean``, ``PA.SessionNbrMean``). The network functions' own gauges and counters
+(Open5GS' ``gnb``, ``pfcp_peers_active``, the MME's ``enb``, the HSS's ``s6a_rx_air`` …) are
+written under the vendor-specific (``VS.``) names of the knowledge pack's
+``measurements/*.yaml`` (``VS.GnbNbrMean``, ``VS.S6aRxAir``), which ``noc pm convert`` reads back
+with the same pack. PLMN, S-NSSAI and cause become sub-counter suffixes, in that order
+(``.PLMN99970``, ``.1-000001``, ``.22``): the AMF's registrations and registered subscribers
+are split per PLMN, as vendor AMFs split them, so that a roaming partner's share can be read
+from PM data too.
 
-Left out of the PM files, since no 3GPP measurement is read back under their names:
+Left out of the PM files, since no measurement is read back under their names:
 
-- ``gnb``, ``ran_ue``, ``amf_session`` (AMF), ``pfcp_peers_active`` and
-  ``pfcp_sessions_active`` (SMF, UPF), ``gtp_node_s5c_rx_createsession`` (SMF, per S8 peer
-  address): Open5GS' own state gauges and GTP-C counters, outside TS 28.552;
+- ``gtp_node_s5c_rx_createsession`` (SMF, per S8 peer address): a sub-counter cannot carry an
+  IP address (its dots separate sub-counters);
 - ``node_network_*_total{device="n3"}`` (UPF): the node exporter's interface counters; TS
   28.552's N3 measurements (``GTP.InDataOctN3UPF`` …, on ``EP_N3``) are read back as
   ``fivegs_ep_n3_*``, which the simulator does not export;
@@ -42,20 +43,17 @@ Left out of the PM files, since no 3GPP measurement is read back under their nam
   requests at the producer (NRF, UDM), which export nothing here;
 - ``process_start_time_seconds``: a process metric (its changes mark the restarts counted
   from);
-- the MME's (``enb``, ``enb_ue``, ``mme_session``, ``dns_query_*``) and the HSS's
-  (``s6a_rx_*``, ``hss_imsi``) series: Open5GS' own names; TS 32.426's EPC measurements
-  (``MM.AttachedUeMean`` …) read back as ``fivegs_*`` names the simulator does not use. An
-  MME or HSS therefore gets no PM files;
 - GPU servers (``vllm:*``, ``sglang:*``, ``DCGM_FI_*``) are not network functions: no files.
 
 >>> from noc_assistant.simulate import ScenarioConfig, build_scenario
->>> sc = build_scenario(ScenarioConfig(days=0.01, faults="none", seed=3, interval_s=300))
->>> plan = pm_plan(sc)
+>>> config = ScenarioConfig(days=0.01, faults="none", seed=3, interval_s=300, core="converged")
+>>> plan = pm_plan(build_scenario(config))
 >>> sorted({m.entity for m in plan})
-['amf-1', 'amf-2', 'pcf-1', 'smf-1', 'smf-2', 'upf-1', 'upf-2', 'upf-3']
->>> [(m.meas_type, m.kind, len(m.rows)) for m in plan if m.entity == "amf-1"][:3]
-[('RM.RegInitReq', 'counter', 3), ('RM.RegInitSucc', 'counter', 3), ('RM.RegInitFail.22', \
-'counter', 1)]
+['amf-1', 'amf-2', 'hss-1', 'mme-1', 'mme-2', 'pcf-1', 'smf-1', 'smf-2', 'upf-1', 'upf-2', \
+'upf-3']
+>>> [(m.meas_type, m.kind) for m in plan if m.entity == "amf-1"][:4]
+[('VS.GnbNbrMean', 'gauge'), ('VS.RanUeNbrMean', 'gauge'), ('VS.AmfSessionNbrMean', 'gauge'), \
+('RM.RegInitReq.PLMN99970', 'counter')]
 >>> pm_file_name(1795953600.0, 1795953900.0, "amf-1")
 'A20261129.1200+0000-1205+0000_amf-1.xml'
 """
@@ -123,12 +121,10 @@ MEAS_TYPES: Mapping[str, str] = {
     "fivegs_pcffunction_pa_sessionnbr": "PA.SessionNbrMean",
 }
 
-#: labels written as sub-counter suffixes, in this order
-_SUB_COUNTERS = ("snssai", "cause")
+#: labels written as sub-counter suffixes, in this order, and how
+_SUB_COUNTERS = (("plmnid", "PLMN{}"), ("snssai", "{}"), ("cause", "{}"))
 #: labels that name the measured object (the LDN says them)
 _IDENTITY = ("instance", "nf")
-#: labels 3GPP has no sub-counter for: series differing only by them are summed
-_SUMMED = ("plmnid",)
 
 Arr = npt.NDArray[np.float64]
 
@@ -182,22 +178,37 @@ def _entity_types(scenario: Scenario) -> dict[str, str]:
     return {e.id: e.type for e in scenario.network.entities}
 
 
-def pm_plan(scenario: Scenario) -> list[PmMeasurement]:
+def _vendor_names() -> dict[tuple[str, str], str]:
+    """(NF type, metric) → vendor-specific measurement, from the default pack."""
+    from knowledge.pack import load_pack
+
+    return {(nf, metric): meas for (nf, meas), metric in load_pack().pm_names().items()}
+
+
+def pm_plan(
+    scenario: Scenario, vendor: Mapping[tuple[str, str], str] | None = None
+) -> list[PmMeasurement]:
     """The measurements of the PM files of ``scenario``, network function by network function
-    (in the order of its series), each summing the series that differ only by ``plmnid``."""
+    (in the order of its series). ``vendor`` maps (NF type, metric) to the vendor-specific
+    measurement it is written as (default: the default pack's ``measurements``)."""
+    vs = _vendor_names() if vendor is None else vendor
     types = _entity_types(scenario)
     groups: dict[tuple[str, str], list[int]] = {}
     kinds: dict[tuple[str, str], Literal["counter", "gauge"]] = {}
     for i, s in enumerate(scenario.series):
+        nf_type = types.get(s.entity, "")
         base = MEAS_TYPES.get(s.metric)
-        if base is None or types.get(s.entity) not in FUNCTION_CLASSES:
+        if base is None and (nf_type, s.metric) in vs:
+            base = vs[(nf_type, s.metric)] + ("Mean" if s.type == "gauge" else "")
+        if base is None or nf_type not in FUNCTION_CLASSES:
             continue
         if s.type not in ("counter", "gauge"):
             continue
-        extra = set(s.labels) - set(_IDENTITY) - set(_SUB_COUNTERS) - set(_SUMMED)
+        extra = set(s.labels) - set(_IDENTITY) - {k for k, _ in _SUB_COUNTERS}
         if extra:  # a dimension no sub-counter carries: not written
             continue
-        meas_type = ".".join([base, *(s.labels[k] for k in _SUB_COUNTERS if k in s.labels)])
+        subs = [form.format(s.labels[k]) for k, form in _SUB_COUNTERS if k in s.labels]
+        meas_type = ".".join([base, *subs])
         key = (s.entity, meas_type)
         groups.setdefault(key, []).append(i)
         kinds[key] = "counter" if s.type == "counter" else "gauge"

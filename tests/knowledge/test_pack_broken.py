@@ -20,6 +20,7 @@ _DATA = [
     "rules",
     "guardrails",
     "fixtures",
+    "measurements",
 ]
 
 
@@ -189,3 +190,36 @@ def test_overlay_disabling_unknown_rule(tmp_path: Path) -> None:
     with pytest.raises(PackError) as err:
         load_pack(root)
     assert err.value.field == "disable_rules.0"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        (lambda d: d["measurements"][0].update(nf_type="enodeb"), "nf_type", "unknown NF type"),
+        (
+            lambda d: d["measurements"][1].update(measurement="VS.GnbNbr"),
+            "measurement",
+            "already measurement 'vs-amf-gnb'",
+        ),
+        (
+            lambda d: d["measurements"][0].update(measurement="VS.GnbNbrMean"),
+            "measurement",
+            "without its Mean/Max/Min",
+        ),
+        (
+            lambda d: d["measurements"][0]["references"].append("ts-99-999"),
+            "references.3",
+            "ts-99-999",
+        ),
+    ],
+)
+def test_broken_measurement(tmp_path: Path, change, field: str, words: str) -> None:  # type: ignore[no-untyped-def]
+    """A vendor-specific PM measurement on an unknown NF type, named twice for one type, named
+    with its aggregation, or citing an unknown reference: the file and the field are named."""
+    root = _copy_pack(tmp_path)
+    _edit(root / "measurements" / "open5gs.yaml", change)
+    with pytest.raises(PackError) as err:
+        load_pack(root)
+    assert err.value.file is not None and err.value.file.endswith("open5gs.yaml")
+    assert err.value.field is not None and err.value.field.endswith(field), err.value
+    assert words in str(err.value)

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from knowledge.pack import load_pack
 from noc_assistant.cli import run as cli_run
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Quarantine
@@ -30,8 +31,14 @@ from noc_assistant.simulate.pm_writer import (
 )
 
 #: defects (missing samples), a maintenance silence of smf-1 and a clean restart of upf-3 (its
-#: counters start again from 0, no sample lost) in one day of 5-min periods
-CONFIG = ScenarioConfig(days=1, faults="all", seed=3, interval_s=300, defects=True)
+#: counters start again from 0, no sample lost) in one day of 5-min periods, EPC included
+CONFIG = ScenarioConfig(
+    days=1, faults="all", seed=3, interval_s=300, defects=True, core="converged"
+)
+#: the default pack's vendor-specific measurements: (NF type, measurement) → metric
+VENDOR = load_pack().pm_names()
+#: (NF type, metric) of the series written under a vendor-specific name
+VENDOR_METRICS = {(nf, metric) for (nf, _), metric in VENDOR.items()}
 FILE_NAME = re.compile(r"^A\d{8}\.\d{4}\+0000-\d{4}\+0000_(?P<ne>[a-z0-9-]+)\.xml$")
 LDN = re.compile(r"^ManagedElement=(?P<ne>[^,]+),(?P<cls>[A-Z]+Function)=1$")
 
@@ -66,15 +73,16 @@ def _replay(path: Path) -> Iterator[dict[str, Any]]:
 
 def _expected(written: Written) -> tuple[dict[Key, dict[float, float | None]], set[Key]]:
     """What the PM files should say, from the simulator's replay file: per NF series with a PM
-    equivalent (those differing by ``plmnid`` summed), the count of each period (increase from
-    the sample before; the value itself after a fall, a restart) or the gauge's value; None
-    where a sample is missing. Also the gauge keys."""
+    equivalent (a TS 28.552 one or the pack's vendor-specific one), the count of each period
+    (increase from the sample before; the value itself after a fall, a restart) or the gauge's
+    value; None where a sample is missing. Also the gauge keys."""
     types = {e["id"]: e["type"] for e in written.sc.inventory["entities"]}
     raw: dict[tuple[str, str, tuple[tuple[str, str], ...]], dict[float, float | None]] = {}
     kinds: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
     for s in _replay(written.telemetry):
         ent = s["labels"]["instance"]
-        if s["metric"] not in MEAS_TYPES or types[ent] not in FUNCTION_CLASSES:
+        known = s["metric"] in MEAS_TYPES or (types[ent], s["metric"]) in VENDOR_METRICS
+        if not known or types[ent] not in FUNCTION_CLASSES or "addr" in s["labels"]:
             continue
         labels = tuple(sorted((k, v) for k, v in s["labels"].items() if k != "instance"))
         key = (ent, s["metric"], labels)
@@ -84,8 +92,7 @@ def _expected(written: Written) -> tuple[dict[Key, dict[float, float | None]], s
     out: dict[Key, dict[float, float | None]] = defaultdict(dict)
     gauges: set[Key] = set()
     for (ent, metric, labels), series in raw.items():
-        summed = tuple((k, v) for k, v in labels if k != "plmnid")
-        target = (ent, metric, summed)
+        target = (ent, metric, labels)
         stamps = sorted(series)
         for i, ts in enumerate(stamps):
             cur = series[ts]
@@ -94,12 +101,7 @@ def _expected(written: Written) -> tuple[dict[Key, dict[float, float | None]], s
                 value = cur
             else:
                 value = _increase(series[stamps[i - 1]] if i else None, cur)
-            acc = out[target]
-            if ts not in acc:
-                acc[ts] = value
-            else:
-                old = acc[ts]
-                acc[ts] = None if old is None or value is None else old + value
+            out[target][ts] = value
     return dict(out), gauges
 
 
@@ -121,7 +123,7 @@ def _read_back(written: Written) -> tuple[dict[Key, dict[float, float | None]], 
     q = Quarantine()
     cumulative: dict[Key, dict[float, float | None]] = defaultdict(dict)
     kinds: dict[Key, str] = {}
-    for p in pm_points(sorted(written.pm_dir.glob("*.xml")), q):
+    for p in pm_points(sorted(written.pm_dir.glob("*.xml")), q, vendor=VENDOR):
         labels = dict(p.labels)
         m = LDN.match(labels.pop("instance"))
         assert m is not None, p
@@ -160,25 +162,37 @@ def test_round_trip_matches_the_replay(written: Written) -> None:
                 assert have is not None and math.isclose(have, want, rel_tol=1e-9), (key, ts)
                 n_values += 1
     # every NF type and both kinds are there, the restart and the silences too
-    assert {k[0].split("-")[0] for k in got} == {"amf", "smf", "upf", "pcf"}
+    assert {k[0].split("-")[0] for k in got} == {"amf", "smf", "upf", "pcf", "mme", "hss"}
     assert gauges and any(k not in gauges for k in expected)
     assert n_values > 10_000 and n_gaps > 0
     # labels: the sub-counters come back, the nf from the function class
     amf = {k[2] for k in got if k[0] == "amf-1" and k[1] == "fivegs_amffunction_rm_reginitfail"}
     assert amf == {(("cause", c), ("nf", "amf")) for c in ("111", "22", "90")}
     sessions = {k[2] for k in got if k[1] == "fivegs_smffunction_sm_sessionnbr"}
-    assert sessions == {(("nf", "smf"), ("snssai", "1-000001"))}
+    assert sessions == {(("nf", "smf"), ("plmnid", "99970"), ("snssai", "1-000001"))}
+    # the per-PLMN split, and the network functions' own gauges under the exporter's names
+    plmns = {dict(k[2])["plmnid"] for k in got if k[1] == "fivegs_amffunction_rm_reginitreq"}
+    assert len(plmns) == 1 + len(written.sc.network.partners) > 1
+    own = {(k[0].split("-")[0], k[1]) for k in got if not k[1].startswith("fivegs_")}
+    assert own <= VENDOR_METRICS  # (the simulated UPF exports no pfcp_sessions_active)
+    assert {("amf", "gnb"), ("smf", "pfcp_peers_active"), ("upf", "pfcp_peers_active")} <= own
+    assert {("mme", "enb"), ("hss", "s6a_rx_air_error"), ("hss", "hss_imsi")} <= own
 
 
-def test_counts_are_per_period_and_series_sum_over_plmn(written: Written) -> None:
-    """The raw file values: counts of one period, not running totals, and the AMF's per-PLMN
-    registrations written as one measurement."""
+def test_counts_are_per_period_and_split_per_plmn(written: Written) -> None:
+    """The raw file values: counts of one period, not running totals; the AMF's registrations
+    split per PLMN (``.PLMN<mcc><mnc>``), the gNBs under their vendor-specific name."""
     sc = written.sc
     paths = [p for p in written.paths if p.name.endswith("_amf-2.xml")]
     assert len(paths) == sc.n_ticks
     values = {v.meas_type: v.value for v in read_pm_file(paths[100], Quarantine())}
-    assert 0 < (values["RM.RegInitReq"] or 0) < 300 * 100  # a 5-min count at < 100/s
-    assert "RM.RegInitSucc" in values and not any(".999" in t for t in values)
+    home = "RM.RegInitReq.PLMN99970"
+    assert 0 < (values[home] or 0) < 300 * 100  # a 5-min count at < 100/s
+    partners = [t for t in values if t.startswith("RM.RegInitReq.PLMN") and t != home]
+    assert len(partners) == len(sc.network.partners)
+    assert all(0 <= (values[t] or 0) < (values[home] or 0) for t in partners)
+    assert "RM.RegInitReq" not in values  # no total beside the split: it would count twice
+    assert (values["VS.GnbNbrMean"] or 0) > 0
     first = read_pm_file(paths[0], Quarantine())
     counters = [v for v in first if metric_name(v.ldn, v.meas_type)[2] != "gauge"]
     assert counters and all(v.value is None for v in counters)  # no sample before the first
@@ -191,7 +205,7 @@ def test_files_named_and_shaped_as_3gpp(written: Written) -> None:
     assert len(set(names)) == len(names) == len(list(written.pm_dir.iterdir()))
     ne = {m["ne"] for m in map(FILE_NAME.match, names) if m is not None}
     assert len(ne) > 0 and all(FILE_NAME.match(n) for n in names)
-    assert {types[e] for e in ne} == {"amf", "smf", "upf", "pcf"}  # no GPU server
+    assert {types[e] for e in ne} == {"amf", "smf", "upf", "pcf", "mme", "hss"}  # no GPU
     assert len(names) == len(ne) * sc.n_ticks
     assert names[0] == "A20261128.2355+0000-0000+0000_amf-1.xml"
     root = ET.parse(written.paths[0]).getroot()
@@ -206,30 +220,31 @@ def test_files_named_and_shaped_as_3gpp(written: Written) -> None:
     assert value is not None and value.get("measObjLdn") == "ManagedElement=amf-1,AMFFunction=1"
 
 
-def test_only_network_functions_with_3gpp_measurements_get_files() -> None:
-    """GPU servers are not network functions; an MME's and the HSS's series have Open5GS' own
-    names, which no 3GPP measurement reads back as."""
+def test_only_network_functions_get_files() -> None:
+    """GPU servers are not network functions; without the pack's vendor-specific names an MME
+    and the HSS have nothing to write (their series have Open5GS' own names)."""
     sc = build_scenario(
         ScenarioConfig(days=0.01, faults="none", seed=3, interval_s=300, core="converged")
     )
     types = {e["id"]: e["type"] for e in sc.inventory["entities"]}
     assert {"mme", "hss", "gpu_server"} <= set(types.values())
-    assert {types[m.entity] for m in pm_plan(sc)} == {"amf", "smf", "upf", "pcf"}
+    assert {types[m.entity] for m in pm_plan(sc)} == {"amf", "smf", "upf", "pcf", "mme", "hss"}
+    assert {types[m.entity] for m in pm_plan(sc, vendor={})} == {"amf", "smf", "upf", "pcf"}
 
 
 def test_every_measurement_reads_back_under_the_simulators_name(written: Written) -> None:
     plan = pm_plan(written.sc)
     assert plan
     for m in plan:
-        metric, labels, kind = metric_name(m.ldn, m.meas_type)
-        for i in m.rows:
-            s = written.sc.series[i]
-            assert metric == s.metric, m
-            assert kind == ("gauge" if s.type == "gauge" else "counter"), m
-            assert labels["instance"] == function_ldn(s.entity, s.labels["nf"])
-            assert {k: v for k, v in s.labels.items() if k not in ("instance", "plmnid")} == {
-                k: v for k, v in labels.items() if k != "instance"
-            }
+        metric, labels, kind = metric_name(m.ldn, m.meas_type, VENDOR)
+        (i,) = m.rows
+        s = written.sc.series[i]
+        assert metric == s.metric, m
+        assert kind == ("gauge" if s.type == "gauge" else "counter"), m
+        assert labels["instance"] == function_ldn(s.entity, s.labels["nf"])
+        assert {k: v for k, v in s.labels.items() if k != "instance"} == {
+            k: v for k, v in labels.items() if k != "instance"
+        }
 
 
 def test_a_missing_sample_is_nil_and_reads_back_as_a_gap(written: Written) -> None:
@@ -276,15 +291,20 @@ def test_a_period_under_a_minute_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "pm").exists() and not out.exists()  # refused before simulating
 
 
-def test_a_core_fault_survives_the_pm_path(tmp_path: Path) -> None:
+def test_core_faults_are_diagnosed_from_the_pm_path(tmp_path: Path) -> None:
     """``noc simulate --pm-out`` → ``noc pm convert --inventory`` → ``noc eval run``: the
-    5G-core faults are found from the PM files alone (seed 3: 4 of 4, no false alert; the storm
-    also named). The inventory names each function (``ManagedElement=amf-1,AMFFunction=1``) by
-    its id, as the labels do; without it the entities are LDNs no label names."""
+    packet-core faults are found and diagnosed from the PM files alone (seed 3, converged core:
+    5 of 5, AC@1 1.0, no false alert). The PFCP association loss and the N2 SCTP loss need the
+    pack's vendor-specific gauges (``VS.PfcpPeerNbrMean``, ``VS.GnbNbrMean``), the roaming
+    partner's outage the per-PLMN sub-counters, the MME's storm the EPC's files. The inventory
+    names each function (``ManagedElement=amf-1,AMFFunction=1``) by its id, as the labels do;
+    without it the entities are LDNs no label names."""
     sim, pm_dir = tmp_path / "sim", tmp_path / "pm"
     faults = "registration_storm,udm_timeout,pfcp_association_loss,n2_sctp_loss"
+    faults += ",roaming_partner_outage"
     args = ["simulate", "--out", str(sim), "--days", "1", "--interval", "300", "--seed", "3"]
-    assert cli_run([*args, "--faults", faults, "--pm-out", str(pm_dir)]) == 0
+    args += ["--core", "converged", "--faults", faults, "--pm-out", str(pm_dir)]
+    assert cli_run(args) == 0
     replay = tmp_path / "pm.jsonl"
     convert = ["pm", "convert", str(pm_dir), "--out", str(replay)]
     assert cli_run([*convert, "--inventory", str(sim / "inventory.json")]) == 0
@@ -297,8 +317,32 @@ def test_a_core_fault_survives_the_pm_path(tmp_path: Path) -> None:
     args += ["--inventory", str(sim / "inventory.json"), "--out", str(report)]
     assert cli_run(args) == 0
     rep = json.loads(report.read_text())
-    assert rep["incidents_total"] == 4
-    assert rep["incident_recall"] > 0.5, rep["missed_incidents"]
-    assert rep["recall_by_fault"]["registration_storm"]["recall"] == 1.0
-    assert rep["rca_by_fault"]["registration_storm"]["ac1"] == 1.0, rep["rca_failures"]
+    labels = json.loads((sim / "labels.json").read_text())["incidents"]
+    assert ("registration_storm", "mme-1") in {
+        (i["root_cause"]["fault"], i["root_cause"]["entity"]) for i in labels
+    }
+    assert rep["incidents_total"] == 5
+    assert rep["incident_recall"] == 1.0, rep["missed_incidents"]
+    assert rep["rca_ac1"] == 1.0, rep["rca_failures"]
     assert rep["false_positives"] <= 1, rep["false_alert_list"]
+
+
+def test_vendor_measurements_come_from_the_pack(tmp_path: Path) -> None:
+    """An operator's overlay renames a vendor-specific measurement (same id): the new name is
+    read as the metric, and the default pack's name no longer maps."""
+    overlay = tmp_path / "pack"
+    (overlay / "measurements").mkdir(parents=True)
+    (overlay / "pack.yaml").write_text(
+        "name: acme\nversion: 0.1.0\nextends: default\n", encoding="utf-8"
+    )
+    (overlay / "measurements" / "acme.yaml").write_text(
+        "measurements:\n  - id: vs-amf-gnb\n    nf_type: amf\n"
+        "    measurement: VS.NgapGnbCount\n    metric: gnb\n    summary: gNBs on N2\n",
+        encoding="utf-8",
+    )
+    pack = load_pack(overlay)
+    assert pack.pm_names()[("amf", "VS.NgapGnbCount")] == "gnb"
+    assert ("amf", "VS.GnbNbr") not in pack.pm_names()
+    ldn = "ManagedElement=amf-1,AMFFunction=1"
+    assert metric_name(ldn, "VS.NgapGnbCountMean", pack.pm_names())[0] == "gnb"
+    assert metric_name(ldn, "VS.GnbNbrMean", pack.pm_names())[0] == "fivegs_amffunction_vs_gnbnbr"
