@@ -6,7 +6,8 @@ functions: for every network function whose series have 3GPP measurements (the A
 UPFs and the PCF; not the EPC's, see below) and every granularity period (the scenario's
 interval, whole seconds, at least :data:`MIN_PERIOD_S`) one file named as TS 32.432 names them,
 ``A20261129.1200+0000-1205+0000_amf-1.xml``, holding one ``measInfo`` for the function's object
-``ManagedElement=amf-1,AMFFunction=1`` (:func:`function_ldn`). The period of a file is the
+``ManagedElement=amf-1,AMFFunction=1`` (:func:`function_ldn`), and for a UPF a second one for
+its N3 endpoint (``…,UPFFunction=1,EP_N3=1``). The period of a file is the
 interval that ends at a sample's stamp (a sample reports the interval that ends there), and it
 holds:
 
@@ -30,15 +31,17 @@ written under the vendor-specific (``VS.``) names of the knowledge pack's
 with the same pack. PLMN, S-NSSAI and cause become sub-counter suffixes, in that order
 (``.PLMN99970``, ``.1-000001``, ``.22``): the AMF's registrations and registered subscribers
 are split per PLMN, as vendor AMFs split them, so that a roaming partner's share can be read
-from PM data too.
+from PM data too. The UPF's N3 interface counters (``node_network_*_total{device="n3"}``: the
+simulated N3 carries GTP-U only) are written as TS 28.552's N3 measurements on ``EP_N3``
+(:data:`N3_MEAS_TYPES`: received packets ``GTP.InDataPktN3UPF``, lost ones
+``GTP.InDataPktPacketLossN3UPF``, octets ``GTP.InDataOctN3UPF`` / ``GTP.OutDataOctN3UPF``), which
+read back as ``fivegs_ep_n3_gtp_*``, the names the pack's N3 KPIs read: the only series not
+read back under the simulator's own name.
 
 Left out of the PM files, since no measurement is read back under their names:
 
 - ``gtp_node_s5c_rx_createsession`` (SMF, per S8 peer address): a sub-counter cannot carry an
   IP address (its dots separate sub-counters);
-- ``node_network_*_total{device="n3"}`` (UPF): the node exporter's interface counters; TS
-  28.552's N3 measurements (``GTP.InDataOctN3UPF`` …, on ``EP_N3``) are read back as
-  ``fivegs_ep_n3_*``, which the simulator does not export;
 - ``free5gc_sbi_*`` (AMF, SMF): free5GC's SBI client metrics; TS 28.552 counts service
   requests at the producer (NRF, UDM), which export nothing here;
 - ``process_start_time_seconds``: a process metric (its changes mark the restarts counted
@@ -79,6 +82,7 @@ __all__ = [
     "FUNCTION_CLASSES",
     "MEAS_TYPES",
     "MIN_PERIOD_S",
+    "N3_MEAS_TYPES",
     "PmMeasurement",
     "check_pm_config",
     "function_ldn",
@@ -120,6 +124,15 @@ MEAS_TYPES: Mapping[str, str] = {
     "fivegs_pcffunction_pa_policysmassosucc": "PA.PolicySMAssoSucc",
     "fivegs_pcffunction_pa_sessionnbr": "PA.SessionNbrMean",
 }
+
+#: the UPF's N3 interface counter (``device="n3"``) → TS 28.552 measurement on its ``EP_N3``
+N3_MEAS_TYPES: Mapping[str, str] = {
+    "node_network_receive_packets_total": "GTP.InDataPktN3UPF",
+    "node_network_receive_drop_total": "GTP.InDataPktPacketLossN3UPF",
+    "node_network_receive_bytes_total": "GTP.InDataOctN3UPF",
+    "node_network_transmit_bytes_total": "GTP.OutDataOctN3UPF",
+}
+N3_OBJECT = "EP_N3=1"
 
 #: labels written as sub-counter suffixes, in this order, and how
 _SUB_COUNTERS = (("plmnid", "PLMN{}"), ("snssai", "{}"), ("cause", "{}"))
@@ -193,28 +206,32 @@ def pm_plan(
     measurement it is written as (default: the default pack's ``measurements``)."""
     vs = _vendor_names() if vendor is None else vendor
     types = _entity_types(scenario)
-    groups: dict[tuple[str, str], list[int]] = {}
-    kinds: dict[tuple[str, str], Literal["counter", "gauge"]] = {}
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    kinds: dict[tuple[str, str, str], Literal["counter", "gauge"]] = {}
     for i, s in enumerate(scenario.series):
         nf_type = types.get(s.entity, "")
+        if nf_type not in FUNCTION_CLASSES or s.type not in ("counter", "gauge"):
+            continue
+        ldn = function_ldn(s.entity, nf_type)
+        labels = dict(s.labels)
         base = MEAS_TYPES.get(s.metric)
         if base is None and (nf_type, s.metric) in vs:
             base = vs[(nf_type, s.metric)] + ("Mean" if s.type == "gauge" else "")
-        if base is None or nf_type not in FUNCTION_CLASSES:
+        if base is None and nf_type == "upf" and labels.pop("device", None) == "n3":
+            base = N3_MEAS_TYPES.get(s.metric)
+            ldn = f"{ldn},{N3_OBJECT}"
+        if base is None:
             continue
-        if s.type not in ("counter", "gauge"):
-            continue
-        extra = set(s.labels) - set(_IDENTITY) - {k for k, _ in _SUB_COUNTERS}
+        extra = set(labels) - set(_IDENTITY) - {k for k, _ in _SUB_COUNTERS}
         if extra:  # a dimension no sub-counter carries: not written
             continue
-        subs = [form.format(s.labels[k]) for k, form in _SUB_COUNTERS if k in s.labels]
-        meas_type = ".".join([base, *subs])
-        key = (s.entity, meas_type)
+        subs = [form.format(labels[k]) for k, form in _SUB_COUNTERS if k in labels]
+        key = (s.entity, ldn, ".".join([base, *subs]))
         groups.setdefault(key, []).append(i)
         kinds[key] = "counter" if s.type == "counter" else "gauge"
     return [
-        PmMeasurement(ent, function_ldn(ent, types[ent]), meas, kinds[(ent, meas)], tuple(rows))
-        for (ent, meas), rows in groups.items()
+        PmMeasurement(ent, ldn, meas, kinds[(ent, ldn, meas)], tuple(rows))
+        for (ent, ldn, meas), rows in groups.items()
     ]
 
 
@@ -262,15 +279,21 @@ def _document(
     _sub(header, "measCollec", beginTime=begin_text)
     data = _sub(root, "measData")
     _sub(data, "managedElement", localDn=element_dn, userLabel=entity, swVersion=VENDOR)
-    info = _sub(data, "measInfo", measInfoId=FUNCTION_CLASSES[entity_type])
-    _sub(info, "job", jobId=f"pm-{entity_type}-{period_s}s")
-    _sub(info, "granPeriod", duration=f"PT{period_s}S", endTime=end_text)
-    _sub(info, "repPeriod", duration=f"PT{period_s}S")
-    for p, m in enumerate(measurements, start=1):
-        _sub(info, "measType", m.meas_type, p=str(p))
-    mv = _sub(info, "measValue", measObjLdn=measurements[0].ldn)
-    for p, v in enumerate(values, start=1):
-        _sub(mv, "r", _value_text(v), p=str(p))
+    # one measInfo per measured object (the function, its N3 endpoint), in plan order
+    objects: dict[str, list[tuple[PmMeasurement, float]]] = {}
+    for m, v in zip(measurements, values, strict=True):
+        objects.setdefault(m.ldn, []).append((m, v))
+    for ldn, pairs in objects.items():
+        rdn = ldn.rsplit(",", 1)[-1].split("=", 1)[0]
+        info = _sub(data, "measInfo", measInfoId=rdn)
+        _sub(info, "job", jobId=f"pm-{entity_type}-{period_s}s")
+        _sub(info, "granPeriod", duration=f"PT{period_s}S", endTime=end_text)
+        _sub(info, "repPeriod", duration=f"PT{period_s}S")
+        for p, (m, _) in enumerate(pairs, start=1):
+            _sub(info, "measType", m.meas_type, p=str(p))
+        mv = _sub(info, "measValue", measObjLdn=ldn)
+        for p, (_, v) in enumerate(pairs, start=1):
+            _sub(mv, "r", _value_text(v), p=str(p))
     footer = _sub(root, "fileFooter")
     _sub(footer, "measCollec", endTime=end_text)
     ET.indent(root)

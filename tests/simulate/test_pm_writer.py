@@ -24,6 +24,7 @@ from noc_assistant.simulate import Scenario, ScenarioConfig, build_scenario, wri
 from noc_assistant.simulate.pm_writer import (
     FUNCTION_CLASSES,
     MEAS_TYPES,
+    N3_MEAS_TYPES,
     check_pm_config,
     function_ldn,
     pm_plan,
@@ -81,11 +82,19 @@ def _expected(written: Written) -> tuple[dict[Key, dict[float, float | None]], s
     kinds: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
     for s in _replay(written.telemetry):
         ent = s["labels"]["instance"]
-        known = s["metric"] in MEAS_TYPES or (types[ent], s["metric"]) in VENDOR_METRICS
-        if not known or types[ent] not in FUNCTION_CLASSES or "addr" in s["labels"]:
+        metric, kept = s["metric"], {k: v for k, v in s["labels"].items() if k != "instance"}
+        if kept.pop("device", None) == "n3" and metric in N3_MEAS_TYPES:
+            # the N3 interface's counters: TS 28.552's measurements on the UPF's EP_N3
+            metric = f"fivegs_ep_n3_{N3_MEAS_TYPES[metric].lower().replace('.', '_')}"
+            kept["object"] = "EP_N3=1"
+        elif "device" in s["labels"]:
             continue
-        labels = tuple(sorted((k, v) for k, v in s["labels"].items() if k != "instance"))
-        key = (ent, s["metric"], labels)
+        known = metric in MEAS_TYPES or (types[ent], metric) in VENDOR_METRICS
+        known = known or metric.startswith("fivegs_ep_n3_")
+        if not known or types[ent] not in FUNCTION_CLASSES or "addr" in kept:
+            continue
+        labels = tuple(sorted(kept.items()))
+        key = (ent, metric, labels)
         ts = datetime_epoch(s["ts"])
         raw.setdefault(key, {})[ts] = s["value"]
         kinds[key] = s["type"]
@@ -174,6 +183,13 @@ def test_round_trip_matches_the_replay(written: Written) -> None:
     plmns = {dict(k[2])["plmnid"] for k in got if k[1] == "fivegs_amffunction_rm_reginitreq"}
     assert len(plmns) == 1 + len(written.sc.network.partners) > 1
     own = {(k[0].split("-")[0], k[1]) for k in got if not k[1].startswith("fivegs_")}
+    n3 = {k[1] for k in got if k[0] == "upf-1" and dict(k[2]).get("object") == "EP_N3=1"}
+    assert n3 == {
+        "fivegs_ep_n3_gtp_indatapktpacketlossn3upf",
+        "fivegs_ep_n3_gtp_indatapktn3upf",
+        "fivegs_ep_n3_gtp_indataoctn3upf",
+        "fivegs_ep_n3_gtp_outdataoctn3upf",
+    }
     assert own <= VENDOR_METRICS  # (the simulated UPF exports no pfcp_sessions_active)
     assert {("amf", "gnb"), ("smf", "pfcp_peers_active"), ("upf", "pfcp_peers_active")} <= own
     assert {("mme", "enb"), ("hss", "s6a_rx_air_error"), ("hss", "hss_imsi")} <= own
@@ -239,6 +255,10 @@ def test_every_measurement_reads_back_under_the_simulators_name(written: Written
         metric, labels, kind = metric_name(m.ldn, m.meas_type, VENDOR)
         (i,) = m.rows
         s = written.sc.series[i]
+        if s.labels.get("device") == "n3":  # TS 28.552's N3 measurements, by their own names
+            assert m.meas_type == N3_MEAS_TYPES[s.metric] and labels["object"] == "EP_N3=1"
+            assert kind == "counter" and metric.startswith("fivegs_ep_n3_gtp_"), m
+            continue
         assert metric == s.metric, m
         assert kind == ("gauge" if s.type == "gauge" else "counter"), m
         assert labels["instance"] == function_ldn(s.entity, s.labels["nf"])
@@ -294,14 +314,15 @@ def test_a_period_under_a_minute_is_refused(tmp_path: Path) -> None:
 def test_core_faults_are_diagnosed_from_the_pm_path(tmp_path: Path) -> None:
     """``noc simulate --pm-out`` → ``noc pm convert --inventory`` → ``noc eval run``: the
     packet-core faults are found and diagnosed from the PM files alone (seed 3, converged core:
-    5 of 5, AC@1 1.0, no false alert). The PFCP association loss and the N2 SCTP loss need the
+    6 of 6, AC@1 1.0, no false alert). The PFCP association loss and the N2 SCTP loss need the
     pack's vendor-specific gauges (``VS.PfcpPeerNbrMean``, ``VS.GnbNbrMean``), the roaming
-    partner's outage the per-PLMN sub-counters, the MME's storm the EPC's files. The inventory
+    partner's outage the per-PLMN sub-counters, the GTP-U drop the N3 loss measurement and its
+    KPI, the MME's storm the EPC's files. The inventory
     names each function (``ManagedElement=amf-1,AMFFunction=1``) by its id, as the labels do;
     without it the entities are LDNs no label names."""
     sim, pm_dir = tmp_path / "sim", tmp_path / "pm"
     faults = "registration_storm,udm_timeout,pfcp_association_loss,n2_sctp_loss"
-    faults += ",roaming_partner_outage"
+    faults += ",roaming_partner_outage,upf_gtpu_drop"
     args = ["simulate", "--out", str(sim), "--days", "1", "--interval", "300", "--seed", "3"]
     args += ["--core", "converged", "--faults", faults, "--pm-out", str(pm_dir)]
     assert cli_run(args) == 0
@@ -318,10 +339,10 @@ def test_core_faults_are_diagnosed_from_the_pm_path(tmp_path: Path) -> None:
     assert cli_run(args) == 0
     rep = json.loads(report.read_text())
     labels = json.loads((sim / "labels.json").read_text())["incidents"]
-    assert ("registration_storm", "mme-1") in {
+    assert ("registration_storm", "mme-2") in {
         (i["root_cause"]["fault"], i["root_cause"]["entity"]) for i in labels
     }
-    assert rep["incidents_total"] == 5
+    assert rep["incidents_total"] == 6
     assert rep["incident_recall"] == 1.0, rep["missed_incidents"]
     assert rep["rca_ac1"] == 1.0, rep["rca_failures"]
     assert rep["false_positives"] <= 1, rep["false_alert_list"]
