@@ -54,10 +54,11 @@ bench-pipeline: $(VENV)/.full system-deps
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_bus.py
 
-# held-out scenarios at 15 s (two weeks), 30 s and 60 s scrapes, 5- and 15-min PM periods, and two with phased scrapes: about 12 min on 2 cores
+# held-out scenarios at 15 s (two weeks), 30 s and 60 s scrapes, 5- and 15-min PM periods, and two with phased scrapes, then the same networks read from 3GPP PM files: about 20 min on 2 cores
 bench-scenarios: $(VENV)/.full
 	$(BIN)/python bench/bench_scenarios.py
 	$(BIN)/python bench/bench_zones.py
+	$(BIN)/python bench/bench_pm.py
 
 # the built-in LLM server narrating a simulated day's incidents: about 15 min on 2 cores
 bench-drafting: $(VENV)/.full
