@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,10 +48,10 @@ def _gpu_entities(d: Path) -> set[str]:
 
 def run_seed(seed: int, days: float, work: Path) -> dict[str, dict[str, Any]]:
     d = work / f"s{seed}"
-    if not (d / "telemetry.jsonl").is_file():
-        _run("simulate", "--out", str(d), "--days", str(days), "--interval", str(INTERVAL),
-             "--seed", str(seed), "--faults", "all", "--core", "converged",
-             "--pm-out", str(d / "pm"))  # fmt: skip
+    shutil.rmtree(d, ignore_errors=True)  # PM files of another code version would stay
+    _run("simulate", "--out", str(d), "--days", str(days), "--interval", str(INTERVAL),
+         "--seed", str(seed), "--faults", "all", "--core", "converged",
+         "--pm-out", str(d / "pm"))  # fmt: skip
     inventory, labels = str(d / "inventory.json"), str(d / "labels.json")
     _run("pm", "convert", str(d / "pm"), "--out", str(d / "pm.jsonl"), "--inventory", inventory)
     out: dict[str, dict[str, Any]] = {}
@@ -121,9 +122,11 @@ def main() -> None:
         lines.append(f"| {f} | {cells[0]} | {cells[1]} |")
     lines += [
         "",
-        "Not readable from PM files: `sbi_cert_expiry` shows in the consumers' SBI client"
-        " metrics (`free5gc_sbi_*`), which no TS 28.552 measurement carries (28.552 counts"
-        " service requests at the producer), so it is found but not diagnosed there.",
+        "From PM files the network functions' own gauges and counters come as the pack's"
+        " vendor-specific measurements (`knowledge/measurements/*.yaml`: `VS.GnbNbrMean`,"
+        " `VS.PfcpPeerNbrMean`, `VS.SbiClientReq.<service>.<method>.<status>` …), the AMF's"
+        " registrations split per PLMN, the UPF's N3 counters as TS 28.552's `GTP.*N3UPF`;"
+        " what no measurement carries is listed in `noc_assistant/simulate/pm_writer.py`.",
         "",
     ]
     args.out.write_text("\n".join(lines))

@@ -158,10 +158,13 @@ class Pack:
                 return path
         raise PackError(f"no fixture file {name!r}", file=self.directories[-1] / "fixtures")
 
-    def pm_names(self) -> dict[tuple[str, str], str]:
-        """(NF type, measurement) → metric of the pack's PM measurements, for
-        :func:`noc_assistant.ingest.pm.pm_points`."""
-        return {(m.nf_type, m.measurement): m.metric for m in self.measurements.values()}
+    def pm_names(self) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+        """(NF type, measurement) → (metric, sub-counter labels) of the pack's PM
+        measurements, for :func:`noc_assistant.ingest.pm.pm_points`."""
+        return {
+            (m.nf_type, m.measurement): (m.metric, m.sub_counters)
+            for m in self.measurements.values()
+        }
 
     def origin(self, kind: str, item_id: str) -> Origin | None:
         return self.origins.get((kind, item_id))

@@ -129,8 +129,22 @@ class Measurement(_Strict):
     measurement: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*\.[A-Za-z][A-Za-z0-9_]*$")
     """Family and name (``VS.GnbNbr``), without aggregation (``Mean``) or sub-counters."""
     metric: str = Field(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+    sub_counters: tuple[str, ...] = ()
+    """The labels its sub-counter suffixes carry, in order (``.nausf-auth.POST.201`` →
+    ``target_service_name``, ``method``, ``status_code``); empty: the usual reading (S-NSSAI,
+    PLMN, cause)."""
     summary: str
     references: tuple[str, ...] = ()
+
+    @field_validator("sub_counters")
+    @classmethod
+    def _label_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name) or name in ("instance", "nf"):
+                raise ValueError(f"{name!r} is not a label a sub-counter can carry")
+        if len(set(v)) != len(v):
+            raise ValueError("a label named twice")
+        return v
 
     @field_validator("measurement")
     @classmethod

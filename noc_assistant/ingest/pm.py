@@ -16,8 +16,9 @@ which follow the same measurements:
   measurements), anything else ``sub``.
 - A measurement the knowledge pack names (``measurements/*.yaml``: a vendor-specific
   ``VS.GnbNbrMean`` on an AMF is Open5GS' ``gnb``) is read under the pack's metric name
-  (``vendor``: :meth:`knowledge.pack.Pack.pm_names`); without it, under its derived
-  ``fivegs_amffunction_vs_gnbnbr``.
+  (``vendor``: :meth:`knowledge.pack.Pack.pm_names`), its sub-counters as the labels the pack
+  names for them (``VS.SbiClientReq.nausf-auth.POST.201`` → ``target_service_name``,
+  ``method``, ``status_code``); without it, under its derived ``fivegs_amffunction_vs_gnbnbr``.
 - The entity (``instance``) is the measured object's LDN up to its network function
   (``ManagedElement=5gc-ams-01,AMFFunction=1``), the ``nf`` label its type (``amf``); deeper RDNs
   (``EP_N3=1``) go to the ``object`` label. Given the names of an inventory (:func:`ldn_names`:
@@ -54,7 +55,15 @@ from typing import Any
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
 
-__all__ = ["FUNCTION_CLASSES", "PmValue", "ldn_names", "metric_name", "pm_points", "read_pm_file"]
+__all__ = [
+    "FUNCTION_CLASSES",
+    "PmValue",
+    "VendorNames",
+    "ldn_names",
+    "metric_name",
+    "pm_points",
+    "read_pm_file",
+]
 
 #: the managed function class (TS 28.541 / TS 28.708) of each network function type
 FUNCTION_CLASSES: Mapping[str, str] = {
@@ -72,6 +81,11 @@ FUNCTION_CLASSES: Mapping[str, str] = {
     "pgw": "PGWFunction",
     "hss": "HSSFunction",
 }
+
+VendorNames = Mapping[tuple[str, str], tuple[str, tuple[str, ...]]]
+"""(NF type, measurement without aggregation and sub-counters) → (metric, the labels its
+sub-counters carry in order, or none for the usual reading):
+:meth:`knowledge.pack.Pack.pm_names`."""
 
 _SNSSAI = re.compile(r"^\d{1,3}-[0-9A-Fa-f]{6}$")
 _PLMN = re.compile(r"^PLMN(\d{5,6})$")
@@ -191,10 +205,10 @@ def read_pm_file(path: Path, quarantine: Quarantine) -> list[PmValue]:
 
 
 def metric_name(
-    ldn: str, meas_type: str, vendor: Mapping[tuple[str, str], str] | None = None
+    ldn: str, meas_type: str, vendor: VendorNames | None = None
 ) -> tuple[str, dict[str, str], str]:
-    """(metric, labels, FORMATS §1 type) of a measurement of an object; ``vendor`` maps (NF
-    type, measurement without aggregation and sub-counters) to the metric it is read as.
+    """(metric, labels, FORMATS §1 type) of a measurement of an object; ``vendor`` names
+    measurements (:data:`VendorNames`).
 
     >>> metric_name("ManagedElement=5gc-ams-01,AMFFunction=1", "RM.RegInitFail.22")
     ('fivegs_amffunction_rm_reginitfail', {'instance': 'ManagedElement=5gc-ams-01,AMFFunction=1', \
@@ -209,8 +223,12 @@ def metric_name(
     >>> metric_name("ManagedElement=m,AMFFunction=1", "RM.RegInitReq.PLMN99970")[1]["plmnid"]
     '99970'
     >>> metric_name("ManagedElement=m,AMFFunction=1", "VS.GnbNbrMean",
-    ...             {("amf", "VS.GnbNbr"): "gnb"})[::2]
+    ...             {("amf", "VS.GnbNbr"): ("gnb", ())})[::2]
     ('gnb', 'gauge')
+    >>> metric_name("ManagedElement=m,SMFFunction=1", "VS.SbiClientReq.nudm-sdm.GET.504",
+    ...             {("smf", "VS.SbiClientReq"): ("sbi_req", ("service", "method", "code"))})
+    ('sbi_req', {'instance': 'ManagedElement=m,SMFFunction=1', 'nf': 'smf', \
+'service': 'nudm-sdm', 'method': 'GET', 'code': '504'}, 'counter')
     """
     rdns = [r.strip() for r in ldn.split(",") if r.strip()]
     fn = next((i for i, r in enumerate(rdns) if r.split("=", 1)[0].endswith("Function")), None)
@@ -232,7 +250,14 @@ def metric_name(
             parts[1] = parts[1][: m.start()]
             aggregation = "" if m.group(1) == "Mean" else "_" + m.group(1).lower()
     base = ".".join(parts[:2])
-    for extra in parts[2:]:
+    # the pack's names are those of the function object itself, not of its endpoints
+    on_function = fn is not None and len(rdns) == fn + 1
+    named = (vendor or {}).get((labels.get("nf", ""), base)) if on_function else None
+    extras = parts[2:]
+    if named is not None and named[1] and len(named[1]) == len(extras):
+        labels.update(zip(named[1], extras, strict=True))
+        extras = []
+    for extra in extras:
         plmn = _PLMN.match(extra)
         if _SNSSAI.match(extra):
             labels["snssai"] = extra
@@ -242,11 +267,8 @@ def metric_name(
             labels["cause"] = extra
         else:
             labels["sub"] = extra if "sub" not in labels else f"{labels['sub']}.{extra}"
-    # the pack's names are those of the function object itself, not of its endpoints
-    on_function = fn is not None and len(rdns) == fn + 1
-    named = (vendor or {}).get((labels.get("nf", ""), base)) if on_function else None
     if named is not None:
-        metric = named
+        metric = named[0]
     else:
         metric = "fivegs_" + re.sub(
             r"[^a-z0-9_]", "_", f"{prefix_rdn}_{base}".lower().replace(".", "_")
@@ -282,7 +304,7 @@ def pm_points(
     paths: Iterable[Path],
     quarantine: Quarantine | None = None,
     names: Mapping[str, str] | None = None,
-    vendor: Mapping[tuple[str, str], str] | None = None,
+    vendor: VendorNames | None = None,
 ) -> Iterator[Point]:
     """The points of a set of PM files (see the module docstring), in period order; a
     function whose LDN ``names`` holds (:func:`ldn_names`) is named by its inventory id, a

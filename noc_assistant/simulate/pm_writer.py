@@ -42,8 +42,9 @@ Left out of the PM files, since no measurement is read back under their names:
 
 - ``gtp_node_s5c_rx_createsession`` (SMF, per S8 peer address): a sub-counter cannot carry an
   IP address (its dots separate sub-counters);
-- ``free5gc_sbi_*`` (AMF, SMF): free5GC's SBI client metrics; TS 28.552 counts service
-  requests at the producer (NRF, UDM), which export nothing here;
+- ``free5gc_sbi_outbound_request_duration_seconds`` (AMF, SMF): a histogram (the request
+  counts, ``free5gc_sbi_outbound_request_total``, are written: ``VS.SbiClientReq`` with the
+  target service, method and status as sub-counters, as the pack names them);
 - ``process_start_time_seconds``: a process metric (its changes mark the restarts counted
   from);
 - GPU servers (``vllm:*``, ``sglang:*``, ``DCGM_FI_*``) are not network functions: no files.
@@ -75,7 +76,7 @@ import numpy as np
 import numpy.typing as npt
 
 from noc_assistant.errors import ConfigError
-from noc_assistant.ingest.pm import FUNCTION_CLASSES
+from noc_assistant.ingest.pm import FUNCTION_CLASSES, VendorNames
 from noc_assistant.simulate import Scenario, ScenarioConfig
 
 __all__ = [
@@ -89,6 +90,7 @@ __all__ = [
     "pm_file_name",
     "pm_plan",
     "write_pm_files",
+    "writer_names",
 ]
 
 #: the shortest granularity period written (TS 32.401's shortest is 5 min; 1 min for tests)
@@ -135,7 +137,11 @@ N3_MEAS_TYPES: Mapping[str, str] = {
 N3_OBJECT = "EP_N3=1"
 
 #: labels written as sub-counter suffixes, in this order, and how
-_SUB_COUNTERS = (("plmnid", "PLMN{}"), ("snssai", "{}"), ("cause", "{}"))
+_SUB_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("plmnid", "PLMN{}"),
+    ("snssai", "{}"),
+    ("cause", "{}"),
+)
 #: labels that name the measured object (the LDN says them)
 _IDENTITY = ("instance", "nf")
 
@@ -191,20 +197,27 @@ def _entity_types(scenario: Scenario) -> dict[str, str]:
     return {e.id: e.type for e in scenario.network.entities}
 
 
-def _vendor_names() -> dict[tuple[str, str], str]:
-    """(NF type, metric) → vendor-specific measurement, from the default pack."""
-    from knowledge.pack import load_pack
-
-    return {(nf, metric): meas for (nf, meas), metric in load_pack().pm_names().items()}
+WriterNames = Mapping[tuple[str, str], tuple[str, tuple[str, ...]]]
+"""(NF type, metric) → (vendor-specific measurement, the labels its sub-counters carry)."""
 
 
-def pm_plan(
-    scenario: Scenario, vendor: Mapping[tuple[str, str], str] | None = None
-) -> list[PmMeasurement]:
+def writer_names(
+    names: VendorNames | None = None,
+) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+    """The pack's measurement names (:meth:`knowledge.pack.Pack.pm_names`; default: the default
+    pack's) turned round for writing: (NF type, metric) → (measurement, sub-counter labels)."""
+    if names is None:
+        from knowledge.pack import load_pack
+
+        names = load_pack().pm_names()
+    return {(nf, metric): (meas, subs) for (nf, meas), (metric, subs) in names.items()}
+
+
+def pm_plan(scenario: Scenario, vendor: WriterNames | None = None) -> list[PmMeasurement]:
     """The measurements of the PM files of ``scenario``, network function by network function
-    (in the order of its series). ``vendor`` maps (NF type, metric) to the vendor-specific
-    measurement it is written as (default: the default pack's ``measurements``)."""
-    vs = _vendor_names() if vendor is None else vendor
+    (in the order of its series). ``vendor`` names the metrics written as vendor-specific
+    measurements (:func:`writer_names`; default: the default pack's ``measurements``)."""
+    vs = writer_names() if vendor is None else vendor
     types = _entity_types(scenario)
     groups: dict[tuple[str, str, str], list[int]] = {}
     kinds: dict[tuple[str, str, str], Literal["counter", "gauge"]] = {}
@@ -215,17 +228,22 @@ def pm_plan(
         ldn = function_ldn(s.entity, nf_type)
         labels = dict(s.labels)
         base = MEAS_TYPES.get(s.metric)
+        forms = _SUB_COUNTERS
         if base is None and (nf_type, s.metric) in vs:
-            base = vs[(nf_type, s.metric)] + ("Mean" if s.type == "gauge" else "")
+            meas, declared = vs[(nf_type, s.metric)]
+            base = meas + ("Mean" if s.type == "gauge" else "")
+            forms = tuple((k, "{}") for k in declared) or _SUB_COUNTERS
+            if declared and not set(declared) <= set(labels):
+                continue
         if base is None and nf_type == "upf" and labels.pop("device", None) == "n3":
             base = N3_MEAS_TYPES.get(s.metric)
             ldn = f"{ldn},{N3_OBJECT}"
         if base is None:
             continue
-        extra = set(labels) - set(_IDENTITY) - {k for k, _ in _SUB_COUNTERS}
+        extra = set(labels) - set(_IDENTITY) - {k for k, _ in forms}
         if extra:  # a dimension no sub-counter carries: not written
             continue
-        subs = [form.format(labels[k]) for k, form in _SUB_COUNTERS if k in labels]
+        subs = [form.format(labels[k]) for k, form in forms if k in labels]
         key = (s.entity, ldn, ".".join([base, *subs]))
         groups.setdefault(key, []).append(i)
         kinds[key] = "counter" if s.type == "counter" else "gauge"

@@ -211,11 +211,17 @@ def test_overlay_disabling_unknown_rule(tmp_path: Path) -> None:
             "references.3",
             "ts-99-999",
         ),
+        (
+            lambda d: d["measurements"][-1].update(sub_counters=["instance", "method"]),
+            "sub_counters",
+            "'instance' is not a label",
+        ),
     ],
 )
 def test_broken_measurement(tmp_path: Path, change, field: str, words: str) -> None:  # type: ignore[no-untyped-def]
     """A vendor-specific PM measurement on an unknown NF type, named twice for one type, named
-    with its aggregation, or citing an unknown reference: the file and the field are named."""
+    with its aggregation, citing an unknown reference, or whose sub-counters would overwrite
+    the entity's label: the file and the field are named."""
     root = _copy_pack(tmp_path)
     _edit(root / "measurements" / "open5gs.yaml", change)
     with pytest.raises(PackError) as err:

@@ -39,7 +39,7 @@ CONFIG = ScenarioConfig(
 #: the default pack's vendor-specific measurements: (NF type, measurement) → metric
 VENDOR = load_pack().pm_names()
 #: (NF type, metric) of the series written under a vendor-specific name
-VENDOR_METRICS = {(nf, metric) for (nf, _), metric in VENDOR.items()}
+VENDOR_METRICS = {(nf, metric) for (nf, _), (metric, _) in VENDOR.items()}
 FILE_NAME = re.compile(r"^A\d{8}\.\d{4}\+0000-\d{4}\+0000_(?P<ne>[a-z0-9-]+)\.xml$")
 LDN = re.compile(r"^ManagedElement=(?P<ne>[^,]+),(?P<cls>[A-Z]+Function)=1$")
 
@@ -246,6 +246,10 @@ def test_only_network_functions_get_files() -> None:
     assert {"mme", "hss", "gpu_server"} <= set(types.values())
     assert {types[m.entity] for m in pm_plan(sc)} == {"amf", "smf", "upf", "pcf", "mme", "hss"}
     assert {types[m.entity] for m in pm_plan(sc, vendor={})} == {"amf", "smf", "upf", "pcf"}
+    sbi = [m.meas_type for m in pm_plan(sc) if m.entity == "amf-1" and "Sbi" in m.meas_type]
+    assert (
+        "VS.SbiClientReq.nausf-auth.POST.201" in sbi and "VS.SbiClientReq.nausf-auth.POST.0" in sbi
+    )
 
 
 def test_every_measurement_reads_back_under_the_simulators_name(written: Written) -> None:
@@ -314,15 +318,16 @@ def test_a_period_under_a_minute_is_refused(tmp_path: Path) -> None:
 def test_core_faults_are_diagnosed_from_the_pm_path(tmp_path: Path) -> None:
     """``noc simulate --pm-out`` → ``noc pm convert --inventory`` → ``noc eval run``: the
     packet-core faults are found and diagnosed from the PM files alone (seed 3, converged core:
-    6 of 6, AC@1 1.0, no false alert). The PFCP association loss and the N2 SCTP loss need the
-    pack's vendor-specific gauges (``VS.PfcpPeerNbrMean``, ``VS.GnbNbrMean``), the roaming
-    partner's outage the per-PLMN sub-counters, the GTP-U drop the N3 loss measurement and its
-    KPI, the MME's storm the EPC's files. The inventory
+    every class but the NRF's, 7 of 7, AC@1 1.0, one false alert). The PFCP association loss
+    and the N2 SCTP loss need the pack's vendor-specific gauges (``VS.PfcpPeerNbrMean``,
+    ``VS.GnbNbrMean``), the certificate expiry its SBI client counts with their sub-counter
+    labels, the roaming partner's outage the per-PLMN sub-counters, the GTP-U drop the N3 loss
+    measurement and its KPI, the HSS's timeouts the EPC's files. The inventory
     names each function (``ManagedElement=amf-1,AMFFunction=1``) by its id, as the labels do;
     without it the entities are LDNs no label names."""
     sim, pm_dir = tmp_path / "sim", tmp_path / "pm"
     faults = "registration_storm,udm_timeout,pfcp_association_loss,n2_sctp_loss"
-    faults += ",roaming_partner_outage,upf_gtpu_drop"
+    faults += ",roaming_partner_outage,upf_gtpu_drop,sbi_cert_expiry"
     args = ["simulate", "--out", str(sim), "--days", "1", "--interval", "300", "--seed", "3"]
     args += ["--core", "converged", "--faults", faults, "--pm-out", str(pm_dir)]
     assert cli_run(args) == 0
@@ -339,10 +344,10 @@ def test_core_faults_are_diagnosed_from_the_pm_path(tmp_path: Path) -> None:
     assert cli_run(args) == 0
     rep = json.loads(report.read_text())
     labels = json.loads((sim / "labels.json").read_text())["incidents"]
-    assert ("registration_storm", "mme-2") in {
+    assert ("udm_timeout", "hss-1") in {
         (i["root_cause"]["fault"], i["root_cause"]["entity"]) for i in labels
     }
-    assert rep["incidents_total"] == 6
+    assert rep["incidents_total"] == 7
     assert rep["incident_recall"] == 1.0, rep["missed_incidents"]
     assert rep["rca_ac1"] == 1.0, rep["rca_failures"]
     assert rep["false_positives"] <= 1, rep["false_alert_list"]
@@ -362,7 +367,7 @@ def test_vendor_measurements_come_from_the_pack(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     pack = load_pack(overlay)
-    assert pack.pm_names()[("amf", "VS.NgapGnbCount")] == "gnb"
+    assert pack.pm_names()[("amf", "VS.NgapGnbCount")] == ("gnb", ())
     assert ("amf", "VS.GnbNbr") not in pack.pm_names()
     ldn = "ManagedElement=amf-1,AMFFunction=1"
     assert metric_name(ldn, "VS.NgapGnbCountMean", pack.pm_names())[0] == "gnb"
