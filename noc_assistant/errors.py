@@ -8,7 +8,9 @@ Libraries raise these; only the CLI turns them into messages and exit codes::
     │   ├── InventoryError        a network inventory file
     │   ├── EmailStateError       an e-mail step its state does not allow (send a draft …)
     │   ├── ReviewError           a verdict that does not hold together (root cause half given)
-    │   └── MaintenanceError      a maintenance window that does not hold (no end, too long …)
+    │   ├── MaintenanceError      a maintenance window that does not hold (no end, too long …)
+    │   └── NotFoundError         an incident (…) the store does not hold, or not yet in the
+    │                             form asked for (``ready`` False: no diagnosis yet)
     ├── ConfigError               settings or a knowledge pack that cannot be used (exit 2)
     │   └── DraftingError         a draft with nothing to write from (noc_assistant.drafting)
     ├── StorageError              the database refused or lost a write
@@ -26,6 +28,7 @@ __all__ = [
     "LlmError",
     "MaintenanceError",
     "NocError",
+    "NotFoundError",
     "ReplayFormatError",
     "ReviewError",
     "StorageError",
@@ -72,6 +75,15 @@ class ReviewError(BadInputError):
 class MaintenanceError(BadInputError):
     """A maintenance window that does not hold: no end, an end before its start, longer than
     allowed, an entity outside the network."""
+
+
+class NotFoundError(BadInputError):
+    """Something asked for by id that the store does not hold; ``ready`` is False where the
+    thing exists but not yet in the form asked for (an incident with no diagnosis yet)."""
+
+    def __init__(self, message: str, *, ready: bool = True):
+        self.ready = ready
+        super().__init__(message)
 
 
 class ConfigError(NocError):

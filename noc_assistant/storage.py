@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from noc_assistant.errors import ConfigError, StorageError
+from noc_assistant.errors import ConfigError, NotFoundError, StorageError
 from noc_assistant.models import (
     ChatRecord,
     EmailDraft,
@@ -198,6 +198,19 @@ class Store:
     def get_incident(self, incident_id: str) -> Incident | None:
         rows = self._query("SELECT body FROM incidents WHERE id = ?", (incident_id,))
         return Incident.model_validate_json(rows[0][0]) if rows else None
+
+    def diagnosed_incident(self, incident_id: str) -> tuple[Incident, Diagnosis]:
+        """An incident with its diagnosis; :class:`NotFoundError` if there is no such incident
+        or (``ready`` False) it has no diagnosis yet."""
+        inc = self.get_incident(incident_id)
+        if inc is None:
+            raise NotFoundError(f"no incident {incident_id!r} in {self.path}")
+        diagnosis = self.get_diagnosis(incident_id)
+        if diagnosis is None:
+            raise NotFoundError(
+                f"incident {incident_id} has no diagnosis yet in {self.path}", ready=False
+            )
+        return inc, diagnosis
 
     def findings_for(self, incident_id: str) -> list[Finding]:
         rows = self._query(

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from noc_assistant.api.deps import StoreDep, Writer, locked_step, require_writer
 from noc_assistant.drafting import Drafter, DraftingError, conversation
-from noc_assistant.errors import EmailStateError
+from noc_assistant.errors import EmailStateError, NotFoundError
 from noc_assistant.llm import Message
 from noc_assistant.mail import ADDRESS_PATTERN, Mailer, MailError
 from noc_assistant.models import ChatRecord, EmailDraft, Incident, Report
@@ -105,13 +105,12 @@ def drafts_router(
         return drafter
 
     def incident_and_diagnosis(s: Store, incident_id: str) -> tuple[Incident, Diagnosis]:
-        inc = s.get_incident(incident_id)
-        if inc is None:
-            raise HTTPException(404, f"incident {incident_id} not found")
-        diagnosis = s.get_diagnosis(incident_id)
-        if diagnosis is None:
-            raise HTTPException(409, f"incident {incident_id} has no diagnosis yet")
-        return inc, diagnosis
+        try:
+            return s.diagnosed_incident(incident_id)
+        except NotFoundError as exc:  # the store's message names its path: not for clients
+            if exc.ready:
+                raise HTTPException(404, f"incident {incident_id} not found") from None
+            raise HTTPException(409, f"incident {incident_id} has no diagnosis yet") from None
 
     def email_or_404(s: Store, email_id: str) -> EmailDraft:
         draft = s.get_email(email_id)

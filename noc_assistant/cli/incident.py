@@ -17,8 +17,7 @@ from noc_assistant.storage import Store, open_store
 
 if TYPE_CHECKING:
     from noc_assistant.drafting import Drafter
-    from noc_assistant.models import Incident, Review
-    from noc_assistant.rca import Diagnosis
+    from noc_assistant.models import Review
 
 __all__ = ["app"]
 
@@ -154,16 +153,6 @@ def _drafting(inventory: Path | None) -> tuple[Store, Drafter]:
     return open_store(settings.db_url), drafter
 
 
-def _diagnosed(store: Store, incident_id: str) -> tuple[Incident, Diagnosis]:
-    inc = store.get_incident(incident_id)
-    if inc is None:
-        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
-    diagnosis = store.get_diagnosis(incident_id)
-    if diagnosis is None:
-        raise BadInputError(f"incident {incident_id} has no diagnosis in {store.path}")
-    return inc, diagnosis
-
-
 InventoryOpt = Annotated[
     Path | None,
     typer.Option(help="Network inventory (FORMATS §4); default: NOC_DATA_DIR/inventory.json"),
@@ -180,7 +169,7 @@ def report(
 ) -> None:
     """Print an incident's root-cause report (Markdown, from the diagnosis)."""
     store, drafter = _drafting(inventory)
-    inc, diagnosis = _diagnosed(store, incident_id)
+    inc, diagnosis = store.diagnosed_incident(incident_id)
     r = drafter.report(inc, diagnosis, narrate=narrate, review=store.get_review(incident_id))
     console.print(r.body, markup=False, highlight=False, soft_wrap=True)
     if r.narration_withheld:
@@ -202,7 +191,7 @@ def ask(
     from noc_assistant.drafting import conversation
 
     store, drafter = _drafting(inventory)
-    inc, diagnosis = _diagnosed(store, incident_id)
+    inc, diagnosis = store.diagnosed_incident(incident_id)
     answer = drafter.answer(inc, diagnosis, question, conversation(store.chat_for(incident_id)))
     if by is not None:
         store.save_chat(drafter.keep(incident_id, question, answer, by, time.time()))
@@ -314,7 +303,7 @@ def email(
     """Draft an e-mail to the NOC of the roaming partner an incident implicates (stored as
     a draft: `noc email approve` / `noc email send`)."""
     store, drafter = _drafting(inventory)
-    inc, diagnosis = _diagnosed(store, incident_id)
+    inc, diagnosis = store.diagnosed_incident(incident_id)
     draft = drafter.partner_email(
         inc,
         diagnosis,

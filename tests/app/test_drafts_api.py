@@ -58,6 +58,12 @@ def test_report_and_chat_need_no_token(store: Store) -> None:
     assert body["generated_by"] == "template" and "sepp-01" in body["summary"]
     assert body["body"].startswith("# ")
     assert c.get("/api/incidents/inc-nope/report").status_code == 404
+    undiagnosed = store.get_incident(NRF)
+    assert undiagnosed is not None
+    store.save_incident(undiagnosed.model_copy(update={"id": "inc-new"}))
+    r = c.get("/api/incidents/inc-new/report")
+    assert r.status_code == 409 and "no diagnosis yet" in r.text
+    assert store.path not in r.text  # the store's own message names its file
     r = c.post(f"/api/incidents/{ROAMING}/chat", json={"question": f"imsi-{IMSI} fails?"})
     assert r.status_code == 200 and r.json()["generated_by"] == "template"
     assert c.post(f"/api/incidents/{ROAMING}/chat", json={"question": ""}).status_code == 422

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from noc_assistant.api.events import Broadcaster
-from noc_assistant.errors import ConfigError, StorageError
+from noc_assistant.errors import ConfigError, NotFoundError, StorageError
 from noc_assistant.models import ChatRecord, EmailDraft, Finding, Hypothesis, Incident, Review
 from noc_assistant.postgres import PostgresStore
 from noc_assistant.rca import Diagnosis
@@ -170,6 +170,12 @@ def test_the_store_contract(store: Store) -> None:
     assert store.list_incidents(state="open") == []
 
     assert store.get_diagnosis("inc-1") is None
+    with pytest.raises(NotFoundError, match="no diagnosis yet") as not_yet:
+        store.diagnosed_incident("inc-1")
+    assert not not_yet.value.ready
+    with pytest.raises(NotFoundError, match="no incident 'nope'") as missing:
+        store.diagnosed_incident("nope")
+    assert missing.value.ready
     diag = Diagnosis(
         incident_id="inc-1",
         verdict="fault",
@@ -179,6 +185,7 @@ def test_the_store_contract(store: Store) -> None:
     store.save_diagnosis(diag)
     again = store.get_diagnosis("inc-1")
     assert again == diag
+    assert store.diagnosed_incident("inc-1") == (update, diag)
 
     store.clear()
     assert store.count("findings") == store.count("incidents") == 0
