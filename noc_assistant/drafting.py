@@ -65,10 +65,12 @@ from noc_assistant.rca import Diagnosis
 from prompts import environment
 
 if TYPE_CHECKING:
+    from noc_assistant.history import IncidentHistory
     from noc_assistant.settings import Settings
 
 __all__ = [
     "RANK_ID",
+    "SEEN_ID",
     "ChatAnswer",
     "Drafter",
     "DraftingError",
@@ -77,6 +79,9 @@ __all__ = [
 ]
 
 RANK_ID = "ev-rca"
+SEEN_ID = "ev-seen"
+"""Pool id of what the NOC's records say of earlier incidents like this one
+(:mod:`noc_assistant.history`), which a chat answer cites like evidence."""
 """The evidence id under which a draft cites the ranking's confidences."""
 _CITATION = re.compile(r"\s?\[(?:ev-[A-Za-z0-9_.:-]+|ref:[A-Za-z0-9_.:-]+)\]")
 _ENTITYISH = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
@@ -212,6 +217,16 @@ def _sign_view(view: dict[str, Any], sign: Evidence | None) -> dict[str, Any] | 
     return line | {"at": _utc(sign.start)}
 
 
+def _seen_text(seen: IncidentHistory) -> str:
+    days = seen.lookback_s / 86_400.0
+    return seen.hint or f"No earlier incident like this one in the last {days:g} days."
+
+
+def _seen_values(seen: IncidentHistory) -> tuple[float, ...]:
+    days = seen.lookback_s / 86_400.0
+    return (seen.total, seen.judged, seen.false_alarms, days, *seen.confirmed.values())
+
+
 def _issues(report: GroundingReport) -> str:
     """The first grounding issues of a draft, for a reason shown to a person."""
     return "; ".join(f"{i.kind} {i.token!r}" for i in report.issues[:5])
@@ -285,9 +300,11 @@ class Drafter:
             "summary": "confidences of the ranked root causes: " + "; ".join(parts),
         }
 
-    def _grounding_pool(self, diagnosis: Diagnosis) -> _Pool:
+    def _grounding_pool(self, diagnosis: Diagnosis, seen: IncidentHistory | None = None) -> _Pool:
         pool: _Pool = {e.id: e for e in diagnosis.evidence}
         pool[RANK_ID] = self._rank_item(diagnosis)
+        if seen is not None:
+            pool[SEEN_ID] = {"values": _seen_values(seen), "summary": _seen_text(seen)}
         return pool
 
     def _evidence_view(self, evidence: Iterable[Evidence]) -> list[dict[str, str]]:
@@ -556,9 +573,13 @@ class Drafter:
         diagnosis: Diagnosis,
         question: str,
         history: Sequence[Message] = (),
+        seen: IncidentHistory | None = None,
     ) -> ChatAnswer:
-        """Answer an engineer's question about ``incident`` from its evidence."""
+        """Answer an engineer's question about ``incident`` from its evidence (and, given
+        ``seen``, what the NOC's records say of earlier incidents like it)."""
         view = self._view(incident, diagnosis)
+        if seen is not None:
+            view["seen"] = {"id": SEEN_ID, "text": self._mask(_seen_text(seen))}
         if self.llm is None:
             return self._fallback(view, diagnosis, question, "no language model is configured")
         system = self._env.get_template("chat_system.txt.j2").render(
@@ -582,7 +603,7 @@ class Drafter:
             reply = self.llm.chat(messages)
         except LlmError as exc:
             return self._fallback(view, diagnosis, question, f"the language model failed: {exc}")
-        pool = self._grounding_pool(diagnosis)
+        pool = self._grounding_pool(diagnosis, seen)
         text, _ = cite_numbers(self._mask(reply.text).strip(), pool, self.pack.grounding)
         strip = self.pack.grounding.model_copy(update={"unsupported_claim": "strip"})
         checked = check_grounding(text, pool, self.pack.references, strip)
@@ -619,6 +640,9 @@ class Drafter:
             chosen = [i for i in items if i.id in top_ids]
         first = _first_sign(diagnosis)
         asks = {
+            "before": bool(
+                words & {"before", "again", "previous", "earlier", "history", "recur", "recurring"}
+            ),
             "first": bool(words & {"first", "when", "start", "started", "began", "begin"}),
             "why": bool(words & {"why", "evidence", "against", "sure", "confidence", "how"}),
             "else": bool(words & {"else", "other", "others", "alternative", "alternatives"}),
@@ -635,4 +659,6 @@ class Drafter:
             others=view["hypotheses"][1:] if asks["else"] else [],
         )
         ids = [RANK_ID, *(e["id"] for e in cited)]
+        if asks["before"] and view.get("seen"):
+            ids.append(SEEN_ID)
         return ChatAnswer(text.strip(), "template", tuple(dict.fromkeys(ids)), (), reason)

@@ -287,6 +287,19 @@ class Store:
         out = [Review.model_validate_json(r[0]) for r in rows]
         return {r.incident_id: r for r in out}
 
+    def reviews_for(self, incident_ids: Sequence[str]) -> dict[str, Review]:
+        """The reviews of these incidents (those that have one), by incident id."""
+        out: dict[str, Review] = {}
+        ids = list(dict.fromkeys(incident_ids))
+        for i in range(0, len(ids), 500):  # SQLite's bound parameters are limited
+            chunk = ids[i : i + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows = self._query(f"SELECT body FROM reviews WHERE incident_id IN ({marks})", chunk)
+            for r in rows:
+                review = Review.model_validate_json(r[0])
+                out[review.incident_id] = review
+        return out
+
     def save_maintenance(self, window: Maintenance) -> None:
         """Keep a maintenance window (saving it again, ended early, replaces it)."""
         self._save(

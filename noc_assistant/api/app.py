@@ -1,8 +1,9 @@
 """The web console and JSON API (FastAPI).
 
 Pages: ``/`` lists incidents (live, via ``/api/stream``), ``/incidents/{id}`` shows one with
-its findings, root-cause report, e-mail drafts and triage chat. JSON: ``/api/incidents``,
-``/api/incidents/{id}``, ``/health``, and the drafting endpoints of
+its findings, root-cause report, e-mail drafts, triage chat and the earlier incidents like it.
+JSON: ``/api/incidents``, ``/api/incidents/{id}``, ``/api/incidents/{id}/similar``,
+``/health``, and the drafting endpoints of
 :mod:`noc_assistant.api.drafts` (reports, chat, partner-NOC e-mails).
 """
 
@@ -14,11 +15,11 @@ import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 import jinja2
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -30,12 +31,15 @@ from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.metrics import registry
 from noc_assistant.api.reviews import reviews_router
 from noc_assistant.drafting import Drafter, DraftingError, review_refuses_partner
+from noc_assistant.history import IncidentHistory, similar_in_store
 from noc_assistant.mail import Mailer
 from noc_assistant.models import Finding, Incident, Review
 from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import Store
 
 __all__ = ["create_app"]
+
+LookbackDays = Annotated[float, Query(gt=0, le=366, description="how many days back")]
 
 
 def _utc(ts: float | None) -> str:
@@ -136,6 +140,14 @@ def create_app(
             "evidence": [e.model_dump() for e in diagnosis.evidence] if diagnosis else [],
         }
 
+    @app.get("/api/incidents/{incident_id}/similar")
+    def similar_incidents(
+        s: StoreDep, incident_id: str, days: LookbackDays = 90
+    ) -> IncidentHistory:
+        """The earlier incidents like this one (same entity and KPI, or same cause) and what
+        the NOC's verdicts on them were (:mod:`noc_assistant.history`)."""
+        return similar_in_store(s, _incident_or_404(s, incident_id), lookback_s=days * 86_400)
+
     @app.get("/api/stream")
     async def stream(request: Request) -> StreamingResponse:
         queue = hub.subscribe()
@@ -192,6 +204,7 @@ def create_app(
             review=review,
             faults=sorted(set(drafter.pack.faults) - {"no_fault"}) if drafter else [],
             top=diagnosis.top if diagnosis else None,
+            seen=similar_in_store(s, inc),
         )
 
     return app

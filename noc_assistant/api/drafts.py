@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from noc_assistant.api.deps import StoreDep, Writer, locked_step, require_writer
 from noc_assistant.drafting import Drafter, DraftingError, conversation
 from noc_assistant.errors import EmailStateError, NotFoundError
+from noc_assistant.history import similar_in_store
 from noc_assistant.llm import Message
 from noc_assistant.mail import ADDRESS_PATTERN, Mailer, MailError
 from noc_assistant.models import ChatRecord, EmailDraft, Incident, Report
@@ -145,7 +146,7 @@ def drafts_router(
         history: list[Message] = [{"role": t.role, "content": t.content} for t in req.history]
         if not history:  # the conversation so far: the incident's kept log
             history = conversation(s.chat_for(incident_id), KEPT_HISTORY)
-        answer = d.answer(inc, diagnosis, req.question, history)
+        answer = d.answer(inc, diagnosis, req.question, history, similar_in_store(s, inc))
         kept = None
         if req.keep:
             record = d.keep(incident_id, req.question, answer, req.asked_by or "", clock())

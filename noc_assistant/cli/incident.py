@@ -186,13 +186,15 @@ def ask(
         typer.Option("--by", help="Your name: keep the question and answer in the incident's log"),
     ] = None,
 ) -> None:
-    """Ask the triage assistant about an incident (answers come from its evidence; the
-    incident's kept chat is the conversation so far)."""
+    """Ask the triage assistant about an incident (answers come from its evidence and the
+    earlier incidents like it; the incident's kept chat is the conversation so far)."""
     from noc_assistant.drafting import conversation
+    from noc_assistant.history import similar_in_store
 
     store, drafter = _drafting(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
-    answer = drafter.answer(inc, diagnosis, question, conversation(store.chat_for(incident_id)))
+    kept = conversation(store.chat_for(incident_id))
+    answer = drafter.answer(inc, diagnosis, question, kept, similar_in_store(store, inc))
     if by is not None:
         store.save_chat(drafter.keep(incident_id, question, answer, by, time.time()))
     console.print(answer.text, markup=False, highlight=False, soft_wrap=True)
@@ -214,6 +216,39 @@ def chat(incident_id: Annotated[str, typer.Argument(help="Incident id")]) -> Non
             highlight=False,
             soft_wrap=True,
         )
+
+
+@app.command("similar")
+def similar_cmd(
+    incident_id: Annotated[str, typer.Argument(help="Incident id")],
+    days: Annotated[float, typer.Option(min=0.1, max=366, help="How far back to look")] = 90.0,
+    json_out: Annotated[bool, typer.Option("--json", help="The data as JSON")] = False,
+) -> None:
+    """Earlier incidents like this one (same entity and KPI, or the same cause), newest first,
+    with the NOC's verdict on each: has it happened before, and what was it then?"""
+    from noc_assistant.history import similar_in_store
+
+    store = open_store(get_settings().db_url)
+    inc = store.get_incident(incident_id)
+    if inc is None:
+        raise BadInputError(f"no incident {incident_id!r} in {store.path}")
+    seen = similar_in_store(store, inc, lookback_s=days * 86_400.0)
+    if json_out:
+        console.print_json(seen.model_dump_json())
+        return
+    lines = [seen.hint or f"Nothing like {incident_id} in the last {days:g} days."]
+    for p in seen.similar:
+        when = datetime.fromtimestamp(p.opened_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        top = f"{p.top.fault} on {p.top.entity}" if p.top else "-"
+        verdict = (p.verdict or "not judged").replace("_", " ")
+        if p.confirmed:
+            verdict += f": {p.confirmed}"
+        if p.verdict_by:
+            verdict += f" ({p.verdict_by})"
+        lines.append(f"{when}  {p.id}  [{', '.join(p.match)}]  {top}  → {verdict}")
+    if seen.total > len(seen.similar):
+        lines.append(f"… and {seen.total - len(seen.similar)} older")
+    console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
 
 
 def _review(store: Store, incident_id: str) -> Review:

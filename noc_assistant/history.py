@@ -1,0 +1,172 @@
+"""Seen before: the incidents the store remembers that look like this one, and what the NOC
+found each time.
+
+An on-call engineer's first question after "what is it?" is "has this happened before, and
+what was it then?". An earlier incident (opened in the ``lookback`` before this one) is like
+this one when
+
+- it paged on the same thing: it shares an entity **and** a KPI with this one
+  (``same_alert``), or
+- it pointed at the same cause: its top hypothesis, or the root cause the NOC confirmed for it,
+  is this incident's top hypothesis (the same fault class on the same entity;
+  ``same_cause``).
+
+Each comes with its review, so the summary can say what the verdicts were: an alert judged a
+false alarm the last three times it fired is a different page from one that was a real UDM
+timeout each time. Nothing here changes a detector or a diagnosis; it is for the person.
+
+>>> from noc_assistant.models import Hypothesis, Incident, Review
+>>> now = Incident(id="i-3", fingerprint="f", opened_at=3e6, updated_at=3e6,
+...                entities=["upf-2"], kpis=["upf-rx-drop"],
+...                hypotheses=[Hypothesis(fault="upf_gtpu_drop", entity="upf-2", confidence=0.8)])
+>>> old = Incident(id="i-1", fingerprint="f", opened_at=2e6, updated_at=2e6,
+...                entities=["upf-2", "smf-1"], kpis=["upf-rx-drop"])
+>>> past = similar(now, [old], {"i-1": Review(incident_id="i-1", verdict="no_fault",
+...                                          verdict_by="ana", verdict_at=2.1e6)})
+>>> [(p.id, p.match, p.verdict) for p in past.similar]
+[('i-1', ['same_alert'], 'no_fault')]
+>>> past.hint
+'Seen 1 time in the last 90 days: judged a false alarm 1 of 1 time.'
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from noc_assistant.models import Hypothesis, Incident, Review
+from noc_assistant.storage import Store
+
+__all__ = ["LOOKBACK_S", "IncidentHistory", "PastIncident", "similar", "similar_in_store"]
+
+LOOKBACK_S = 90 * 86_400.0
+"""How far back an earlier incident counts (90 days: a quarter of the same network)."""
+MAX_SHOWN = 20
+
+Match = Literal["same_alert", "same_cause"]
+
+
+class PastIncident(BaseModel):
+    """One earlier incident like this one, with what the NOC found."""
+
+    id: str
+    opened_at: float
+    resolved_at: float | None
+    state: str
+    title: str
+    entities: list[str]
+    kpis: list[str]
+    top: Hypothesis | None
+    match: list[Match]
+    verdict: str | None = None
+    """The NOC's verdict (``fault``, ``no_fault``, ``maintenance``); None: not judged."""
+    confirmed: str | None = None
+    """The confirmed root cause (``fault on entity``) of a verdict ``fault`` that names one."""
+    verdict_by: str | None = None
+
+
+class IncidentHistory(BaseModel):
+    """The earlier incidents like one incident, newest first, and what their verdicts say."""
+
+    incident_id: str
+    lookback_s: float
+    total: int
+    """How many matched (``similar`` shows the newest :data:`MAX_SHOWN`)."""
+    similar: list[PastIncident] = Field(default_factory=list)
+    judged: int = 0
+    false_alarms: int = 0
+    confirmed: dict[str, int] = Field(default_factory=dict)
+    """Confirmed root causes among them (``fault on entity`` → times), most frequent first."""
+    hint: str = ""
+
+
+def _top(inc: Incident) -> tuple[str, str] | None:
+    h = inc.hypotheses[0] if inc.hypotheses else None
+    return (h.fault, h.entity) if h is not None and h.fault != "no_fault" else None
+
+
+def _times(n: int) -> str:
+    return f"{n} time" if n == 1 else f"{n} times"
+
+
+def similar(
+    incident: Incident,
+    earlier: Iterable[Incident],
+    reviews: Mapping[str, Review],
+    *,
+    lookback_s: float = LOOKBACK_S,
+) -> IncidentHistory:
+    """The incidents of ``earlier`` like ``incident`` (see the module docstring)."""
+    cause = _top(incident)
+    entities, kpis = set(incident.entities), set(incident.kpis)
+    found: list[PastIncident] = []
+    for inc in earlier:
+        if inc.id == incident.id or inc.opened_at >= incident.opened_at:
+            continue
+        if inc.opened_at < incident.opened_at - lookback_s:
+            continue
+        review = reviews.get(inc.id)
+        match: list[Match] = []
+        if entities & set(inc.entities) and kpis & set(inc.kpis):
+            match.append("same_alert")
+        rc = review.root_cause if review is not None else None
+        confirmed = (rc[1], rc[0]) if rc is not None else None  # (fault, entity)
+        if cause is not None and cause in (_top(inc), confirmed):
+            match.append("same_cause")
+        if not match:
+            continue
+        found.append(
+            PastIncident(
+                id=inc.id,
+                opened_at=inc.opened_at,
+                resolved_at=inc.resolved_at,
+                state=inc.state,
+                title=inc.title,
+                entities=inc.entities,
+                kpis=inc.kpis,
+                top=inc.hypotheses[0] if inc.hypotheses else None,
+                match=match,
+                verdict=review.verdict if review is not None else None,
+                confirmed=f"{confirmed[0]} on {confirmed[1]}" if confirmed else None,
+                verdict_by=review.verdict_by if review is not None else None,
+            )
+        )
+    found.sort(key=lambda p: (-p.opened_at, p.id))
+    judged = [p for p in found if p.verdict is not None]
+    false_alarms = sum(p.verdict == "no_fault" for p in judged)
+    causes = Counter(p.confirmed for p in judged if p.confirmed)
+    days = lookback_s / 86_400.0
+    hint = ""
+    if found:
+        hint = f"Seen {_times(len(found))} in the last {days:g} days"
+        if judged:
+            hint += f": judged a false alarm {false_alarms} of {_times(len(judged))}"
+            if causes:
+                (top_cause, n), *_ = causes.most_common(1)
+                hint += f"; confirmed {top_cause} {_times(n)}"
+        else:
+            hint += ", none judged"
+        hint += "."
+    return IncidentHistory(
+        incident_id=incident.id,
+        lookback_s=lookback_s,
+        total=len(found),
+        similar=found[:MAX_SHOWN],
+        judged=len(judged),
+        false_alarms=false_alarms,
+        confirmed=dict(causes.most_common()),
+        hint=hint,
+    )
+
+
+def similar_in_store(
+    store: Store, incident: Incident, *, lookback_s: float = LOOKBACK_S
+) -> IncidentHistory:
+    """:func:`similar` over the store's incidents opened in the ``lookback_s`` before
+    ``incident``, with their reviews."""
+    earlier = store.incidents_between(incident.opened_at - lookback_s, incident.opened_at)
+    reviews = store.reviews_for([i.id for i in earlier])
+    return similar(incident, earlier, reviews, lookback_s=lookback_s)

@@ -1,0 +1,196 @@
+"""Seen before: the earlier incidents like one incident (same entity and KPI, or the same
+cause), with the NOC's verdict on each, through the store, the API, the incident page and
+``noc incident similar``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_reviews import _client
+
+from noc_assistant.cli import run
+from noc_assistant.cli._console import console
+from noc_assistant.history import LOOKBACK_S, similar_in_store
+from noc_assistant.models import Hypothesis, Incident, Review
+from noc_assistant.settings import get_settings
+from noc_assistant.storage import SqliteStore, Store
+
+DAY = 86_400.0
+NOW = 1_795_910_400.0  # 2026-11-29 00:00 UTC
+
+
+def _inc(
+    i: str, days_ago: float, entities: list[str], kpis: list[str], top: tuple[str, str] | None
+) -> Incident:
+    t = NOW - days_ago * DAY
+    hyps = [Hypothesis(fault=top[0], entity=top[1], confidence=0.8)] if top else []
+    return Incident(
+        id=i,
+        fingerprint=i,
+        opened_at=t,
+        updated_at=t + 60,
+        state="resolved" if days_ago else "open",
+        resolved_at=t + 900 if days_ago else None,
+        entities=entities,
+        kpis=kpis,
+        title=f"{kpis[0]} on {entities[0]}",
+        hypotheses=hyps,
+    )
+
+
+def _judged(i: str, verdict: str, by: str, cause: tuple[str, str] | None = None) -> Review:
+    fault, entity = cause or (None, None)
+    return Review(incident_id=i).judged(
+        verdict,  # type: ignore[arg-type]
+        by,
+        NOW - DAY,
+        fault=fault,
+        entity=entity,
+    )
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = SqliteStore(tmp_path / "noc.db")
+    drop = ["upf-rx-drop"]
+    gtpu = ("upf_gtpu_drop", "upf-2")
+    for inc in (
+        _inc("inc-now", 0, ["upf-2"], drop, gtpu),
+        # the same alert three times before: twice a false alarm, once the real thing
+        _inc("inc-a", 3, ["upf-2", "smf-1"], drop, None),
+        _inc("inc-b", 10, ["upf-2"], ["upf-rx-drop", "upf-rx-throughput"], gtpu),
+        _inc("inc-c", 40, ["upf-2"], drop, None),
+        # the same cause, seen on another KPI
+        _inc("inc-d", 20, ["upf-2"], ["upf-n3-loss"], gtpu),
+        # not like it: another entity; the same entity on another KPI and cause
+        _inc("inc-e", 5, ["upf-3"], drop, ("upf_gtpu_drop", "upf-3")),
+        _inc("inc-f", 6, ["upf-2"], ["upf-sessions"], ("pfcp_association_loss", "upf-2")),
+        # too old, and later than the incident
+        _inc("inc-old", 100, ["upf-2"], drop, gtpu),
+        _inc("inc-later", -1, ["upf-2"], drop, gtpu),
+    ):
+        s.save_incident(inc)
+    s.save_review(_judged("inc-a", "no_fault", "ana"))
+    s.save_review(_judged("inc-b", "fault", "bo", gtpu))
+    s.save_review(_judged("inc-c", "no_fault", "ana"))
+    # another KPI and top hypothesis, but the NOC confirmed this cause for it
+    s.save_review(_judged("inc-f", "fault", "cy", gtpu))
+    yield s
+    s.close()
+
+
+def test_earlier_incidents_like_this_one_with_their_verdicts(store: Store) -> None:
+    inc = store.get_incident("inc-now")
+    assert inc is not None
+    seen = similar_in_store(store, inc)
+    assert [p.id for p in seen.similar] == ["inc-a", "inc-f", "inc-b", "inc-d", "inc-c"]
+    match = {p.id: p.match for p in seen.similar}
+    assert match == {
+        "inc-a": ["same_alert"],
+        "inc-f": ["same_cause"],
+        "inc-b": ["same_alert", "same_cause"],
+        "inc-d": ["same_cause"],
+        "inc-c": ["same_alert"],
+    }
+    assert (seen.total, seen.judged, seen.false_alarms) == (5, 4, 2)
+    assert seen.confirmed == {"upf_gtpu_drop on upf-2": 2}
+    assert seen.hint == (
+        "Seen 5 times in the last 90 days: judged a false alarm 2 of 4 times;"
+        " confirmed upf_gtpu_drop on upf-2 2 times."
+    )
+    b = next(p for p in seen.similar if p.id == "inc-b")
+    assert (b.verdict, b.verdict_by, b.confirmed) == ("fault", "bo", "upf_gtpu_drop on upf-2")
+    # a shorter look back
+    week = similar_in_store(store, inc, lookback_s=7 * DAY)
+    assert [p.id for p in week.similar] == ["inc-a", "inc-f"]
+    assert LOOKBACK_S == 90 * DAY
+
+
+def test_nothing_like_it() -> None:
+    from noc_assistant.history import similar
+
+    inc = _inc("inc-x", 0, ["amf-1"], ["amf-registration-success"], None)
+    other = _inc("inc-y", 1, ["amf-2"], ["amf-registration-success"], None)
+    seen = similar(inc, [other], {})
+    assert (seen.total, seen.similar, seen.hint) == (0, [], "")
+
+
+def test_reviews_for_reads_many_ids_in_chunks(tmp_path: Path) -> None:
+    s = SqliteStore(tmp_path / "many.db")
+    ids = [f"inc-{i:04d}" for i in range(1_203)]
+    for i in ids[::2]:
+        s.save_review(_judged(i, "no_fault", "ana"))
+    got = s.reviews_for([*ids, ids[0]])
+    assert sorted(got) == ids[::2] and got[ids[0]].verdict == "no_fault"
+    s.close()
+
+
+def test_the_console_shows_what_was_seen_before(store: Store) -> None:
+    c = _client(store)
+    r = c.get("/api/incidents/inc-now/similar")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["total"] == 5 and body["false_alarms"] == 2
+    assert [p["id"] for p in c.get("/api/incidents/inc-now/similar?days=4").json()["similar"]] == [
+        "inc-a"
+    ]
+    assert c.get("/api/incidents/inc-now/similar?days=0").status_code == 422
+    assert c.get("/api/incidents/inc-nope/similar").status_code == 404
+    page = c.get("/incidents/inc-now").text
+    assert "Seen before" in page and "judged a false alarm 2 of 4 times" in page
+    assert 'href="/incidents/inc-b"' in page and "upf_gtpu_drop on upf-2 (bo)" in page
+    first = c.get("/incidents/inc-old").text  # the oldest: nothing before it
+    assert "Nothing like it in the last 90 days." in first
+
+
+def test_the_cli_lists_what_was_seen_before(
+    store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
+    monkeypatch.setattr(console, "width", 240)
+    get_settings.cache_clear()
+    try:
+        assert run(["incident", "similar", "inc-now"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("Seen 5 times in the last 90 days")
+        assert "inc-b  [same_alert, same_cause]  upf_gtpu_drop on upf-2  → fault" in out
+        assert "inc-a  [same_alert]  -  → no fault (ana)" in out
+        assert run(["incident", "similar", "inc-now", "--days", "4", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert [p["id"] for p in data["similar"]] == ["inc-a"]
+        assert run(["incident", "similar", "inc-nope"]) == 2
+        assert "no incident 'inc-nope'" in capsys.readouterr().err
+    finally:
+        get_settings.cache_clear()
+
+
+def test_the_triage_chat_answers_has_it_happened_before(store: Store) -> None:
+    """Asked whether it happened before, the chat gives the NOC's record of earlier incidents
+    like it, cited as ``[ev-seen]``; the counts are grounded in that record, and a count the
+    record does not hold is not."""
+    from test_drafting import PACK, case
+
+    from guardrails.grounding import check_grounding
+    from knowledge.topology import load_inventory
+    from noc_assistant.drafting import SEEN_ID, Drafter
+
+    topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
+    d = Drafter(PACK, topo)
+    inc, diagnosis, _ = case("upf-gtpu-drop", 0, topo)
+    now = store.get_incident("inc-now")
+    assert now is not None
+    seen = similar_in_store(store, now)
+    a = d.answer(inc, diagnosis, "Has this happened before?", seen=seen)
+    assert f"Seen before: {seen.hint} [{SEEN_ID}]" in a.text and SEEN_ID in a.cited
+    assert "Seen before" not in d.answer(inc, diagnosis, "What failed?", seen=seen).text
+    none = similar_in_store(store, _inc("inc-x", 0, ["amf-9"], ["amf-registration-success"], None))
+    quiet = d.answer(inc, diagnosis, "Did it happen before?", seen=none)
+    assert "No earlier incident like this one in the last 90 days." in quiet.text
+    pool = d._grounding_pool(diagnosis, seen)
+    good = f"It paged 5 times in 90 days and was judged a false alarm 2 of 4 times [{SEEN_ID}]."
+    assert check_grounding(good, pool, PACK.references, PACK.grounding).ok
+    bad = f"It paged 7 times in 90 days [{SEEN_ID}]."
+    assert not check_grounding(bad, pool, PACK.references, PACK.grounding).ok
