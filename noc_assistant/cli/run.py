@@ -15,7 +15,7 @@ from noc_assistant.cli._console import console
 from noc_assistant.correlate import IncidentEvent, MaintenanceWindow
 from noc_assistant.ingest import Point
 from noc_assistant.ingest.replay import parse_ts
-from noc_assistant.models import Finding
+from noc_assistant.models import Finding, Maintenance
 from noc_assistant.settings import get_settings
 
 __all__ = ["register"]
@@ -29,6 +29,23 @@ def _maintenance(labels: dict[str, Any]) -> list[MaintenanceWindow]:
     return [
         MaintenanceWindow(m["entity"], parse_ts(m["start"]), parse_ts(m["end"]))
         for m in labels.get("maintenance", [])
+    ]
+
+
+def _declared(labels: dict[str, Any], at: float) -> list[Maintenance]:
+    """The scenario's planned work as declared windows, so that the console, the handover and
+    ``noc maintenance list`` show what held the pages back (as a NOC would have declared it)."""
+    return [
+        Maintenance(
+            id=f"mw-demo-{i}",
+            entity=m["entity"],
+            start=parse_ts(m["start"]),
+            end=parse_ts(m["end"]),
+            by="noc demo",
+            reason="planned work in the simulated scenario",
+            created_at=at,
+        )
+        for i, m in enumerate(labels.get("maintenance", []), 1)
     ]
 
 
@@ -85,6 +102,8 @@ def demo(
     )
     scenario = build_scenario(config)
     paths = write_scenario(scenario, settings.data_dir)
+    for window in _declared(scenario.labels, begin):
+        store.save_maintenance(window)
     console.print(
         f"[bold]noc demo[/]: {days:g} simulated day(s), faults={faults}, seed={seed}\n"
         f"  telemetry  {paths['telemetry']}\n  labels     {paths['labels']}\n"
