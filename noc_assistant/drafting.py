@@ -339,6 +339,21 @@ class Drafter:
             ],
         }
 
+    def _seen_view(self, seen: IncidentHistory | None) -> dict[str, Any] | None:
+        if seen is None:
+            return None
+        past = [
+            {
+                "opened": _utc(p.opened_at),
+                "id": p.id,
+                "top": f"{p.top.fault} on {p.top.entity}" if p.top else "no hypothesis",
+                "verdict": (p.verdict or "not judged").replace("_", " ")
+                + (f": {p.confirmed}" if p.confirmed else ""),
+            }
+            for p in seen.similar[:5]
+        ]
+        return {"id": SEEN_ID, "text": self._mask(_seen_text(seen)), "past": past}
+
     def _check(self, text: str, pool: _Pool) -> GroundingReport:
         return check_grounding(text, pool, self.pack.references, self.pack.grounding)
 
@@ -357,11 +372,14 @@ class Drafter:
         diagnosis: Diagnosis,
         narrate: bool = False,
         review: Review | None = None,
+        seen: IncidentHistory | None = None,
     ) -> Report:
         """The root-cause report of ``incident`` (see the module docstring); with the NOC's
-        ``review``, its verdict heads the report."""
+        ``review``, its verdict heads the report; with ``seen``, the earlier incidents like it
+        close it (cited ``[ev-seen]``)."""
         view = self._view(incident, diagnosis)
         view["noc_verdict"] = _verdict_view(review, self._mask)
+        view["seen"] = self._seen_view(seen)
         first = _first_sign(diagnosis)
         summary = self._env.get_template("summary.txt.j2").render(
             **view, first=_sign_view(view, first)
@@ -578,8 +596,7 @@ class Drafter:
         """Answer an engineer's question about ``incident`` from its evidence (and, given
         ``seen``, what the NOC's records say of earlier incidents like it)."""
         view = self._view(incident, diagnosis)
-        if seen is not None:
-            view["seen"] = {"id": SEEN_ID, "text": self._mask(_seen_text(seen))}
+        view["seen"] = self._seen_view(seen)
         if self.llm is None:
             return self._fallback(view, diagnosis, question, "no language model is configured")
         system = self._env.get_template("chat_system.txt.j2").render(

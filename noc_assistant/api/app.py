@@ -191,7 +191,12 @@ def create_app(
         findings: list[Finding] = s.findings_for(incident_id)
         diagnosis = s.get_diagnosis(incident_id)
         review = s.get_review(incident_id)
-        report = drafter.report(inc, diagnosis, review=review) if drafter and diagnosis else None
+        seen = similar_in_store(s, inc)
+        report = (
+            drafter.report(inc, diagnosis, review=review, seen=seen)
+            if drafter and diagnosis
+            else None
+        )
         return env.get_template("incident.html").render(
             incident=inc,
             findings=findings,
@@ -204,7 +209,7 @@ def create_app(
             review=review,
             faults=sorted(set(drafter.pack.faults) - {"no_fault"}) if drafter else [],
             top=diagnosis.top if diagnosis else None,
-            seen=similar_in_store(s, inc),
+            seen=seen,
         )
 
     return app

@@ -123,7 +123,8 @@ def drafts_router(
     def report(s: StoreDep, incident_id: str, narrate: bool = False) -> Report:
         d = need_drafter()
         inc, diagnosis = incident_and_diagnosis(s, incident_id)
-        return d.report(inc, diagnosis, narrate=narrate, review=s.get_review(incident_id))
+        review, seen = s.get_review(incident_id), similar_in_store(s, inc)
+        return d.report(inc, diagnosis, narrate=narrate, review=review, seen=seen)
 
     @router.get("/api/incidents/{incident_id}/chat")
     def kept_chat(s: StoreDep, incident_id: str) -> list[ChatRecord]:

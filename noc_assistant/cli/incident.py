@@ -170,7 +170,10 @@ def report(
     """Print an incident's root-cause report (Markdown, from the diagnosis)."""
     store, drafter = _drafting(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
-    r = drafter.report(inc, diagnosis, narrate=narrate, review=store.get_review(incident_id))
+    from noc_assistant.history import similar_in_store
+
+    review, seen = store.get_review(incident_id), similar_in_store(store, inc)
+    r = drafter.report(inc, diagnosis, narrate=narrate, review=review, seen=seen)
     console.print(r.body, markup=False, highlight=False, soft_wrap=True)
     if r.narration_withheld:
         err_console.print(f"narration withheld: {r.narration_withheld}", highlight=False)

@@ -194,3 +194,29 @@ def test_the_triage_chat_answers_has_it_happened_before(store: Store) -> None:
     assert check_grounding(good, pool, PACK.references, PACK.grounding).ok
     bad = f"It paged 7 times in 90 days [{SEEN_ID}]."
     assert not check_grounding(bad, pool, PACK.references, PACK.grounding).ok
+
+
+def test_the_report_closes_with_what_was_seen_before(store: Store) -> None:
+    from test_drafting import PACK, case
+
+    from knowledge.topology import load_inventory
+    from noc_assistant.drafting import Drafter
+
+    topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
+    d = Drafter(PACK, topo)
+    inc, diagnosis, _ = case("upf-gtpu-drop", 0, topo)
+    now = store.get_incident("inc-now")
+    assert now is not None
+    body = d.report(inc, diagnosis, seen=similar_in_store(store, now)).body
+    section = body.split("## Seen before\n\n", 1)[1].split("\n## ", 1)[0]
+    lines = section.strip().splitlines()
+    assert lines[0].startswith("Seen 5 times in the last 90 days") and "[ev-seen]" in lines[0]
+    assert lines[1:] == [
+        "- 2026-11-26 00:00 UTC `inc-a`: no hypothesis; no fault",
+        "- 2026-11-23 00:00 UTC `inc-f`: pfcp_association_loss on upf-2; fault: "
+        "upf_gtpu_drop on upf-2",
+        "- 2026-11-19 00:00 UTC `inc-b`: upf_gtpu_drop on upf-2; fault: upf_gtpu_drop on upf-2",
+        "- 2026-11-09 00:00 UTC `inc-d`: upf_gtpu_drop on upf-2; not judged",
+        "- 2026-10-20 00:00 UTC `inc-c`: no hypothesis; no fault",
+    ]
+    assert "## Seen before" not in d.report(inc, diagnosis).body
