@@ -4,7 +4,8 @@ A NOC hands over at every shift change. :func:`handover` gathers, for the shift 
 ``until`` and began at ``since``:
 
 - the incidents still open, nobody's first (an open incident that nobody has taken is the
-  first thing the next shift reads), each with its owner, verdict and the top-ranked cause;
+  first thing the next shift reads), each with its owner, verdict, the top-ranked cause and
+  what was seen before (:mod:`noc_assistant.history`);
 - what the shift saw: incidents opened and resolved, how many were judged false, how many
   pages it took (openings, reopenings, escalations);
 - maintenance in force now, and planned for the next shift;
@@ -32,6 +33,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from noc_assistant.history import similar_in_store
 from noc_assistant.models import Maintenance
 from noc_assistant.storage import Store
 from prompts import environment
@@ -69,6 +71,7 @@ def handover(store: Store, since: float, until: float) -> dict[str, Any]:
                 "cause": (
                     f"{top.fault} on {top.entity} ({100 * top.confidence:.0f} %)" if top else None
                 ),
+                "seen_before": similar_in_store(store, inc).hint or None,
             }
         )
     rows.sort(key=lambda r: (r["owner"] is not None, r["opened_at"]))

@@ -220,3 +220,16 @@ def test_the_report_closes_with_what_was_seen_before(store: Store) -> None:
         "- 2026-10-20 00:00 UTC `inc-c`: no hypothesis; no fault",
     ]
     assert "## Seen before" not in d.report(inc, diagnosis).body
+
+
+def test_the_handover_says_what_each_open_incident_was_before(store: Store) -> None:
+    from noc_assistant.handover import handover, render
+
+    data = handover(store, NOW - 8 * 3600, NOW + 3600)
+    (row,) = data["open"]
+    assert row["id"] == "inc-now" and row["seen_before"].startswith("Seen 5 times")
+    text = render(data)
+    line = next(t for t in text.splitlines() if "`inc-now`" in t)
+    assert line.endswith(
+        "judged a false alarm 2 of 4 times; confirmed upf_gtpu_drop on upf-2 2 times."
+    )
