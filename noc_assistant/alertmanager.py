@@ -14,6 +14,11 @@ equal to ours.
   leases of the open incidents. A resolved incident is sent with ``endsAt`` its resolution.
 - Alertmanager down costs nothing: what could not be sent waits and goes with the next send,
   newest state per incident (alerts are idempotent by labels). :attr:`last_error` says why.
+- An open incident nobody has acknowledged in time (:meth:`AlertmanagerSink.unacknowledged`,
+  ``NOC_ACK_TIMEOUT_S``) gets a second alert, ``alertname="NocIncidentUnacknowledged"`` with
+  ``escalation="unacknowledged"``, so that a route can send it to whoever is next in line; it
+  resolves when someone takes the incident (:meth:`AlertmanagerSink.taken`) or the incident
+  resolves.
 
 A declared maintenance window is also an Alertmanager **silence** (:class:`Silences`,
 ``POST /api/v2/silences``) on ``instance="<entity>"``, so that one declaration mutes the
@@ -94,7 +99,8 @@ class AlertmanagerSink:
         self._client = httpx.Client(timeout=timeout_s, transport=transport)
         self._labels: dict[str, dict[str, str]] = {}
         self._open: dict[str, Incident] = {}
-        self._pending: dict[str, dict[str, Any]] = {}
+        self._unacked: dict[str, Incident] = {}
+        self._pending: dict[tuple[str, str], dict[str, Any]] = {}
         self._renewed = 0.0
         self.sent = 0
         self.last_error: str | None = None
@@ -119,12 +125,48 @@ class AlertmanagerSink:
         if incident.state == "resolved":
             ends = incident.resolved_at if incident.resolved_at is not None else time.time()
             self._open.pop(incident.id, None)
+            if incident.id in self._unacked:
+                self._queue_unacked(incident, ends)
         else:
             ends = max(time.time(), incident.updated_at) + self.lease_s
             self._open[incident.id] = incident
-        self._pending[incident.id] = alert_body(
+            if incident.id in self._unacked:
+                self._queue_unacked(incident, None)
+        self._pending[("NocIncident", incident.id)] = alert_body(
             incident, self.labels(incident), ends, self.console_url
         )
+
+    def _queue_unacked(self, incident: Incident, ended: float | None) -> None:
+        """The second alert of an incident nobody took: firing (a lease ahead) until
+        ``ended``."""
+        if ended is None:
+            self._unacked[incident.id] = incident
+            ends = time.time() + self.lease_s
+        else:
+            self._unacked.pop(incident.id, None)
+            ends = ended
+        labels = {
+            **self.labels(incident),
+            "alertname": "NocIncidentUnacknowledged",
+            "severity": "critical",
+            "escalation": "unacknowledged",
+        }
+        body = alert_body(incident, labels, ends, self.console_url)
+        body["annotations"]["summary"] = f"nobody has acknowledged {incident.id}: " + (
+            incident.title or ", ".join(incident.entities)
+        )
+        self._pending[("NocIncidentUnacknowledged", incident.id)] = body
+
+    def unacknowledged(self, incident: Incident) -> None:
+        """Page again: nobody has taken ``incident`` (see the module docstring)."""
+        self._queue_unacked(incident, None)
+        self.flush()
+
+    def taken(self, incident: Incident) -> None:
+        """Someone took ``incident``: its unacknowledged alert resolves."""
+        if incident.id in self._unacked:
+            self._queue_unacked(incident, time.time())
+            self.flush()
 
     def on_incident(self, event: IncidentEvent) -> None:
         """An incident sink for :class:`noc_assistant.pipeline.Pipeline`."""
@@ -144,6 +186,8 @@ class AlertmanagerSink:
             self.flush()
             return
         self._renewed = now
+        for incident in list(self._unacked.values()):
+            self._queue_unacked(incident, None)
         self.track(list(self._open.values()))
 
     def flush(self) -> int:

@@ -51,6 +51,11 @@ class Settings(BaseSettings):
     incidents to (v2 API), beside the database."""
     console_url: str | None = None
     """The console's address as the on-call reaches it: alerts link to their incident page."""
+    ack_timeout_s: float = Field(900.0, ge=0.0)
+    """A live command (``noc watch``, ``noc bus worker``) pages again when nobody has
+    acknowledged an open incident (one ranked a fault) this long after it first saw it: an
+    ``UNACKNOWLEDGED`` line and, with Alertmanager, a second alert
+    (``NocIncidentUnacknowledged``) to route to whoever is next in line. 0: never."""
     nats_url: str = "nats://127.0.0.1:4222"
     nats_stream: str = "NOC_TELEMETRY"
     """The JetStream stream that carries telemetry (subjects ``<prefix>.<entity>``)."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from noc_assistant.alertmanager import AlertmanagerSink
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.correlate import IncidentEvent, MaintenanceWindow
+    from noc_assistant.models import Incident
     from noc_assistant.pipeline import Pipeline
     from noc_assistant.settings import Settings
     from noc_assistant.storage import Store
@@ -67,6 +68,10 @@ class IncidentOutput:
             else None
         )
         self._tracked = False
+        self.ack_timeout_s = settings.ack_timeout_s
+        self._first_open: dict[str, float] = {}
+        self.unacknowledged: dict[str, Incident] = {}
+        """The open incidents paged again because nobody took them (until someone does)."""
         self._synced: set[MaintenanceWindow] = set()
         self._sync_error: str | None = None
         self._first_sync = True
@@ -101,6 +106,7 @@ class IncidentOutput:
         if time.monotonic() - self._synced_at >= SYNC_EVERY_S:  # a bus worker ticks often
             self._synced_at = time.monotonic()
             self.sync_maintenance()
+            self.check_acknowledgements()
         if self.alerts is None:
             return
         pipe = self._pipeline()
@@ -109,6 +115,63 @@ class IncidentOutput:
             self.alerts.track([i for i in incidents if i.state == "open"])
             self._tracked = True
         self.alerts.refresh()
+
+    def check_acknowledgements(self, now: float | None = None) -> list[str]:
+        """Page again for each open incident ranked a fault that nobody has acknowledged
+        ``ack_timeout_s`` after this process first saw it open (the wall clock of this
+        process, not the data's: a replayed feed's incidents are as new as their arrival);
+        an ``UNACKNOWLEDGED`` line, the console's feed, and with Alertmanager a second alert
+        until someone takes it or it resolves. Returns the incidents paged this time."""
+        from noc_assistant.errors import StorageError
+
+        pipe = self._pipeline()
+        if pipe is None or self.ack_timeout_s <= 0:
+            return []
+        at = time.monotonic() if now is None else now
+        open_now = {
+            i.id: i
+            for i in pipe.correlator.incidents.values()
+            if i.state == "open" and not (i.hypotheses and i.hypotheses[0].fault == "no_fault")
+        }
+        for inc_id in list(self._first_open):
+            if inc_id not in open_now:
+                del self._first_open[inc_id]
+        for inc_id in open_now:
+            self._first_open.setdefault(inc_id, at)
+        due = [
+            i
+            for i in open_now.values()
+            if at - self._first_open[i.id] >= self.ack_timeout_s or i.id in self.unacknowledged
+        ]
+        try:
+            reviews = self.store.reviews_for([i.id for i in due])
+        except StorageError as exc:
+            err_console.print(f"acknowledgements not checked: {exc}", highlight=False)
+            return []
+        for inc_id, inc in list(self.unacknowledged.items()):
+            review = reviews.get(inc_id)
+            if inc_id not in open_now or (review is not None and review.acknowledged_by):
+                del self.unacknowledged[inc_id]
+                if self.alerts is not None:
+                    self.alerts.taken(open_now.get(inc_id, inc))
+        paged = []
+        for inc in due:
+            review = reviews.get(inc.id)
+            if inc.id in self.unacknowledged or (review is not None and review.acknowledged_by):
+                continue
+            self.unacknowledged[inc.id] = inc
+            paged.append(inc.id)
+            minutes = (at - self._first_open[inc.id]) / 60.0
+            console.print(
+                f"[magenta]UNACKNOWLEDGED[/] {', '.join(inc.entities)}  {inc.title}  "
+                f"[dim]{inc.id}[/]  nobody has taken it in {minutes:.0f} min",
+                highlight=False,
+            )
+            if self.hub is not None:
+                self.hub.publish({"kind": "unacknowledged", "incident": inc.id, "state": "open"})
+            if self.alerts is not None:
+                self.alerts.unacknowledged(inc)
+        return paged
 
     def sync_maintenance(self, now: float | None = None) -> None:
         """Give the correlator the maintenance windows declared in the store (the console's

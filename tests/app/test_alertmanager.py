@@ -5,6 +5,7 @@ our topology export as inhibit_rules."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -84,3 +85,64 @@ def test_alertmanager_down_loses_nothing(alertmanager: str, free_port: int) -> N
     sink.refresh()
     assert sink.pending == 0 and sink.last_error is None
     assert _alerts(alertmanager)["inc-1"]["annotations"]["entities"] == "upf-2, smf-1"
+
+
+def _by_name(url: str) -> dict[tuple[str, str], dict[str, Any]]:
+    got = httpx.get(f"{url}/api/v2/alerts", timeout=5).json()
+    return {(a["labels"]["alertname"], a["labels"]["incident"]): a for a in got}
+
+
+def test_an_incident_nobody_takes_pages_again(alertmanager: str, tmp_path: Path) -> None:
+    """An open incident ranked a fault that nobody acknowledges within NOC_ACK_TIMEOUT_S of
+    the live command first seeing it gets a second alert (``NocIncidentUnacknowledged``,
+    ``escalation="unacknowledged"``), once; it resolves when someone takes the incident, and
+    with the incident. One ranked no fault pages nobody again."""
+    from knowledge.pack import load_pack
+    from noc_assistant.cli._live import IncidentOutput
+    from noc_assistant.models import Review
+    from noc_assistant.pipeline import Pipeline
+    from noc_assistant.settings import Settings
+    from noc_assistant.storage import SqliteStore
+
+    store = SqliteStore(tmp_path / "noc.db")
+    pipe = Pipeline(pack=load_pack())
+    settings = Settings(alertmanager_url=alertmanager, ack_timeout_s=60.0)
+    output = IncidentOutput(settings, store, lambda: pipe)
+    assert output.alerts is not None
+    upf, smf = _incident("inc-upf", "upf-2"), _incident("inc-smf", "smf-1", fault="no_fault")
+    for inc in (upf, smf):
+        pipe.correlator.incidents[inc.id] = inc
+        output(IncidentEvent("opened", inc))
+    t0 = 1_000.0
+    assert output.check_acknowledgements(t0) == []  # first seen now
+    assert output.check_acknowledgements(t0 + 59) == []
+    assert output.check_acknowledgements(t0 + 61) == ["inc-upf"]
+    assert output.check_acknowledgements(t0 + 120) == []  # paged once
+    alerts = _by_name(alertmanager)
+    unacked = alerts[("NocIncidentUnacknowledged", "inc-upf")]
+    assert unacked["labels"]["escalation"] == "unacknowledged"
+    assert unacked["labels"]["severity"] == "critical" and unacked["status"]["state"] == "active"
+    assert unacked["annotations"]["summary"].startswith("nobody has acknowledged inc-upf")
+    assert ("NocIncidentUnacknowledged", "inc-smf") not in alerts
+
+    store.save_review(Review(incident_id="inc-upf").acknowledged("ana", time.time()))
+    assert output.check_acknowledgements(t0 + 121) == []
+    alerts = _by_name(alertmanager)
+    assert ("NocIncidentUnacknowledged", "inc-upf") not in alerts  # taken: resolved
+    assert alerts[("NocIncident", "inc-upf")]["status"]["state"] == "active"
+    assert "inc-upf" not in output.unacknowledged
+
+    # a third incident nobody takes, which then resolves: both its alerts resolve with it
+    amf = _incident("inc-amf", "amf-1", fault="n2_sctp_loss")
+    pipe.correlator.incidents[amf.id] = amf
+    output(IncidentEvent("opened", amf))
+    assert output.check_acknowledgements(t0 + 200) == []
+    assert output.check_acknowledgements(t0 + 300) == ["inc-amf"]
+    assert ("NocIncidentUnacknowledged", "inc-amf") in _by_name(alertmanager)
+    amf.state, amf.resolved_at = "resolved", time.time() - 1
+    output(IncidentEvent("resolved", amf))
+    output.check_acknowledgements(t0 + 301)
+    alerts = _by_name(alertmanager)
+    assert ("NocIncidentUnacknowledged", "inc-amf") not in alerts
+    assert ("NocIncident", "inc-amf") not in alerts and output.unacknowledged == {}
+    store.close()

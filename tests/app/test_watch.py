@@ -62,6 +62,7 @@ def test_watch_pages_for_a_target_that_stops_answering(
     monkeypatch.setenv("NOC_DB_URL", db)
     monkeypatch.setenv("NOC_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("NOC_STATE_KEY", "watch-test-key-0123456789")
+    monkeypatch.setenv("NOC_ACK_TIMEOUT_S", "2")
     get_settings.cache_clear()
     stopper = threading.Timer(6.0, b.stop)
     stopper.start()
@@ -78,6 +79,9 @@ def test_watch_pages_for_a_target_that_stops_answering(
     incidents = open_store(db).list_incidents()
     assert [i.entities for i in incidents] == [["amf-2"]]  # the silent one, and only it
     assert incidents[0].kpis == ["target-up"] and incidents[0].state == "open"
+    # nobody took it within NOC_ACK_TIMEOUT_S: paged again, once
+    unacked = [line for line in out.out.splitlines() if line.startswith("UNACKNOWLEDGED")]
+    assert len(unacked) == 1 and "amf-2" in unacked[0] and incidents[0].id in unacked[0]
     assert a.scrapes >= 40
 
     # a restart resumes the detectors' state and the open incident from the snapshot
