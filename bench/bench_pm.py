@@ -22,19 +22,13 @@ from typing import Any
 
 from _machine import preamble  # bench/ helper, found beside this script
 
+from knowledge.pack import load_pack
+
 HERE = Path(__file__).resolve().parent
 NOC = str(Path(sys.executable).with_name("noc"))
 INTERVAL = 300
-CORE = (
-    "n2_sctp_loss",
-    "pfcp_association_loss",
-    "registration_storm",
-    "nrf_discovery_failure",
-    "upf_gtpu_drop",
-    "udm_timeout",
-    "sbi_cert_expiry",
-    "roaming_partner_outage",
-)
+#: the pack's packet-core fault classes (FORMATS §3), in the pack's order
+CORE = tuple(f.id for f in load_pack().faults.values() if f.domain == "packet_core")
 
 
 def _run(*args: str) -> None:

@@ -116,6 +116,25 @@ def _launch(args: list[str], url: str, ready: Callable[[], bool]) -> subprocess.
 
 
 @pytest.fixture()
+def use_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Point the CLI at a store: ``use_store(store, NOC_X="…")`` sets ``NOC_DB_URL`` (and the
+    other settings given), widens the console, and has the settings read again; undone after
+    the test."""
+    from noc_assistant.cli._console import console
+    from noc_assistant.settings import get_settings
+
+    def point(store: Any, **env: str) -> None:
+        monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(console, "width", 240)
+        get_settings.cache_clear()
+
+    yield point
+    get_settings.cache_clear()
+
+
+@pytest.fixture()
 def free_port() -> int:
     """A loopback port nothing listens on."""
     return _free_port()

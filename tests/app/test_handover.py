@@ -4,7 +4,7 @@ HTTP and from the CLI."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,11 +12,9 @@ from fastapi.testclient import TestClient
 
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
-from noc_assistant.cli._console import console
 from noc_assistant.handover import handover, render
 from noc_assistant.maintenance import new_window
 from noc_assistant.models import ChatRecord, EmailDraft, Incident, Review
-from noc_assistant.settings import get_settings
 from noc_assistant.storage import SqliteStore, Store
 
 END = 1_796_292_000.0  # 2026-12-03 10:00 UTC
@@ -105,7 +103,7 @@ def test_the_handover_puts_what_nobody_has_taken_first(store: Store) -> None:
 
 
 def test_the_handover_over_http_and_from_the_cli(
-    store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    store: Store, use_store: Callable[..., None], capsys: pytest.CaptureFixture[str]
 ) -> None:
     c = TestClient(create_app(store))
     r = c.get("/api/handover", params={"until": str(END)})
@@ -115,12 +113,7 @@ def test_the_handover_over_http_and_from_the_cli(
     assert data["counts"]["not_taken"] == 1
     assert c.get("/api/handover", params={"hours": 0}).status_code == 422
     assert c.get("/api/handover", params={"until": "noon"}).status_code == 422
-    monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
-    monkeypatch.setattr(console, "width", 240)
-    get_settings.cache_clear()
-    try:
-        assert run(["incident", "handover", "--until", "2026-12-03T10:00:00Z"]) == 0
-        assert "NOT TAKEN" in capsys.readouterr().out
-        assert run(["incident", "handover", "--until", "noon"]) == 2
-    finally:
-        get_settings.cache_clear()
+    use_store(store)
+    assert run(["incident", "handover", "--until", "2026-12-03T10:00:00Z"]) == 0
+    assert "NOT TAKEN" in capsys.readouterr().out
+    assert run(["incident", "handover", "--until", "noon"]) == 2

@@ -5,17 +5,15 @@ cause), with the NOC's verdict on each, through the store, the API, the incident
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from test_reviews import _client
 
 from noc_assistant.cli import run
-from noc_assistant.cli._console import console
 from noc_assistant.history import LOOKBACK_S, similar_in_store
 from noc_assistant.models import Hypothesis, Incident, Review
-from noc_assistant.settings import get_settings
 from noc_assistant.storage import SqliteStore, Store
 
 DAY = 86_400.0
@@ -147,24 +145,19 @@ def test_the_console_shows_what_was_seen_before(store: Store) -> None:
 
 
 def test_the_cli_lists_what_was_seen_before(
-    store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    store: Store, use_store: Callable[..., None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
-    monkeypatch.setattr(console, "width", 240)
-    get_settings.cache_clear()
-    try:
-        assert run(["incident", "similar", "inc-now"]) == 0
-        out = capsys.readouterr().out
-        assert out.startswith("Seen 5 times in the last 90 days")
-        assert "inc-b  [same_alert, same_cause]  upf_gtpu_drop on upf-2  → fault" in out
-        assert "inc-a  [same_alert]  -  → no fault (ana)" in out
-        assert run(["incident", "similar", "inc-now", "--days", "4", "--json"]) == 0
-        data = json.loads(capsys.readouterr().out)
-        assert [p["id"] for p in data["similar"]] == ["inc-a"]
-        assert run(["incident", "similar", "inc-nope"]) == 2
-        assert "no incident 'inc-nope'" in capsys.readouterr().err
-    finally:
-        get_settings.cache_clear()
+    use_store(store)
+    assert run(["incident", "similar", "inc-now"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Seen 5 times in the last 90 days")
+    assert "inc-b  [same_alert, same_cause]  upf_gtpu_drop on upf-2  → fault" in out
+    assert "inc-a  [same_alert]  -  → no fault (ana)" in out
+    assert run(["incident", "similar", "inc-now", "--days", "4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["id"] for p in data["similar"]] == ["inc-a"]
+    assert run(["incident", "similar", "inc-nope"]) == 2
+    assert "no incident 'inc-nope'" in capsys.readouterr().err
 
 
 def test_the_triage_chat_answers_has_it_happened_before(store: Store) -> None:

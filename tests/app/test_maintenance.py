@@ -6,7 +6,7 @@ hold itself is tested against real exporters in test_watch.py."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -19,14 +19,13 @@ from knowledge.topology import load_inventory
 from noc_assistant.alertmanager import Silences
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
-from noc_assistant.cli._console import console
 from noc_assistant.cli._live import IncidentOutput
 from noc_assistant.correlate import MaintenanceWindow
 from noc_assistant.drafting import Drafter
 from noc_assistant.errors import MaintenanceError
 from noc_assistant.maintenance import new_window
 from noc_assistant.pipeline import Pipeline
-from noc_assistant.settings import Settings, get_settings
+from noc_assistant.settings import Settings
 from noc_assistant.storage import SqliteStore, Store
 
 
@@ -115,30 +114,25 @@ def test_a_running_pipeline_takes_the_stores_windows_at_its_next_round(store: St
 
 
 def test_the_cli_declares_lists_and_ends(
-    store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    store: Store, use_store: Callable[..., None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
-    monkeypatch.setattr(console, "width", 240)
-    get_settings.cache_clear()
-    try:
-        assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "90m"]) == 0
-        assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "soon"]) == 2
-        assert "not a duration" in capsys.readouterr().err
-        assert run(["maintenance", "add", "upf-3", "--by", "ana"]) == 2  # no end
-        (w,) = store.maintenance_windows()
-        assert w.end - w.start == 5400.0
-        capsys.readouterr()
-        assert run(["maintenance", "list"]) == 0
-        assert "in force" in capsys.readouterr().out
-        assert run(["maintenance", "end", w.id, "--by", "bo"]) == 0
-        assert run(["maintenance", "end", "mw-nope", "--by", "bo"]) == 2
-        capsys.readouterr()
-        assert run(["maintenance", "list"]) == 0
-        assert "upf-3" not in capsys.readouterr().out  # over
-        assert run(["maintenance", "list", "--all"]) == 0
-        assert "ended by bo" in capsys.readouterr().out
-    finally:
-        get_settings.cache_clear()
+    use_store(store)
+    assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "90m"]) == 0
+    assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "soon"]) == 2
+    assert "not a duration" in capsys.readouterr().err
+    assert run(["maintenance", "add", "upf-3", "--by", "ana"]) == 2  # no end
+    (w,) = store.maintenance_windows()
+    assert w.end - w.start == 5400.0
+    capsys.readouterr()
+    assert run(["maintenance", "list"]) == 0
+    assert "in force" in capsys.readouterr().out
+    assert run(["maintenance", "end", w.id, "--by", "bo"]) == 0
+    assert run(["maintenance", "end", "mw-nope", "--by", "bo"]) == 2
+    capsys.readouterr()
+    assert run(["maintenance", "list"]) == 0
+    assert "upf-3" not in capsys.readouterr().out  # over
+    assert run(["maintenance", "list", "--all"]) == 0
+    assert "ended by bo" in capsys.readouterr().out
 
 
 def test_a_window_is_a_silence_in_the_real_alertmanager(
@@ -192,20 +186,14 @@ def test_a_window_is_a_silence_in_the_real_alertmanager(
 def test_the_cli_silences_through_alertmanager_too(
     store: Store,
     alertmanager: str,
-    monkeypatch: pytest.MonkeyPatch,
+    use_store: Callable[..., None],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
-    monkeypatch.setenv("NOC_ALERTMANAGER_URL", alertmanager)
-    monkeypatch.setattr(console, "width", 240)
-    get_settings.cache_clear()
-    try:
-        assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "1h"]) == 0
-        assert "silenced in Alertmanager" in capsys.readouterr().out
-        (w,) = store.maintenance_windows()
-        url = f"{alertmanager}/api/v2/silence/{w.silence_id}"
-        assert httpx.get(url, timeout=5).json()["status"]["state"] == "active"
-        assert run(["maintenance", "end", w.id, "--by", "bo"]) == 0
-        assert httpx.get(url, timeout=5).json()["status"]["state"] == "expired"
-    finally:
-        get_settings.cache_clear()
+    use_store(store, NOC_ALERTMANAGER_URL=alertmanager)
+    assert run(["maintenance", "add", "upf-3", "--by", "ana", "--for", "1h"]) == 0
+    assert "silenced in Alertmanager" in capsys.readouterr().out
+    (w,) = store.maintenance_windows()
+    url = f"{alertmanager}/api/v2/silence/{w.silence_id}"
+    assert httpx.get(url, timeout=5).json()["status"]["state"] == "active"
+    assert run(["maintenance", "end", w.id, "--by", "bo"]) == 0
+    assert httpx.get(url, timeout=5).json()["status"]["state"] == "expired"

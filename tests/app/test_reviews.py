@@ -6,7 +6,7 @@ production paged, RCA against the confirmed causes), and the verdicts as a label
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,12 +18,10 @@ from evals.rca import load_labels
 from knowledge.topology import load_inventory
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
-from noc_assistant.cli._console import console
 from noc_assistant.drafting import Drafter
 from noc_assistant.errors import ReviewError
 from noc_assistant.models import Finding, Incident, Review
 from noc_assistant.pipeline import run_replay
-from noc_assistant.settings import get_settings
 from noc_assistant.storage import SqliteStore, Store
 
 TOKEN = "t0ken-for-reviews"
@@ -219,43 +217,34 @@ def test_verdicts_become_labels_that_rescore_the_recording(tmp_path: Path) -> No
 
 
 def test_the_cli_acknowledges_judges_and_reports(
-    tmp_path: Path,
-    store: Store,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, store: Store, use_store: Callable[..., None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("NOC_DB_URL", f"sqlite:///{store.path}")
-    monkeypatch.setattr(console, "width", 240)
-    get_settings.cache_clear()
-    try:
-        assert run(["incident", "ack", NRF, "--by", "ana"]) == 0
-        assert run(["incident", "verdict", NRF, "--by", "ana", "--verdict", "maybe"]) == 2
-        assert "is not fault, no_fault or maintenance" in capsys.readouterr().err
-        cause = ["--fault", "nrf_discovery_failure", "--entity", "nrf-01"]
-        assert run(["incident", "verdict", NRF, "--by", "ana", "--verdict", "fault", *cause]) == 0
-        assert run(["incident", "verdict", "inc-blip", "--by", "bo", "--verdict", "no_fault"]) == 0
-        assert (
-            run(["incident", "verdict", "inc-blip", "--by", "bo", "--verdict", "no_fault", *cause])
-            == 2
-        )
-        capsys.readouterr()
-        assert run(["incident", "list"]) == 0
-        listed = capsys.readouterr().out
-        assert "fault: nrf_discovery_failure" in listed and "no_fault" in listed
-        out = tmp_path / "live.json"
-        since = ["--since", "2000-01-01T00:00:00Z", "--until", "2100-01-01T00:00:00Z"]
-        assert run(["eval", "live", *since, "--out", str(out)]) == 0
-        rep = json.loads(out.read_text())
-        assert (rep["false_positives"], rep["true_positives"], rep["unreviewed"]) == (1, 1, 1)
-        assert rep["unreviewed_list"] == [ROAMING]
-        labels = tmp_path / "labels.json"
-        assert run(["eval", "labels", *since, "--out", str(labels)]) == 0
-        doc = load_labels(labels)
-        assert [i.root_cause.fault for i in doc.incidents] == ["nrf_discovery_failure"]
-        assert "1 not judged" in capsys.readouterr().out
-        assert run(["eval", "live", "--since", "yesterday"]) == 2
-    finally:
-        get_settings.cache_clear()
+    use_store(store)
+    assert run(["incident", "ack", NRF, "--by", "ana"]) == 0
+    assert run(["incident", "verdict", NRF, "--by", "ana", "--verdict", "maybe"]) == 2
+    assert "is not fault, no_fault or maintenance" in capsys.readouterr().err
+    cause = ["--fault", "nrf_discovery_failure", "--entity", "nrf-01"]
+    assert run(["incident", "verdict", NRF, "--by", "ana", "--verdict", "fault", *cause]) == 0
+    assert run(["incident", "verdict", "inc-blip", "--by", "bo", "--verdict", "no_fault"]) == 0
+    assert (
+        run(["incident", "verdict", "inc-blip", "--by", "bo", "--verdict", "no_fault", *cause]) == 2
+    )
+    capsys.readouterr()
+    assert run(["incident", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "fault: nrf_discovery_failure" in listed and "no_fault" in listed
+    out = tmp_path / "live.json"
+    since = ["--since", "2000-01-01T00:00:00Z", "--until", "2100-01-01T00:00:00Z"]
+    assert run(["eval", "live", *since, "--out", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert (rep["false_positives"], rep["true_positives"], rep["unreviewed"]) == (1, 1, 1)
+    assert rep["unreviewed_list"] == [ROAMING]
+    labels = tmp_path / "labels.json"
+    assert run(["eval", "labels", *since, "--out", str(labels)]) == 0
+    doc = load_labels(labels)
+    assert [i.root_cause.fault for i in doc.incidents] == ["nrf_discovery_failure"]
+    assert "1 not judged" in capsys.readouterr().out
+    assert run(["eval", "live", "--since", "yesterday"]) == 2
 
 
 def test_a_verdict_heads_the_report_and_governs_the_partner_email(store: Store) -> None:
