@@ -1,5 +1,6 @@
-"""Seen before: the incidents the store remembers that look like this one, and what the NOC
-found each time.
+"""Seen before and at the same time: the incidents the store remembers that look like this
+one, and what the NOC found each time; and the incidents that ran beside it on the same or a
+neighbouring entity.
 
 An on-call engineer's first question after "what is it?" is "has this happened before, and
 what was it then?". An earlier incident (opened in the ``lookback`` before this one) is like
@@ -14,6 +15,11 @@ this one when
 Each comes with its review, so the summary can say what the verdicts were: an alert judged a
 false alarm the last three times it fired is a different page from one that was a real UDM
 timeout each time. Nothing here changes a detector or a diagnosis; it is for the person.
+
+**At the same time** (:func:`concurrent`): incidents whose span overlaps this one's (give or
+take :data:`MARGIN_S`) on an entity of this one or a topology neighbour of one (what the
+entity depends on, what depends on it). Several bus workers each correlate only their own
+entities, and a fault upstream pages from each; this is where the on-call sees them together.
 
 >>> from noc_assistant.models import Hypothesis, Incident, Review
 >>> now = Incident(id="i-3", fingerprint="f", opened_at=3e6, updated_at=3e6,
@@ -32,7 +38,7 @@ timeout each time. Nothing here changes a detector or a diagnosis; it is for the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -40,13 +46,25 @@ from pydantic import BaseModel, Field
 from noc_assistant.models import Hypothesis, Incident, Review
 from noc_assistant.storage import Store
 
-__all__ = ["LOOKBACK_S", "IncidentHistory", "PastIncident", "similar", "similar_in_store"]
+__all__ = [
+    "LOOKBACK_S",
+    "MARGIN_S",
+    "IncidentHistory",
+    "PastIncident",
+    "concurrent",
+    "concurrent_in_store",
+    "similar",
+    "similar_in_store",
+]
 
 LOOKBACK_S = 90 * 86_400.0
 """How far back an earlier incident counts (90 days: a quarter of the same network)."""
 MAX_SHOWN = 20
+MARGIN_S = 600.0
+"""How far apart two incidents' spans may lie and still count as at the same time (the
+correlation window's default)."""
 
-Match = Literal["same_alert", "same_cause"]
+Match = Literal["same_alert", "same_cause", "same_entity", "neighbour"]
 
 
 class PastIncident(BaseModel):
@@ -88,6 +106,37 @@ def _top(inc: Incident) -> tuple[str, str] | None:
     return (h.fault, h.entity) if h is not None and h.fault != "no_fault" else None
 
 
+def _past(inc: Incident, review: Review | None, match: list[Match]) -> PastIncident:
+    return _reviewed(
+        PastIncident(
+            id=inc.id,
+            opened_at=inc.opened_at,
+            resolved_at=inc.resolved_at,
+            state=inc.state,
+            title=inc.title,
+            entities=inc.entities,
+            kpis=inc.kpis,
+            top=inc.hypotheses[0] if inc.hypotheses else None,
+            match=match,
+        ),
+        review,
+    )
+
+
+def _reviewed(past: PastIncident, review: Review | None) -> PastIncident:
+    """``past`` with what the NOC found (its verdict and confirmed root cause)."""
+    if review is None:
+        return past
+    rc = review.root_cause  # (entity, fault)
+    return past.model_copy(
+        update={
+            "verdict": review.verdict,
+            "confirmed": f"{rc[1]} on {rc[0]}" if rc else None,
+            "verdict_by": review.verdict_by,
+        }
+    )
+
+
 def _times(n: int) -> str:
     return f"{n} time" if n == 1 else f"{n} times"
 
@@ -118,22 +167,7 @@ def similar(
             match.append("same_cause")
         if not match:
             continue
-        found.append(
-            PastIncident(
-                id=inc.id,
-                opened_at=inc.opened_at,
-                resolved_at=inc.resolved_at,
-                state=inc.state,
-                title=inc.title,
-                entities=inc.entities,
-                kpis=inc.kpis,
-                top=inc.hypotheses[0] if inc.hypotheses else None,
-                match=match,
-                verdict=review.verdict if review is not None else None,
-                confirmed=f"{confirmed[0]} on {confirmed[1]}" if confirmed else None,
-                verdict_by=review.verdict_by if review is not None else None,
-            )
-        )
+        found.append(_past(inc, review, match))
     found.sort(key=lambda p: (-p.opened_at, p.id))
     judged = [p for p in found if p.verdict is not None]
     false_alarms = sum(p.verdict == "no_fault" for p in judged)
@@ -170,3 +204,70 @@ def similar_in_store(
     earlier = store.incidents_between(incident.opened_at - lookback_s, incident.opened_at)
     reviews = store.reviews_for([i.id for i in earlier])
     return similar(incident, earlier, reviews, lookback_s=lookback_s)
+
+
+def concurrent(
+    incident: Incident,
+    others: Iterable[Incident],
+    neighbours: Callable[[str], set[str]] | None = None,
+    *,
+    now: float | None = None,
+    margin_s: float = MARGIN_S,
+) -> list[PastIncident]:
+    """The incidents of ``others`` at the same time as ``incident`` on one of its entities or,
+    given ``neighbours`` (an entity's topology neighbours), on a neighbour of one; by opening.
+    An open incident's span runs to ``now`` (default: its last update).
+
+    >>> a = Incident(id="a", fingerprint="a", opened_at=0.0, updated_at=60.0, state="open",
+    ...              entities=["smf-1"], kpis=["smf-pfcp-peers"])
+    >>> b = Incident(id="b", fingerprint="b", opened_at=30.0, updated_at=90.0, state="open",
+    ...              entities=["upf-2"], kpis=["upf-pfcp-peers"])
+    >>> near = {"smf-1": {"upf-2"}}
+    >>> [(p.id, p.match) for p in concurrent(a, [b], lambda e: near.get(e, set()))]
+    [('b', ['neighbour'])]
+    >>> concurrent(a, [b])
+    []
+    """
+
+    def span(inc: Incident) -> tuple[float, float]:
+        end = inc.resolved_at if inc.resolved_at is not None else (now or inc.updated_at)
+        return inc.opened_at, max(end, inc.updated_at)
+
+    begin, end = span(incident)
+    ours = set(incident.entities)
+    near = set().union(*(neighbours(e) for e in ours)) - ours if neighbours else set()
+    out: list[PastIncident] = []
+    for inc in others:
+        if inc.id == incident.id:
+            continue
+        b, e = span(inc)
+        if b > end + margin_s or e < begin - margin_s:
+            continue
+        theirs = set(inc.entities)
+        match: list[Match] = []
+        if theirs & ours:
+            match.append("same_entity")
+        elif theirs & near:
+            match.append("neighbour")
+        else:
+            continue
+        out.append(_past(inc, None, match))
+    out.sort(key=lambda p: (p.opened_at, p.id))
+    return out
+
+
+def concurrent_in_store(
+    store: Store,
+    incident: Incident,
+    neighbours: Callable[[str], set[str]] | None = None,
+    *,
+    now: float | None = None,
+    margin_s: float = MARGIN_S,
+) -> list[PastIncident]:
+    """:func:`concurrent` over the store's incidents opened from a day before ``incident`` to
+    its end, with their reviews."""
+    end = incident.resolved_at if incident.resolved_at is not None else (now or incident.updated_at)
+    others = store.incidents_between(incident.opened_at - 86_400.0, end + margin_s)
+    reviews = store.reviews_for([i.id for i in others])
+    found = concurrent(incident, others, neighbours, now=now, margin_s=margin_s)
+    return [_reviewed(p, reviews.get(p.id)) for p in found]

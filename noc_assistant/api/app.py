@@ -1,8 +1,9 @@
 """The web console and JSON API (FastAPI).
 
 Pages: ``/`` lists incidents (live, via ``/api/stream``), ``/incidents/{id}`` shows one with
-its findings, root-cause report, e-mail drafts, triage chat and the earlier incidents like it.
-JSON: ``/api/incidents``, ``/api/incidents/{id}``, ``/api/incidents/{id}/similar``,
+its findings, root-cause report, e-mail drafts, triage chat, the earlier incidents like it and
+those beside it. JSON: ``/api/incidents``, ``/api/incidents/{id}``,
+``/api/incidents/{id}/similar``, ``/api/incidents/{id}/concurrent``,
 ``/health``, and the drafting endpoints of
 :mod:`noc_assistant.api.drafts` (reports, chat, partner-NOC e-mails).
 """
@@ -31,7 +32,12 @@ from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.metrics import registry
 from noc_assistant.api.reviews import reviews_router
 from noc_assistant.drafting import Drafter, DraftingError, review_refuses_partner
-from noc_assistant.history import IncidentHistory, similar_in_store
+from noc_assistant.history import (
+    IncidentHistory,
+    PastIncident,
+    concurrent_in_store,
+    similar_in_store,
+)
 from noc_assistant.mail import Mailer
 from noc_assistant.models import Finding, Incident, Review
 from noc_assistant.rca import Diagnosis
@@ -148,6 +154,16 @@ def create_app(
         the NOC's verdicts on them were (:mod:`noc_assistant.history`)."""
         return similar_in_store(s, _incident_or_404(s, incident_id), lookback_s=days * 86_400)
 
+    def neighbours(entity: str) -> set[str]:
+        return drafter.network_topology.neighbours(entity) if drafter is not None else set()
+
+    @app.get("/api/incidents/{incident_id}/concurrent")
+    def concurrent_incidents(s: StoreDep, incident_id: str) -> list[PastIncident]:
+        """The incidents at the same time on the same or a neighbouring entity (another bus
+        worker's pages of the same fault, say), by opening."""
+        inc = _incident_or_404(s, incident_id)
+        return concurrent_in_store(s, inc, neighbours, now=time.time())
+
     @app.get("/api/stream")
     async def stream(request: Request) -> StreamingResponse:
         queue = hub.subscribe()
@@ -210,6 +226,7 @@ def create_app(
             faults=sorted(set(drafter.pack.faults) - {"no_fault"}) if drafter else [],
             top=diagnosis.top if diagnosis else None,
             seen=seen,
+            beside=concurrent_in_store(s, inc, neighbours, now=time.time()),
         )
 
     return app

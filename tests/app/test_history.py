@@ -226,3 +226,41 @@ def test_the_handover_says_what_each_open_incident_was_before(store: Store) -> N
     assert line.endswith(
         "judged a false alarm 2 of 4 times; confirmed upf_gtpu_drop on upf-2 2 times."
     )
+
+
+def test_the_console_shows_the_incidents_at_the_same_time(tmp_path: Path) -> None:
+    """Two bus workers each paged for their own entities of one PFCP fault: on smf-01's page
+    the UPF's incident (a topology neighbour) is listed as at the same time; an incident on an
+    unrelated entity, or on a neighbour an hour later, is not."""
+    s = SqliteStore(tmp_path / "beside.db")
+    t = NOW
+    for i, opened, entity, kpi in (
+        ("inc-smf", t, "smf-01", "smf-pfcp-peers"),
+        ("inc-upf", t + 120, "upf-01", "upf-pfcp-peers"),
+        ("inc-smf-again", t + 300, "smf-01", "smf-pdu-session-success"),
+        ("inc-gpu", t + 60, "gpu-srv-01", "gpu-kv-cache-usage"),
+        ("inc-later", t + 3 * 3600, "upf-02", "upf-pfcp-peers"),
+    ):
+        inc = _inc(i, 0, [entity], [kpi], None).model_copy(
+            update={
+                "opened_at": opened,
+                "updated_at": opened + 300,
+                "state": "resolved",
+                "resolved_at": opened + 900,
+            }
+        )
+        s.save_incident(inc)
+    s.save_review(_judged("inc-upf", "fault", "ana", ("pfcp_association_loss", "upf-01")))
+    c = _client(s)
+    got = c.get("/api/incidents/inc-smf/concurrent").json()
+    assert [(p["id"], p["match"]) for p in got] == [
+        ("inc-upf", ["neighbour"]),
+        ("inc-smf-again", ["same_entity"]),
+    ]
+    assert got[0]["confirmed"] == "pfcp_association_loss on upf-01"
+    page = c.get("/incidents/inc-smf").text
+    assert "At the same time" in page and 'href="/incidents/inc-upf"' in page
+    assert 'href="/incidents/inc-gpu"' not in page and "inc-later" not in page
+    assert "At the same time" not in c.get("/incidents/inc-later").text
+    assert c.get("/api/incidents/inc-nope/concurrent").status_code == 404
+    s.close()
