@@ -8,7 +8,8 @@ A NOC hands over at every shift change. :func:`handover` gathers, for the shift 
   what was seen before (:mod:`noc_assistant.history`);
 - what the shift saw: incidents opened and resolved, how many were judged false, how many
   pages it took (openings, reopenings, escalations);
-- maintenance in force now, and planned for the next shift;
+- maintenance in force now, planned for the next shift, and over within the shift (what held
+  its pages back);
 - partner-NOC e-mails waiting for approval or for sending, and sent ones some recipients did
   not get;
 - the incidents whose triage chat was kept during the shift.
@@ -86,9 +87,10 @@ def handover(store: Store, since: float, until: float) -> dict[str, Any]:
         for i in seen.values()
         for t in [i.opened_at, *i.reopened_at, *i.escalated_at]
     )
-    windows = store.maintenance_windows(ending_after=until)
+    windows = store.maintenance_windows(ending_after=since)
     in_force = [w for w in windows if w.active(until)]
     planned = [w for w in windows if until < w.start <= until + NEXT_SHIFT_S]
+    over = [w for w in windows if since < w.end < until]
     emails = store.list_emails()
     waiting = [m for m in emails if m.status in ("draft", "approved")]
     partial = [
@@ -116,6 +118,7 @@ def handover(store: Store, since: float, until: float) -> dict[str, Any]:
         "judged_false": judged_false,
         "maintenance_now": [_window(w) for w in in_force],
         "maintenance_planned": [_window(w) for w in planned],
+        "maintenance_over": [_window(w) for w in over],
         "emails_waiting": [
             {"id": m.id, "incident": m.incident_id, "status": m.status, "to": list(m.to)}
             for m in waiting

@@ -49,6 +49,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.save_maintenance(new_window("smf-1", "ana", END - H, duration_s=3 * H, reason="CHG-1"))
     s.save_maintenance(new_window("upf-2", "bo", END, start=str(END + 4 * H), duration_s=H))
     s.save_maintenance(new_window("amf-1", "bo", END, start=str(END + 20 * H), duration_s=H))
+    # over within the shift, and over before it
+    s.save_maintenance(new_window("upf-3", "cy", END, start=str(END - 5 * H), duration_s=H))
+    s.save_maintenance(new_window("pcf-1", "cy", END, start=str(END - 12 * H), duration_s=H))
     draft = EmailDraft(
         id="em-1",
         incident_id="inc-taken",
@@ -88,6 +91,7 @@ def test_the_handover_puts_what_nobody_has_taken_first(store: Store) -> None:
     }
     assert [w["entity"] for w in h["maintenance_now"]] == ["smf-1"]
     assert [w["entity"] for w in h["maintenance_planned"]] == ["upf-2"]  # amf-1: beyond 12 h
+    assert [w["entity"] for w in h["maintenance_over"]] == ["upf-3"]  # pcf-1: before the shift
     assert [m["id"] for m in h["emails_waiting"]] == ["em-1"]
     assert h["emails_partly_delivered"][0]["undelivered"] == {"duty@p.example": "550 no"}
     assert h["chats"] == {"inc-taken": 1}
@@ -99,6 +103,7 @@ def test_the_handover_puts_what_nobody_has_taken_first(store: Store) -> None:
         next(ln for ln in lines if "taken by zed" in ln)
     )
     assert "in force: smf-1" in text and "planned: upf-2" in text and "amf-1" not in text
+    assert "over this shift: upf-3 2026-12-03 05:00 → 2026-12-03 06:00 UTC (cy)" in text
     assert "waiting for approval" in text and "not delivered to duty@p.example" in text
 
 
