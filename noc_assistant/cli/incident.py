@@ -17,6 +17,7 @@ from noc_assistant.storage import Store, open_store
 
 if TYPE_CHECKING:
     from noc_assistant.drafting import Drafter
+    from noc_assistant.history import PastIncident
     from noc_assistant.models import Review
 
 __all__ = ["app"]
@@ -221,36 +222,46 @@ def chat(incident_id: Annotated[str, typer.Argument(help="Incident id")]) -> Non
         )
 
 
+def _past_line(p: PastIncident) -> str:
+    when = datetime.fromtimestamp(p.opened_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    top = f"{p.top.fault} on {p.top.entity}" if p.top else "-"
+    verdict = (p.verdict or "not judged").replace("_", " ")
+    if p.confirmed:
+        verdict += f": {p.confirmed}"
+    if p.verdict_by:
+        verdict += f" ({p.verdict_by})"
+    return f"{when}  {p.id}  [{', '.join(p.match)}]  {top}  → {verdict}"
+
+
 @app.command("similar")
 def similar_cmd(
     incident_id: Annotated[str, typer.Argument(help="Incident id")],
     days: Annotated[float, typer.Option(min=0.1, max=366, help="How far back to look")] = 90.0,
     json_out: Annotated[bool, typer.Option("--json", help="The data as JSON")] = False,
+    inventory: InventoryOpt = None,
 ) -> None:
     """Earlier incidents like this one (same entity and KPI, or the same cause), newest first,
-    with the NOC's verdict on each: has it happened before, and what was it then?"""
-    from noc_assistant.history import similar_in_store
+    with the NOC's verdict on each: has it happened before, and what was it then? Then those
+    at the same time on the same or a neighbouring entity (the inventory's topology)."""
+    from noc_assistant.history import concurrent_in_store, similar_in_store
 
-    store = open_store(get_settings().db_url)
+    store, drafter = _drafting(inventory)
     inc = store.get_incident(incident_id)
     if inc is None:
         raise BadInputError(f"no incident {incident_id!r} in {store.path}")
     seen = similar_in_store(store, inc, lookback_s=days * 86_400.0)
+    topology = drafter.network_topology
+    beside = concurrent_in_store(store, inc, topology.neighbours, now=time.time())
     if json_out:
-        console.print_json(seen.model_dump_json())
+        data = {"seen_before": seen.model_dump(), "concurrent": [p.model_dump() for p in beside]}
+        console.print_json(data=data)
         return
     lines = [seen.hint or f"Nothing like {incident_id} in the last {days:g} days."]
-    for p in seen.similar:
-        when = datetime.fromtimestamp(p.opened_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        top = f"{p.top.fault} on {p.top.entity}" if p.top else "-"
-        verdict = (p.verdict or "not judged").replace("_", " ")
-        if p.confirmed:
-            verdict += f": {p.confirmed}"
-        if p.verdict_by:
-            verdict += f" ({p.verdict_by})"
-        lines.append(f"{when}  {p.id}  [{', '.join(p.match)}]  {top}  → {verdict}")
+    lines += [_past_line(p) for p in seen.similar]
     if seen.total > len(seen.similar):
         lines.append(f"… and {seen.total - len(seen.similar)} older")
+    if beside:
+        lines += ["", "At the same time:", *(_past_line(p) for p in beside)]
     console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
 
 

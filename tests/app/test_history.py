@@ -145,17 +145,24 @@ def test_the_console_shows_what_was_seen_before(store: Store) -> None:
 
 
 def test_the_cli_lists_what_was_seen_before(
-    store: Store, use_store: Callable[..., None], capsys: pytest.CaptureFixture[str]
+    store: Store,
+    use_store: Callable[..., None],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
-    use_store(store)
+    use_store(store, NOC_DATA_DIR=str(tmp_path))  # no inventory: no topology neighbours
     assert run(["incident", "similar", "inc-now"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Seen 5 times in the last 90 days")
     assert "inc-b  [same_alert, same_cause]  upf_gtpu_drop on upf-2  → fault" in out
     assert "inc-a  [same_alert]  -  → no fault (ana)" in out
+    # still open: the incident on its entity a day later is at the same time
+    beside = out.split("At the same time:\n", 1)[1].strip().splitlines()
+    assert len(beside) == 1 and "inc-later  [same_entity]" in beside[0]
     assert run(["incident", "similar", "inc-now", "--days", "4", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [p["id"] for p in data["similar"]] == ["inc-a"]
+    assert [p["id"] for p in data["seen_before"]["similar"]] == ["inc-a"]
+    assert [p["id"] for p in data["concurrent"]] == ["inc-later"]
     assert run(["incident", "similar", "inc-nope"]) == 2
     assert "no incident 'inc-nope'" in capsys.readouterr().err
 
