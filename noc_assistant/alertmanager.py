@@ -41,11 +41,25 @@ from noc_assistant.errors import NocError
 from noc_assistant.models import Incident, Maintenance
 from noc_assistant.simulate.schedule import rfc3339
 
-__all__ = ["AlertmanagerError", "AlertmanagerSink", "Silences", "alert_body"]
+__all__ = ["AlertmanagerError", "AlertmanagerSink", "Silences", "alert_body", "probe"]
 
 
 class AlertmanagerError(NocError):
     """Alertmanager refused or could not be reached (names the URL, and its answer)."""
+
+
+def probe(url: str, timeout_s: float = 5.0) -> str:
+    """Whether the Alertmanager at ``url`` is ready (``/-/ready``) and its version (the v2
+    status); :class:`AlertmanagerError` naming the URL otherwise."""
+    base = url.rstrip("/")
+    try:
+        with httpx.Client(timeout=timeout_s) as client:
+            client.get(f"{base}/-/ready").raise_for_status()
+            status = client.get(f"{base}/api/v2/status").json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise AlertmanagerError(f"{base}: {exc}") from None
+    version = status.get("versionInfo", {}).get("version", "?")
+    return f"ready, version {version}, cluster {status.get('cluster', {}).get('status', '?')}"
 
 
 def alert_body(

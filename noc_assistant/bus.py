@@ -68,6 +68,7 @@ __all__ = [
     "PublishStats",
     "WorkerStats",
     "entity_subject",
+    "probe",
     "publish_replay",
     "remove",
 ]
@@ -99,6 +100,27 @@ async def _connect(url: str) -> Any:
         return await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
     except (NoServersError, OSError, NatsError) as exc:
         raise BusError(f"{url}: cannot connect to NATS: {exc}") from None
+
+
+async def _probe(url: str, stream: str) -> str:
+    nc = await _connect(url)
+    try:
+        js = nc.jetstream()
+        try:
+            info = await js.stream_info(stream)
+        except NotFoundError:
+            return f"connected; stream {stream} not made yet (the first publish makes it)"
+        except NatsError as exc:
+            raise BusError(f"{url}: JetStream: {exc}") from None
+        return f"stream {stream}: {info.state.messages:,} messages"
+    finally:
+        await nc.close()
+
+
+def probe(url: str, stream: str) -> str:
+    """Whether NATS at ``url`` answers with JetStream, and what ``stream`` holds;
+    :class:`BusError` naming the server otherwise."""
+    return asyncio.run(_probe(url, stream))
 
 
 async def _ensure_stream(js: Any, stream: str, prefix: str) -> None:

@@ -131,6 +131,33 @@ class Mailer:
             raise MailError(f"draft {draft.id}: cannot build the message: {exc}") from exc
         return msg
 
+    def probe(self) -> str:
+        """Whether the server takes a session as sending would open it (connect, EHLO,
+        STARTTLS with the certificate checked, login), without sending; what it said, or
+        :class:`MailError` naming the server."""
+        tls = self._tls() if self.starttls else None
+        try:
+            smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout_s)
+        except (smtplib.SMTPException, OSError) as exc:
+            raise MailError(f"{self.server}: cannot connect: {self._reason(exc)}") from exc
+        try:
+            smtp.ehlo()
+            if tls is not None:
+                smtp.starttls(context=tls)
+                smtp.ehlo()
+            if self.username is not None:
+                smtp.login(self.username, self.password or "")
+            code, _ = smtp.noop()
+        except (smtplib.SMTPException, OSError) as exc:
+            smtp.close()
+            raise MailError(f"{self.server}: {self._reason(exc)}") from exc
+        try:
+            smtp.quit()
+        except (smtplib.SMTPException, OSError):
+            smtp.close()
+        steps = ["EHLO", *(["STARTTLS"] if tls else []), *(["login"] if self.username else [])]
+        return f"{' + '.join(steps)} accepted ({code})"
+
     def send(self, draft: EmailDraft, now: float | None = None) -> Delivery:
         """Send an approved draft; return its :class:`Delivery` (the ``Message-ID`` it went
         out with, and any recipients refused while the others got it).

@@ -213,6 +213,20 @@ def demo(
             console.print("stopped")
 
 
+def check() -> None:
+    """Ask every outside part the settings name whether it answers (store, pack, LLM, SMTP,
+    Alertmanager, NATS), changing nothing; exit 1 if one configured fails."""
+    from noc_assistant.readiness import check_all
+
+    checks = check_all(get_settings())
+    for c in checks:
+        style = {"ok": "green", "failed": "red"}.get(c.status, "dim")
+        console.print(f"[{style}]{c.line()}[/]", highlight=False, soft_wrap=True)
+    if any(c.status == "failed" for c in checks):
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     """Add the top-level commands to ``app``."""
     app.command("demo")(demo)
+    app.command("check")(check)

@@ -82,6 +82,26 @@ class LlmClient:
         client: openai.OpenAI = self._client
         return client
 
+    def probe(self, timeout_s: float = 5.0) -> str:
+        """Whether the endpoint answers and serves the model (its model list, no generation);
+        what it said, or :class:`LlmError` naming the endpoint."""
+        try:
+            models = self._openai().with_options(timeout=timeout_s).models.list()
+            ids = [m.id for m in models.data]
+        except openai.APIConnectionError as exc:
+            raise LlmError(f"{self.base_url}: cannot connect: {exc.__cause__ or exc}") from None
+        except openai.APIStatusError as exc:
+            raise LlmError(
+                f"{self.base_url}: the model list answered HTTP {exc.status_code}"
+            ) from None
+        except openai.OpenAIError as exc:
+            raise LlmError(f"{self.base_url}: {type(exc).__name__}") from None
+        if self.model not in ids:
+            raise LlmError(
+                f"{self.base_url}: serves {', '.join(ids) or 'no model'}, not {self.model!r}"
+            )
+        return f"serves {self.model}"
+
     def chat(self, messages: Sequence[Message], max_tokens: int | None = None) -> Answer:
         """Send ``messages``; the answer (:class:`LlmError` when there is none)."""
         try:

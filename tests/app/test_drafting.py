@@ -16,6 +16,7 @@ from knowledge.pack import load_pack
 from knowledge.rules import fixture_findings
 from knowledge.topology import Topology, load_inventory
 from noc_assistant.drafting import RANK_ID, Drafter, DraftingError
+from noc_assistant.errors import LlmError
 from noc_assistant.llm import LlmClient
 from noc_assistant.models import Finding, Incident
 from noc_assistant.rca import Diagnosis, diagnose
@@ -306,3 +307,14 @@ def test_without_a_model_the_answer_follows_the_question(topo: Topology) -> None
         for e in diagnosis.evidence
         if e.entity == entity and e.kind == "finding"
     )
+
+
+def test_the_llm_probe_reads_the_model_list(smol_server: tuple[str, _Recorder]) -> None:
+    """``noc check``'s LLM probe: the endpoint's model list holds the model (no generation
+    asked for), or the answer names what it serves."""
+    url, recorder = smol_server
+    asked = len(recorder.seen)
+    assert LlmClient(url, "smollm2-135m-instruct").probe() == "serves smollm2-135m-instruct"
+    with pytest.raises(LlmError, match="serves smollm2-135m-instruct, not 'gpt-x'"):
+        LlmClient(url, "gpt-x").probe()
+    assert len(recorder.seen) == asked  # nothing generated
