@@ -131,10 +131,10 @@ class Mailer:
             raise MailError(f"draft {draft.id}: cannot build the message: {exc}") from exc
         return msg
 
-    def probe(self) -> str:
-        """Whether the server takes a session as sending would open it (connect, EHLO,
-        STARTTLS with the certificate checked, login), without sending; what it said, or
-        :class:`MailError` naming the server."""
+    def _session(self, doing: str) -> smtplib.SMTP:
+        """A session as sending uses it: connected, switched to TLS (certificate and name
+        checked) and logged in. :class:`MailError` (``doing``: what failed, for the message)
+        otherwise."""
         tls = self._tls() if self.starttls else None
         try:
             smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout_s)
@@ -147,15 +147,31 @@ class Mailer:
                 smtp.ehlo()
             if self.username is not None:
                 smtp.login(self.username, self.password or "")
+        except (smtplib.SMTPException, OSError) as exc:
+            smtp.close()  # no QUIT: the connection may be what failed
+            raise MailError(f"{self.server}: {doing}: {self._reason(exc)}") from exc
+        return smtp
+
+    @staticmethod
+    def _quit(smtp: smtplib.SMTP) -> None:
+        try:
+            smtp.quit()
+        except (smtplib.SMTPException, OSError):  # what was asked is done already
+            smtp.close()
+
+    def probe(self) -> str:
+        """Whether the server takes a session as sending would open it (connect, EHLO,
+        STARTTLS with the certificate checked, login), without sending; what it said, or
+        :class:`MailError` naming the server."""
+        smtp = self._session("session refused")
+        try:
             code, _ = smtp.noop()
         except (smtplib.SMTPException, OSError) as exc:
             smtp.close()
             raise MailError(f"{self.server}: {self._reason(exc)}") from exc
-        try:
-            smtp.quit()
-        except (smtplib.SMTPException, OSError):
-            smtp.close()
-        steps = ["EHLO", *(["STARTTLS"] if tls else []), *(["login"] if self.username else [])]
+        self._quit(smtp)
+        steps = ["EHLO", *(["STARTTLS"] if self.starttls else [])]
+        steps += ["login"] if self.username else []
         return f"{' + '.join(steps)} accepted ({code})"
 
     def send(self, draft: EmailDraft, now: float | None = None) -> Delivery:
@@ -172,26 +188,15 @@ class Mailer:
             raise MailError(f"draft {draft.id} has no recipient (or an empty one): not sent")
         msg = self.compose(draft, now)
         message_id = str(msg["Message-ID"])
-        tls = self._tls() if self.starttls else None
+        smtp = self._session(f"cannot send draft {draft.id}")
         try:
-            smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout_s)
-        except (smtplib.SMTPException, OSError) as exc:
-            raise MailError(f"{self.server}: cannot connect: {self._reason(exc)}") from exc
-        try:
-            if tls is not None:
-                smtp.starttls(context=tls)
-            if self.username is not None:
-                smtp.login(self.username, self.password or "")
             refused = smtp.send_message(msg)
         except (smtplib.SMTPException, OSError) as exc:
             smtp.close()  # no QUIT: the connection may be what failed
             raise MailError(
                 f"{self.server}: cannot send draft {draft.id}: {self._reason(exc)}"
             ) from exc
-        try:
-            smtp.quit()
-        except (smtplib.SMTPException, OSError):  # the server has the message already
-            smtp.close()
+        self._quit(smtp)  # the server has the message already
         return Delivery(
             message_id,
             {

@@ -82,20 +82,24 @@ class LlmClient:
         client: openai.OpenAI = self._client
         return client
 
+    def _failure(self, exc: openai.OpenAIError, asked: str, timeout_s: float) -> LlmError:
+        """What went wrong asking ``asked``, naming the endpoint (no key, no prompt)."""
+        if isinstance(exc, openai.APITimeoutError):  # a kind of connection error: first
+            return LlmError(f"{self.base_url}: no answer within {timeout_s:g} s")
+        if isinstance(exc, openai.APIConnectionError):
+            return LlmError(f"{self.base_url}: cannot connect: {exc.__cause__ or exc}")
+        if isinstance(exc, openai.APIStatusError):
+            return LlmError(f"{self.base_url}: {asked} answered HTTP {exc.status_code}")
+        return LlmError(f"{self.base_url}: {type(exc).__name__}")
+
     def probe(self, timeout_s: float = 5.0) -> str:
         """Whether the endpoint answers and serves the model (its model list, no generation);
         what it said, or :class:`LlmError` naming the endpoint."""
         try:
             models = self._openai().with_options(timeout=timeout_s).models.list()
             ids = [m.id for m in models.data]
-        except openai.APIConnectionError as exc:
-            raise LlmError(f"{self.base_url}: cannot connect: {exc.__cause__ or exc}") from None
-        except openai.APIStatusError as exc:
-            raise LlmError(
-                f"{self.base_url}: the model list answered HTTP {exc.status_code}"
-            ) from None
         except openai.OpenAIError as exc:
-            raise LlmError(f"{self.base_url}: {type(exc).__name__}") from None
+            raise self._failure(exc, "the model list", timeout_s) from None
         if self.model not in ids:
             raise LlmError(
                 f"{self.base_url}: serves {', '.join(ids) or 'no model'}, not {self.model!r}"
@@ -111,16 +115,8 @@ class LlmClient:
                 max_tokens=max_tokens or self.max_tokens,
                 temperature=self.temperature,
             )
-        except openai.APITimeoutError:
-            raise LlmError(f"{self.base_url}: no answer within {self.timeout_s:g} s") from None
-        except openai.APIConnectionError as exc:
-            raise LlmError(f"{self.base_url}: cannot connect: {exc.__cause__ or exc}") from None
-        except openai.APIStatusError as exc:
-            raise LlmError(
-                f"{self.base_url}: model {self.model!r} answered HTTP {exc.status_code}"
-            ) from None
         except openai.OpenAIError as exc:
-            raise LlmError(f"{self.base_url}: {type(exc).__name__}") from None
+            raise self._failure(exc, f"model {self.model!r}", self.timeout_s) from None
         if not r.choices or not (r.choices[0].message.content or "").strip():
             raise LlmError(f"{self.base_url}: model {self.model!r} gave an empty answer")
         usage = r.usage
