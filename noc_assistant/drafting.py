@@ -65,7 +65,7 @@ from noc_assistant.rca import Diagnosis
 from prompts import environment
 
 if TYPE_CHECKING:
-    from noc_assistant.history import IncidentHistory
+    from noc_assistant.history import IncidentHistory, PastIncident
     from noc_assistant.settings import Settings
 
 __all__ = [
@@ -339,19 +339,22 @@ class Drafter:
             ],
         }
 
+    def _past_view(self, p: PastIncident) -> dict[str, Any]:
+        return {
+            "opened": _utc(p.opened_at),
+            "id": p.id,
+            "entities": ", ".join(p.entities),
+            "state": p.state,
+            "on": "a neighbour" if p.match == ["neighbour"] else "the same entity",
+            "top": f"{p.top.fault} on {p.top.entity}" if p.top else "no hypothesis",
+            "verdict": (p.verdict or "not judged").replace("_", " ")
+            + (f": {p.confirmed}" if p.confirmed else ""),
+        }
+
     def _seen_view(self, seen: IncidentHistory | None) -> dict[str, Any] | None:
         if seen is None:
             return None
-        past = [
-            {
-                "opened": _utc(p.opened_at),
-                "id": p.id,
-                "top": f"{p.top.fault} on {p.top.entity}" if p.top else "no hypothesis",
-                "verdict": (p.verdict or "not judged").replace("_", " ")
-                + (f": {p.confirmed}" if p.confirmed else ""),
-            }
-            for p in seen.similar[:5]
-        ]
+        past = [self._past_view(p) for p in seen.similar[:5]]
         return {"id": SEEN_ID, "text": self._mask(_seen_text(seen)), "past": past}
 
     def _check(self, text: str, pool: _Pool) -> GroundingReport:
@@ -373,13 +376,16 @@ class Drafter:
         narrate: bool = False,
         review: Review | None = None,
         seen: IncidentHistory | None = None,
+        beside: Sequence[PastIncident] = (),
     ) -> Report:
         """The root-cause report of ``incident`` (see the module docstring); with the NOC's
         ``review``, its verdict heads the report; with ``seen``, the earlier incidents like it
-        close it (cited ``[ev-seen]``)."""
+        close it (cited ``[ev-seen]``), and ``beside``, those at the same time nearby
+        (:func:`noc_assistant.history.concurrent`)."""
         view = self._view(incident, diagnosis)
         view["noc_verdict"] = _verdict_view(review, self._mask)
         view["seen"] = self._seen_view(seen)
+        view["beside"] = [self._past_view(p) for p in beside]
         first = _first_sign(diagnosis)
         summary = self._env.get_template("summary.txt.j2").render(
             **view, first=_sign_view(view, first)

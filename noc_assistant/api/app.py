@@ -208,8 +208,9 @@ def create_app(
         diagnosis = s.get_diagnosis(incident_id)
         review = s.get_review(incident_id)
         seen = similar_in_store(s, inc)
+        beside = concurrent_in_store(s, inc, neighbours, now=time.time())
         report = (
-            drafter.report(inc, diagnosis, review=review, seen=seen)
+            drafter.report(inc, diagnosis, review=review, seen=seen, beside=beside)
             if drafter and diagnosis
             else None
         )
@@ -226,7 +227,7 @@ def create_app(
             faults=sorted(set(drafter.pack.faults) - {"no_fault"}) if drafter else [],
             top=diagnosis.top if diagnosis else None,
             seen=seen,
-            beside=concurrent_in_store(s, inc, neighbours, now=time.time()),
+            beside=beside,
         )
 
     return app

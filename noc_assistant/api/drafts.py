@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from noc_assistant.api.deps import StoreDep, Writer, locked_step, require_writer
 from noc_assistant.drafting import Drafter, DraftingError, conversation
 from noc_assistant.errors import EmailStateError, NotFoundError
-from noc_assistant.history import similar_in_store
+from noc_assistant.history import concurrent_in_store, similar_in_store
 from noc_assistant.llm import Message
 from noc_assistant.mail import ADDRESS_PATTERN, Mailer, MailError
 from noc_assistant.models import ChatRecord, EmailDraft, Incident, Report
@@ -124,7 +124,9 @@ def drafts_router(
         d = need_drafter()
         inc, diagnosis = incident_and_diagnosis(s, incident_id)
         review, seen = s.get_review(incident_id), similar_in_store(s, inc)
-        return d.report(inc, diagnosis, narrate=narrate, review=review, seen=seen)
+        near = d.network_topology.neighbours
+        beside = concurrent_in_store(s, inc, near, now=clock())
+        return d.report(inc, diagnosis, narrate=narrate, review=review, seen=seen, beside=beside)
 
     @router.get("/api/incidents/{incident_id}/chat")
     def kept_chat(s: StoreDep, incident_id: str) -> list[ChatRecord]:

@@ -171,10 +171,12 @@ def report(
     """Print an incident's root-cause report (Markdown, from the diagnosis)."""
     store, drafter = _drafting(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
-    from noc_assistant.history import similar_in_store
+    from noc_assistant.history import concurrent_in_store, similar_in_store
 
     review, seen = store.get_review(incident_id), similar_in_store(store, inc)
-    r = drafter.report(inc, diagnosis, narrate=narrate, review=review, seen=seen)
+    near = drafter.network_topology.neighbours
+    beside = concurrent_in_store(store, inc, near, now=time.time())
+    r = drafter.report(inc, diagnosis, narrate=narrate, review=review, seen=seen, beside=beside)
     console.print(r.body, markup=False, highlight=False, soft_wrap=True)
     if r.narration_withheld:
         err_console.print(f"narration withheld: {r.narration_withheld}", highlight=False)

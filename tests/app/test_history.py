@@ -271,3 +271,24 @@ def test_the_console_shows_the_incidents_at_the_same_time(tmp_path: Path) -> Non
     assert "At the same time" not in c.get("/incidents/inc-later").text
     assert c.get("/api/incidents/inc-nope/concurrent").status_code == 404
     s.close()
+
+
+def test_the_report_lists_the_incidents_at_the_same_time() -> None:
+    from test_drafting import PACK, case
+
+    from knowledge.topology import load_inventory
+    from noc_assistant.drafting import Drafter
+    from noc_assistant.history import concurrent
+
+    topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
+    d = Drafter(PACK, topo)
+    inc, diagnosis, _ = case("upf-gtpu-drop", 0, topo)  # on upf-01
+    smf = _inc("inc-smf", 0, ["smf-01"], ["smf-pfcp-peers"], ("pfcp_association_loss", "upf-01"))
+    smf = smf.model_copy(update={"opened_at": inc.opened_at + 60, "updated_at": inc.opened_at + 90})
+    beside = concurrent(inc, [smf], topo.neighbours)
+    body = d.report(inc, diagnosis, beside=beside).body
+    section = body.split("## At the same time\n\n", 1)[1].split("\n## ", 1)[0].strip()
+    assert section.endswith(
+        "`inc-smf` on smf-01 (a neighbour, open): pfcp_association_loss on upf-01; not judged"
+    )
+    assert "## At the same time" not in d.report(inc, diagnosis).body
