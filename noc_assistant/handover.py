@@ -34,7 +34,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from noc_assistant.history import similar_in_store
+from noc_assistant.history import LOOKBACK_S, similar
 from noc_assistant.models import Maintenance
 from noc_assistant.storage import Store
 from prompts import environment
@@ -55,6 +55,9 @@ def handover(store: Store, since: float, until: float) -> dict[str, Any]:
     """The handover of the shift ``[since, until)`` (see the module docstring), as data."""
     reviews = store.reviews()
     open_now = [i for i in store.list_incidents(state="open", limit=10_000) if i.opened_at < until]
+    # the incidents any open one may have been seen before as: read once, not once per incident
+    first = min((i.opened_at for i in open_now), default=until)
+    earlier = store.incidents_between(first - LOOKBACK_S, until)
     rows = []
     for inc in open_now:
         review = reviews.get(inc.id)
@@ -72,7 +75,7 @@ def handover(store: Store, since: float, until: float) -> dict[str, Any]:
                 "cause": (
                     f"{top.fault} on {top.entity} ({100 * top.confidence:.0f} %)" if top else None
                 ),
-                "seen_before": similar_in_store(store, inc).hint or None,
+                "seen_before": similar(inc, earlier, reviews).hint or None,
             }
         )
     rows.sort(key=lambda r: (r["owner"] is not None, r["opened_at"]))

@@ -107,34 +107,30 @@ def _top(inc: Incident) -> tuple[str, str] | None:
 
 
 def _past(inc: Incident, review: Review | None, match: list[Match]) -> PastIncident:
-    return _reviewed(
-        PastIncident(
-            id=inc.id,
-            opened_at=inc.opened_at,
-            resolved_at=inc.resolved_at,
-            state=inc.state,
-            title=inc.title,
-            entities=inc.entities,
-            kpis=inc.kpis,
-            top=inc.hypotheses[0] if inc.hypotheses else None,
-            match=match,
-        ),
-        review,
+    """``inc`` as an earlier (or concurrent) incident, with what the NOC found: its verdict
+    and confirmed root cause."""
+    rc = review.root_cause if review is not None else None  # (entity, fault)
+    return PastIncident(
+        id=inc.id,
+        opened_at=inc.opened_at,
+        resolved_at=inc.resolved_at,
+        state=inc.state,
+        title=inc.title,
+        entities=inc.entities,
+        kpis=inc.kpis,
+        top=inc.hypotheses[0] if inc.hypotheses else None,
+        match=match,
+        verdict=review.verdict if review is not None else None,
+        confirmed=f"{rc[1]} on {rc[0]}" if rc else None,
+        verdict_by=review.verdict_by if review is not None else None,
     )
 
 
-def _reviewed(past: PastIncident, review: Review | None) -> PastIncident:
-    """``past`` with what the NOC found (its verdict and confirmed root cause)."""
-    if review is None:
-        return past
-    rc = review.root_cause  # (entity, fault)
-    return past.model_copy(
-        update={
-            "verdict": review.verdict,
-            "confirmed": f"{rc[1]} on {rc[0]}" if rc else None,
-            "verdict_by": review.verdict_by,
-        }
-    )
+def _span(inc: Incident, now: float | None) -> tuple[float, float]:
+    """When ``inc`` ran: from its opening to its resolution (an open one: to ``now``, or its
+    last update without one)."""
+    end = inc.resolved_at if inc.resolved_at is not None else (now or inc.updated_at)
+    return inc.opened_at, max(end, inc.updated_at)
 
 
 def _times(n: int) -> str:
@@ -210,13 +206,15 @@ def concurrent(
     incident: Incident,
     others: Iterable[Incident],
     neighbours: Callable[[str], set[str]] | None = None,
+    reviews: Mapping[str, Review] | None = None,
     *,
     now: float | None = None,
     margin_s: float = MARGIN_S,
 ) -> list[PastIncident]:
     """The incidents of ``others`` at the same time as ``incident`` on one of its entities or,
-    given ``neighbours`` (an entity's topology neighbours), on a neighbour of one; by opening.
-    An open incident's span runs to ``now`` (default: its last update).
+    given ``neighbours`` (an entity's topology neighbours), on a neighbour of one; by opening,
+    each with its review from ``reviews``. An open incident's span runs to ``now`` (default:
+    its last update).
 
     >>> a = Incident(id="a", fingerprint="a", opened_at=0.0, updated_at=60.0, state="open",
     ...              entities=["smf-1"], kpis=["smf-pfcp-peers"])
@@ -228,19 +226,14 @@ def concurrent(
     >>> concurrent(a, [b])
     []
     """
-
-    def span(inc: Incident) -> tuple[float, float]:
-        end = inc.resolved_at if inc.resolved_at is not None else (now or inc.updated_at)
-        return inc.opened_at, max(end, inc.updated_at)
-
-    begin, end = span(incident)
+    begin, end = _span(incident, now)
     ours = set(incident.entities)
     near = set().union(*(neighbours(e) for e in ours)) - ours if neighbours else set()
     out: list[PastIncident] = []
     for inc in others:
         if inc.id == incident.id:
             continue
-        b, e = span(inc)
+        b, e = _span(inc, now)
         if b > end + margin_s or e < begin - margin_s:
             continue
         theirs = set(inc.entities)
@@ -251,7 +244,7 @@ def concurrent(
             match.append("neighbour")
         else:
             continue
-        out.append(_past(inc, None, match))
+        out.append(_past(inc, (reviews or {}).get(inc.id), match))
     out.sort(key=lambda p: (p.opened_at, p.id))
     return out
 
@@ -266,8 +259,7 @@ def concurrent_in_store(
 ) -> list[PastIncident]:
     """:func:`concurrent` over the store's incidents opened from a day before ``incident`` to
     its end, with their reviews."""
-    end = incident.resolved_at if incident.resolved_at is not None else (now or incident.updated_at)
+    _, end = _span(incident, now)
     others = store.incidents_between(incident.opened_at - 86_400.0, end + margin_s)
     reviews = store.reviews_for([i.id for i in others])
-    found = concurrent(incident, others, neighbours, now=now, margin_s=margin_s)
-    return [_reviewed(p, reviews.get(p.id)) for p in found]
+    return concurrent(incident, others, neighbours, reviews, now=now, margin_s=margin_s)

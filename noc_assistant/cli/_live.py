@@ -148,16 +148,15 @@ class IncidentOutput:
         except StorageError as exc:
             err_console.print(f"acknowledgements not checked: {exc}", highlight=False)
             return []
+        taken = {inc_id for inc_id, r in reviews.items() if r.acknowledged_by}
         for inc_id, inc in list(self.unacknowledged.items()):
-            review = reviews.get(inc_id)
-            if inc_id not in open_now or (review is not None and review.acknowledged_by):
+            if inc_id not in open_now or inc_id in taken:
                 del self.unacknowledged[inc_id]
                 if self.alerts is not None:
                     self.alerts.taken(open_now.get(inc_id, inc))
         paged = []
         for inc in due:
-            review = reviews.get(inc.id)
-            if inc.id in self.unacknowledged or (review is not None and review.acknowledged_by):
+            if inc.id in self.unacknowledged or inc.id in taken:
                 continue
             self.unacknowledged[inc.id] = inc
             paged.append(inc.id)
