@@ -322,23 +322,21 @@ class Store:
         )
         return [Maintenance.model_validate_json(r[0]) for r in rows]
 
-    def incidents_between(self, since: float, until: float) -> list[Incident]:
-        """The incidents opened in ``[since, until)``, oldest first."""
+    def _incidents_by(self, column: str, since: float, until: float) -> list[Incident]:
         rows = self._query(
-            "SELECT body FROM incidents WHERE opened_at >= ? AND opened_at < ?"
-            " ORDER BY opened_at, id",
+            f"SELECT body FROM incidents WHERE {column} >= ? AND {column} < ?"
+            f" ORDER BY {column}, id",
             (since, until),
         )
         return [Incident.model_validate_json(r[0]) for r in rows]
 
+    def incidents_between(self, since: float, until: float) -> list[Incident]:
+        """The incidents opened in ``[since, until)``, oldest first."""
+        return self._incidents_by("opened_at", since, until)
+
     def incidents_resolved_between(self, since: float, until: float) -> list[Incident]:
         """The incidents resolved in ``[since, until)``, by resolution."""
-        rows = self._query(
-            "SELECT body FROM incidents WHERE resolved_at >= ? AND resolved_at < ?"
-            " ORDER BY resolved_at, id",
-            (since, until),
-        )
-        return [Incident.model_validate_json(r[0]) for r in rows]
+        return self._incidents_by("resolved_at", since, until)
 
     def incident_counts(self) -> dict[str, int]:
         """How many incidents are stored, by state (one query, no bodies read)."""
