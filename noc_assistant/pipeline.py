@@ -29,6 +29,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
 from detectors import MonitorBank, MonitorEvent, Observation
 from detectors.params import (
@@ -44,6 +45,7 @@ from knowledge.pack import Pack, PackError, load_pack
 from knowledge.topology import PartnerLink, Topology, guess_type, plmn_digits
 from noc_assistant.correlate import Correlator, IncidentEvent, MaintenanceWindow, series_id
 from noc_assistant.errors import ConfigError
+from noc_assistant.fanin import Batch, Clear, FanIn, Seen
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
 from noc_assistant.ingest.point import canonical_metric
 from noc_assistant.inventory import load_topology
@@ -51,10 +53,22 @@ from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident
 from noc_assistant.rca import Diagnosis, diagnose
 from noc_assistant.settings import get_settings
 
-__all__ = ["Pipeline", "ReplayResult", "run_replay"]
+__all__ = ["Outbox", "Pipeline", "ReplayResult", "run_replay"]
 
 FindingSink = Callable[[Finding], None]
 IncidentSink = Callable[[IncidentEvent], None]
+
+
+class Outbox(Protocol):
+    """What a detector worker of a slice sends to the network-wide correlator
+    (:mod:`noc_assistant.fanin`): each tick's findings and clears, then the tick."""
+
+    def finding(self, finding: Finding, reading: bool, phase: int) -> None: ...
+
+    def clear(self, series: str, entity: str, ts: float, phase: int) -> None: ...
+
+    def tick(self, at: float, step: float) -> None: ...
+
 
 _GPU_PREFIXES = ("vllm_", "sglang_", "DCGM_")
 
@@ -127,7 +141,18 @@ class ReplayResult:
 
 
 class Pipeline:
-    """Streaming detection over any source of points (see module docstring)."""
+    """Streaming detection over any source of points (see module docstring).
+
+    Within a tick the correlator takes the detectors' events in a fixed order, whatever order
+    the entities first appeared in: missed-scrape evidence, then the monitors' openings and
+    clears, then liveness, each phase by entity name. So a network-wide correlator over
+    workers of slices (:mod:`noc_assistant.fanin`) can put them in the same order.
+    """
+
+    # defaults for snapshots of versions that did not have them
+    outbox: Outbox | None = None
+    fan_in: FanIn | None = None
+    _phase = 0
 
     def __init__(
         self,
@@ -142,6 +167,8 @@ class Pipeline:
         on_incident: IncidentSink | None = None,
         history: int = 480,
         rca: bool = True,
+        outbox: Outbox | None = None,
+        fan_in: FanIn | None = None,
     ) -> None:
         settings = get_settings()
         self.pack = pack if pack is not None else load_pack()
@@ -164,6 +191,11 @@ class Pipeline:
             aftermath=self._aftermath,
         )
         self.rca = rca
+        self.outbox = outbox
+        """A worker of a slice: each tick's findings and clears go here too (``--findings``)."""
+        self.fan_in = fan_in
+        """The network-wide correlator: findings come from the workers' ticks
+        (:meth:`take`), not from telemetry of its own."""
         #: the network's wall clock and weekend for the detectors' profiles (settings; a site
         #: of the inventory may name its own zone: ``Topology.zone_of``)
         self._local = {
@@ -308,7 +340,14 @@ class Pipeline:
             self.feed(p)
 
     def finish(self) -> None:
-        """End of input: release the buffer, evaluate the last tick, resolve quiet incidents."""
+        """End of input: release the buffer, evaluate the last tick, resolve quiet incidents.
+        The network-wide correlator takes every tick it holds, then resolves."""
+        if self.fan_in is not None:
+            self._take_ready(everything=True)
+            if self._last_ts is not None:
+                for ev in self.correlator.close_all(self._last_ts + (self.interval_s or 0.0)):
+                    self._emit(ev)
+            return
         self._apply(self.buffer.drain())
         if self._next_eval is not None and self._last_ts is not None:
             self._evaluate(self._next_eval)
@@ -451,7 +490,8 @@ class Pipeline:
         where: dict[Hashable, tuple[KpiDef, str, tuple[tuple[str, str], ...]]] = {}
         # entities with an open alarm: their other KPIs' peaks are not normal time either
         busy = {entity for _, entity in self._firing_keys()}
-        for entity in self.store.entities:
+        self._phase = 0  # missed-scrape evidence
+        for entity in sorted(self.store.entities):
             seen = self.store.last_seen.get(entity)
             if not entity or seen is None:
                 continue
@@ -510,12 +550,50 @@ class Pipeline:
             )
         # a finding of the next scrape may escalate; those of this one (any phase) may not
         self.correlator.notice_s = 0.9 * step
+        self._phase = 1  # the monitors' openings and clears (in observation order: by entity)
         for series, event in self.monitors.observe(at, observations):
             kpi, entity, group = where[series]
             self._on_monitor(kpi, entity, group, event)
+        self._phase = 2  # liveness
         self._watch_liveness(at)
+        if self.outbox is not None:
+            self.outbox.tick(at, step)
         for ev in self.correlator.tick(at):
             self._emit(ev)
+
+    # -- the network-wide correlator of sliced workers (noc_assistant.fanin) ----------------
+
+    def take(self, batch: Batch) -> int:
+        """A worker's batch into the merge, and every tick all workers have passed into the
+        correlator; the number of findings it carried (0 for a batch taken before)."""
+        if self.fan_in is None:
+            raise ConfigError("this pipeline reads telemetry, not workers' findings")
+        if not self.fan_in.offer(batch):
+            return 0
+        self._take_ready(everything=False)
+        return sum(isinstance(e, Seen) for t in batch.ticks for e in t.events)
+
+    def _take_ready(self, *, everything: bool) -> None:
+        assert self.fan_in is not None
+        for tick in self.fan_in.ready(everything=everything):
+            self.interval_s = tick.step
+            self.correlator.notice_s = 0.9 * tick.step
+            for ev in tick.events:
+                if isinstance(ev, Clear):
+                    self.correlator.clear(ev.series, ev.entity, ev.ts)
+                    continue
+                f = ev.finding
+                if f.entity_type:  # the worker's knowledge (the inventory's is kept)
+                    self._types.setdefault(f.entity, f.entity_type)
+                reading = ev.reading and self.correlator.alarming(
+                    series_id(f.kpi, f.labels), f.entity, f.direction
+                )
+                self._add(f if f.update == reading else f.model_copy(update={"update": reading}))
+            if self.first_ts is None:
+                self.first_ts = tick.at
+            self._last_ts = tick.at if self._last_ts is None else max(self._last_ts, tick.at)
+            for ie in self.correlator.tick(tick.at):
+                self._emit(ie)
 
     def _missed_scrape(
         self,
@@ -542,7 +620,7 @@ class Pipeline:
         if not self._live_kpis or self._alive_since is None:
             return
         store = self.store
-        for entity, seen in store.last_seen.items():
+        for entity, seen in sorted(store.last_seen.items()):
             interval = store.entity_interval(entity)
             if not entity or interval is None:  # too few scrapes to know when one is missed
                 continue
@@ -557,7 +635,7 @@ class Pipeline:
                 if down is not None:
                     if up == 1.0:  # it answered again
                         del self._down[key]
-                        self.correlator.clear(kpi.id, entity, seen)
+                        self._clear(kpi.id, entity, seen)
                         continue
                     if not down or self.correlator.in_maintenance(entity, at):
                         continue
@@ -584,7 +662,7 @@ class Pipeline:
         event: MonitorEvent,
     ) -> None:
         if event.kind == "close":
-            self.correlator.clear(series_id(kpi.id, group), entity, event.ts)
+            self._clear(series_id(kpi.id, group), entity, event.ts)
             return
         self._open(kpi, entity, group, event)
 
@@ -619,12 +697,22 @@ class Pipeline:
             and self.correlator.alarming(sid, entity, event.direction),
             evidence_only=evidence_only,
         )
+        if self.outbox is not None:
+            self.outbox.finding(finding, event.kind == "update", self._phase)
+        self._add(finding)
+
+    def _add(self, finding: Finding) -> None:
         self.findings.append(finding)
         self._by_id[finding.id] = finding
         if self.on_finding is not None:
             self.on_finding(finding)
         for ev in self.correlator.add_finding(finding):
             self._emit(ev)
+
+    def _clear(self, series: str, entity: str, ts: float) -> None:
+        if self.outbox is not None:
+            self.outbox.clear(series, entity, ts, self._phase)
+        self.correlator.clear(series, entity, ts)
 
     def _emit(self, event: IncidentEvent) -> None:
         if self.rca and (
