@@ -6,8 +6,11 @@ puts telemetry on JetStream and runs detector workers beside it:
 - **Stream** ``settings.nats_stream`` holds subjects ``<prefix>.<entity>`` (prefix
   ``settings.nats_subject_prefix``, default ``noc.telemetry``): a message is a batch of
   FORMATS §1 JSONL lines of one entity (one scrape, or up to ``batch`` lines). The entity in the
-  subject lets a worker take a slice of the network with a subject filter (``noc.telemetry.upf-1``
-  for one entity, ``noc.telemetry.>`` for all; each worker correlates within its slice).
+  subject lets a worker take a slice of the network: a subject filter (``noc.telemetry.upf-1``
+  for one entity, ``noc.telemetry.>`` for all), or ``part`` = (k, n), the entities whose
+  name hashes to k of n (:func:`in_part`; the worker reads every subject and feeds only its
+  own, since a consumer of nats-server 2.9 takes one filter). A worker correlates within its
+  slice, unless it sends its findings to the network-wide correlator (below).
   :func:`publish_replay` publishes a replay file this way, each message with a
   ``Nats-Msg-Id`` built from the file and its line span, so that a re-run within the stream's
   duplicate window (two minutes) adds nothing.
@@ -23,6 +26,16 @@ puts telemetry on JetStream and runs detector workers beside it:
   a crash twice (at-least-once); the store's writes are upserts by id, so it holds them once.
 - A line that is not a sample is quarantined (the message's subject and stream sequence, the
   line's number in the message, the reason and the raw text), never dropped.
+- **Workers of slices, one correlator** (:mod:`noc_assistant.fanin`). A worker given
+  ``findings_stream`` correlates for nobody: after each telemetry message that ended
+  evaluation ticks it publishes them (findings and clears) to ``<findings prefix>.<durable>``
+  with the ``Nats-Msg-Id`` ``<durable>:<sequence>``, and waits for the server's
+  acknowledgements before each snapshot, so a snapshot never covers a tick the stream lacks.
+  :class:`CorrelatorWorker` is the same durable, snapshotted consumer on that stream: it merges
+  the workers' ticks (the slowest worker's time is its clock) and correlates, ranks and stores
+  for the whole network, as one worker over all the telemetry would have (tested). A worker
+  restarted from its snapshot sends again what followed it; the correlator knows each
+  worker's last sequence and takes nothing twice.
 
 One module for the outside system: everything that speaks NATS is here.
 """
@@ -55,25 +68,32 @@ from nats.js.errors import (
 
 from knowledge.pack import Pack
 from noc_assistant.checkpoint import CheckpointError, restore, snapshot
-from noc_assistant.errors import ConfigError
+from noc_assistant.errors import BadInputError, ConfigError
+from noc_assistant.fanin import Batch, TickRecorder, decode_batch, encode_batch
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.replay import jsonl_lines, parse_lines
 from noc_assistant.pipeline import FindingSink, IncidentSink, Pipeline
 
 __all__ = [
+    "FINDINGS_PREFIX",
+    "FINDINGS_STREAM",
     "STATE_BUCKET",
     "SUBJECT_PREFIX",
     "BusError",
     "BusWorker",
+    "CorrelatorWorker",
     "PublishStats",
     "WorkerStats",
     "entity_subject",
+    "in_part",
     "probe",
     "publish_replay",
     "remove",
 ]
 
 SUBJECT_PREFIX = "noc.telemetry"
+FINDINGS_STREAM = "NOC_FINDINGS"
+FINDINGS_PREFIX = "noc.findings"
 STATE_BUCKET = "noc-state"
 _TOKEN = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -93,6 +113,20 @@ def entity_subject(entity: str, prefix: str = SUBJECT_PREFIX) -> str:
     'noc.telemetry._'
     """
     return f"{prefix}.{_TOKEN.sub('_', entity) or '_'}"
+
+
+def in_part(subject: str, prefix: str, part: tuple[int, int]) -> bool:
+    """Whether the entity of a telemetry subject is in part k of n (by the SHA-1 of its name:
+    the same on every machine and release, and spread evenly over similar names).
+
+    >>> [in_part(entity_subject(e), "noc.telemetry", (0, 2)) for e in ("amf-1", "smf-1")]
+    [False, True]
+    >>> in_part("noc.telemetry.upf-1", "noc.telemetry", (0, 1))
+    True
+    """
+    k, n = part
+    digest = hashlib.sha1(subject[len(prefix) + 1 :].encode()).digest()
+    return int.from_bytes(digest[:8], "big") % n == k
 
 
 async def _connect(url: str) -> Any:
@@ -290,6 +324,8 @@ class BusWorker:
     prefix: str = SUBJECT_PREFIX
     filter_subject: str | None = None
     """Subjects this worker takes (default ``<prefix>.>``: the whole network)."""
+    part: tuple[int, int] | None = None
+    """Of those, only the entities of part k of n (:func:`in_part`)."""
     checkpoint_every: int = 200
     fetch_batch: int = 64
     idle_s: float | None = None
@@ -301,6 +337,9 @@ class BusWorker:
     worker that runs for months keeps a bounded state. None keeps everything."""
     tick: Callable[[], None] | None = None
     """Called after each batch of messages and each idle wait (renews alert leases)."""
+    findings_stream: str | None = None
+    """Publish each tick's findings there for :class:`CorrelatorWorker` (None: correlate here)."""
+    findings_prefix: str = FINDINGS_PREFIX
     pipeline: Pipeline | None = None
     stopping: bool = False
     """Set (:meth:`stop`, e.g. from a SIGTERM handler) to leave after the current batch with
@@ -316,6 +355,8 @@ class BusWorker:
     async def arun(self) -> WorkerStats:
         if not re.fullmatch(r"[A-Za-z0-9_-]+", self.durable):
             raise ConfigError(f"durable name {self.durable!r}: use letters, digits, _ and -")
+        if self.part is not None and not 0 <= self.part[0] < self.part[1]:
+            raise ConfigError(f"part {self.part[0]} of {self.part[1]}: k must be in 0…n-1")
         nc = await _connect(self.url)
         try:
             return await self._consume(nc)
@@ -333,6 +374,7 @@ class BusWorker:
         stats = WorkerStats()
         pipe, last_seq, previous = await self._resume(kv, obs)
         self.pipeline = pipe
+        out = await self._outbox(js, pipe)
         stats.restored_seq = last_seq
         # the snapshot is the truth: the consumer restarts at the message after it
         with contextlib.suppress(NotFoundError):
@@ -370,7 +412,10 @@ class BusWorker:
                 seq = msg.metadata.sequence.stream
                 if seq <= last_seq:
                     continue  # delivered again: already in the state
-                stats.lines += self._feed(pipe, msg.subject, seq, msg.data)
+                if self.part is None or in_part(msg.subject, self.prefix, self.part):
+                    stats.lines += self._feed(pipe, msg.subject, seq, msg.data)
+                if out is not None:
+                    await out.send(seq)
                 last_seq = seq
                 last_msg = msg
                 stats.messages += 1
@@ -380,11 +425,17 @@ class BusWorker:
                     stats.quarantined = self.quarantine.count
                     return stats  # as a crash would: no snapshot, no acknowledgement
                 if since >= self.checkpoint_every:
+                    if out is not None:
+                        await out.confirm()
                     previous = await self._checkpoint(kv, obs, pipe, last_seq, previous, stats)
                     await last_msg.ack()
                     since = 0
         if self.finish_on_idle:
             pipe.finish()
+            if out is not None:
+                await out.send(last_seq, final=True)
+        if out is not None:
+            await out.confirm()
         if since or self.finish_on_idle:
             previous = await self._checkpoint(kv, obs, pipe, last_seq, previous, stats)
             if last_msg is not None:
@@ -392,6 +443,14 @@ class BusWorker:
         stats.last_seq = last_seq
         stats.quarantined = self.quarantine.count
         return stats
+
+    async def _outbox(self, js: Any, pipe: Pipeline) -> _Outbox | None:
+        if self.findings_stream is None:
+            return None
+        await _ensure_stream(js, self.findings_stream, self.findings_prefix)
+        recorder = TickRecorder()
+        pipe.outbox = recorder  # a restored pipeline's own was empty when it was snapshotted
+        return _Outbox(js, self.findings_stream, self.findings_prefix, self.durable, recorder)
 
     def _feed(self, pipe: Pipeline, subject: str, seq: int, data: bytes) -> int:
         source = f"nats:{self.stream}#{seq} ({subject})"
@@ -450,3 +509,55 @@ class BusWorker:
         stats.checkpoints += 1
         stats.checkpoint_s.append(time.perf_counter() - started)
         return name
+
+
+class _Outbox:
+    """A worker's ticks on their way to the findings stream (see the module docstring)."""
+
+    def __init__(
+        self, js: Any, stream: str, prefix: str, worker: str, recorder: TickRecorder
+    ) -> None:
+        self._js = js
+        self._stream = stream
+        self._subject = f"{prefix}.{worker}"
+        self._worker = worker
+        self._recorder = recorder
+        self._pending: list[asyncio.Future[Any]] = []
+
+    async def send(self, seq: int, *, final: bool = False) -> None:
+        ticks = self._recorder.take()
+        if not ticks and not final:
+            return
+        batch = Batch(self._worker, seq, int(final), ticks, final=final)
+        msg_id = f"{self._worker}:{seq}" + (":final" if final else "")
+        self._pending.append(
+            await self._js.publish_async(
+                self._subject,
+                encode_batch(batch),
+                stream=self._stream,
+                headers={"Nats-Msg-Id": msg_id},
+            )
+        )
+        if len(self._pending) >= 256:
+            await self.confirm()
+
+    async def confirm(self) -> None:
+        """Wait until the server holds every batch sent (before a snapshot may cover them)."""
+        pending, self._pending = self._pending, []
+        await asyncio.gather(*pending)
+
+
+@dataclass
+class CorrelatorWorker(BusWorker):
+    """The network-wide correlator over the workers' findings stream (module docstring):
+    ``make_pipeline`` builds a pipeline with a :class:`~noc_assistant.fanin.FanIn`; a batch
+    that is not one is quarantined with its stream sequence."""
+
+    def _feed(self, pipe: Pipeline, subject: str, seq: int, data: bytes) -> int:
+        source = f"nats:{self.stream}#{seq} ({subject})"
+        try:
+            batch = decode_batch(data, source)
+        except BadInputError as exc:
+            self.quarantine.add(source, 1, str(exc), data.decode("utf-8", "replace"))
+            return 0
+        return pipe.take(batch)

@@ -60,6 +60,10 @@ class Settings(BaseSettings):
     nats_stream: str = "NOC_TELEMETRY"
     """The JetStream stream that carries telemetry (subjects ``<prefix>.<entity>``)."""
     nats_subject_prefix: str = "noc.telemetry"
+    nats_findings_stream: str = "NOC_FINDINGS"
+    """Where detector workers of slices (``noc bus worker --findings``) send their ticks'
+    findings for the network-wide correlator (``noc bus correlate``)."""
+    nats_findings_prefix: str = "noc.findings"
     state_key: SecretStr | None = None
     """Signs pipeline snapshots (``noc bus worker``, ``--checkpoint``): a restart resumes the
     detectors' learnt state only from a snapshot this key signed."""

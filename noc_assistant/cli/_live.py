@@ -103,9 +103,7 @@ class IncidentOutput:
         (:meth:`sync_maintenance`); renew Alertmanager's leases, and the first time send a
         restored pipeline's open incidents (Alertmanager may have let them lapse while the
         process was down)."""
-        if time.monotonic() - self._synced_at >= SYNC_EVERY_S:  # a bus worker ticks often
-            self._synced_at = time.monotonic()
-            self.sync_maintenance()
+        if self.refresh_maintenance():
             self.check_acknowledgements()
         if self.alerts is None:
             return
@@ -115,6 +113,16 @@ class IncidentOutput:
             self.alerts.track([i for i in incidents if i.state == "open"])
             self._tracked = True
         self.alerts.refresh()
+
+    def refresh_maintenance(self) -> bool:
+        """:meth:`sync_maintenance` at most every :data:`SYNC_EVERY_S` (a bus worker ticks
+        often; a worker of a slice calls only this: it stores nothing and pages nobody, but a
+        silence inside a window is still no page). Whether it read the store now."""
+        if time.monotonic() - self._synced_at < SYNC_EVERY_S:
+            return False
+        self._synced_at = time.monotonic()
+        self.sync_maintenance()
+        return True
 
     def check_acknowledgements(self, now: float | None = None) -> list[str]:
         """Page again for each open incident ranked a fault that nobody has acknowledged

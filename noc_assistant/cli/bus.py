@@ -1,20 +1,25 @@
-"""``noc bus``: telemetry on NATS JetStream (``publish``) and a detector worker (``worker``)."""
+"""``noc bus``: telemetry on NATS JetStream (``publish``), a detector worker (``worker``), and
+the network-wide correlator over workers of slices (``correlate``)."""
 
 from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from noc_assistant.cli._console import console
 from noc_assistant.settings import get_settings
 
+if TYPE_CHECKING:
+    from noc_assistant.bus import BusWorker
+
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Telemetry on NATS JetStream: publish replay files, run detector workers.",
+    help="Telemetry on NATS JetStream: publish replay files, run detector workers and the "
+    "correlator of workers of slices.",
     no_args_is_help=True,
 )
 
@@ -53,6 +58,13 @@ def worker(
     subject: Annotated[
         str | None, typer.Option(help="Subject filter (default: every entity's telemetry).")
     ] = None,
+    part: Annotated[
+        str | None,
+        typer.Option(
+            help="K/N: only the entities in part K of N (0-based; the same split on every "
+            "worker): N workers with --part 0/N … N-1/N share the network."
+        ),
+    ] = None,
     inventory: Annotated[Path | None, typer.Option(help="Network inventory (FORMATS §4).")] = None,
     checkpoint_every: Annotated[
         int, typer.Option(min=1, help="Messages between snapshots of the detectors' state.")
@@ -66,8 +78,20 @@ def worker(
     finish: Annotated[
         bool, typer.Option(help="On stopping idle, treat the feed as ended (resolve incidents).")
     ] = False,
+    findings: Annotated[
+        bool,
+        typer.Option(
+            "--findings",
+            help="A worker of a slice: send each tick's findings to `noc bus correlate` "
+            "instead of correlating and storing incidents here.",
+        ),
+    ] = False,
 ) -> None:
-    """Consume telemetry from the stream, detect, store incidents; resumes from its snapshot."""
+    """Consume telemetry from the stream, detect, store incidents; resumes from its snapshot.
+
+    With ``--findings`` (one worker per slice of the network, each with its own ``--subject``
+    and ``--durable``) the incidents are made by ``noc bus correlate`` from every worker's
+    findings, so an incident that spans slices is one incident."""
     from noc_assistant.bus import BusWorker
     from noc_assistant.checkpoint import state_key
     from noc_assistant.cli._live import IncidentOutput, load_pack_and_topology
@@ -76,6 +100,7 @@ def worker(
     from noc_assistant.storage import open_store
 
     settings = get_settings()
+    share = _part(part)
     key = state_key(settings)
     pack, topology = load_pack_and_topology(settings, inventory)
     store = open_store(settings.db_url)
@@ -87,8 +112,9 @@ def worker(
             pack=pack,
             topology=topology,
             quarantine=quarantine,
-            on_incident=on_incident,
+            on_incident=None if findings else on_incident,
             lateness_intervals=REPLAY_LATENESS_INTERVALS,
+            rca=not findings,
         )
 
     bus = BusWorker(
@@ -98,16 +124,109 @@ def worker(
         key=key,
         pack=pack,
         make_pipeline=make_pipeline,
-        on_incident=on_incident,
+        on_incident=None if findings else on_incident,
         quarantine=quarantine,
         prefix=settings.nats_subject_prefix,
         filter_subject=subject,
+        part=share,
+        checkpoint_every=checkpoint_every,
+        idle_s=idle,
+        finish_on_idle=finish,
+        retain_s=retain_days * 86400.0,
+        findings_stream=settings.nats_findings_stream if findings else None,
+        findings_prefix=settings.nats_findings_prefix,
+    )
+
+    def maintenance_only() -> None:
+        # a worker of a slice still needs the maintenance windows (a silence in one is no page)
+        on_incident.refresh_maintenance()
+
+    bus.tick = maintenance_only if findings else on_incident.tick
+    _run(bus, durable, "worker")
+    if on_incident.summary():
+        console.print(on_incident.summary(), highlight=False)
+
+
+@app.command("correlate")
+def correlate(
+    inventory: Annotated[
+        Path, typer.Option(help="Network inventory (FORMATS §4): the whole network's topology.")
+    ],
+    expect: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated durable names of the workers to wait for before the "
+            "correlator's clock moves (default: each worker counts from its first batch)."
+        ),
+    ] = "",
+    durable: Annotated[
+        str, typer.Option(help="Durable consumer (and snapshot) name.")
+    ] = "noc-correlate",
+    checkpoint_every: Annotated[
+        int, typer.Option(min=1, help="Messages between snapshots of the correlator's state.")
+    ] = 200,
+    idle: Annotated[
+        float | None, typer.Option(help="Stop after this many seconds without a message.")
+    ] = None,
+    retain_days: Annotated[
+        float, typer.Option(min=0, help="Resolved incidents stay in memory this long.")
+    ] = 7.0,
+    finish: Annotated[
+        bool, typer.Option(help="On stopping idle, treat the feeds as ended (resolve incidents).")
+    ] = False,
+) -> None:
+    """Correlate, rank and store incidents for the whole network from the findings of the
+    workers of slices (``noc bus worker --findings``); resumes from its snapshot.
+
+    The inventory is required: without one a worker infers the topology from the telemetry it
+    sees, and the correlator sees none."""
+    from noc_assistant.bus import CorrelatorWorker
+    from noc_assistant.checkpoint import state_key
+    from noc_assistant.cli._live import IncidentOutput, load_pack_and_topology
+    from noc_assistant.fanin import FanIn
+    from noc_assistant.ingest import Quarantine
+    from noc_assistant.pipeline import Pipeline
+    from noc_assistant.storage import open_store
+
+    settings = get_settings()
+    key = state_key(settings)
+    pack, topology = load_pack_and_topology(settings, inventory)
+    store = open_store(settings.db_url)
+    quarantine = Quarantine(path=settings.data_dir / f"bus-{durable}.quarantine.jsonl")
+    on_incident = IncidentOutput(settings, store, lambda: bus.pipeline)
+    workers = frozenset(w.strip() for w in expect.split(",") if w.strip())
+
+    def make_pipeline() -> Pipeline:
+        return Pipeline(
+            pack=pack,
+            topology=topology,
+            quarantine=quarantine,
+            on_incident=on_incident,
+            fan_in=FanIn(expect=workers),
+        )
+
+    bus = CorrelatorWorker(
+        url=settings.nats_url,
+        stream=settings.nats_findings_stream,
+        durable=durable,
+        key=key,
+        pack=pack,
+        make_pipeline=make_pipeline,
+        on_incident=on_incident,
+        quarantine=quarantine,
+        prefix=settings.nats_findings_prefix,
         checkpoint_every=checkpoint_every,
         idle_s=idle,
         finish_on_idle=finish,
         retain_s=retain_days * 86400.0,
     )
     bus.tick = on_incident.tick
+    _run(bus, durable, "correlator")
+    if on_incident.summary():
+        console.print(on_incident.summary(), highlight=False)
+
+
+def _run(bus: BusWorker, durable: str, what: str) -> None:
     # a service manager's stop (SIGTERM) or Ctrl-C: finish the batch, snapshot, leave
     before = {
         sig: signal.signal(sig, lambda *_: bus.stop()) for sig in (signal.SIGTERM, signal.SIGINT)
@@ -118,10 +237,19 @@ def worker(
         for sig, handler in before.items():
             signal.signal(sig, handler)
     resumed = f"resumed after #{stats.restored_seq}" if stats.restored_seq else "started afresh"
+    read = "lines" if what == "worker" else "findings"
     console.print(
-        f"worker {durable}: {resumed}, {stats.messages:,} messages ({stats.lines:,} lines) to "
+        f"{what} {durable}: {resumed}, {stats.messages:,} messages ({stats.lines:,} {read}) to "
         f"#{stats.last_seq}, {stats.checkpoints} snapshots, {stats.quarantined} quarantined",
         highlight=False,
     )
-    if on_incident.summary():
-        console.print(on_incident.summary(), highlight=False)
+
+
+def _part(text: str | None) -> tuple[int, int] | None:
+    """``--part K/N`` as (K, N); a usage error (exit 2) that shows the form otherwise."""
+    if text is None:
+        return None
+    k, _, n = text.partition("/")
+    if not (k.strip().isdigit() and n.strip().isdigit()) or not 0 <= int(k) < int(n):
+        raise typer.BadParameter(f"{text!r}: K/N with 0 <= K < N, e.g. 0/4", param_hint="--part")
+    return int(k), int(n)

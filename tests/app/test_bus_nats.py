@@ -28,6 +28,7 @@ from noc_assistant.bus import (
     BusError,
     BusWorker,
     entity_subject,
+    in_part,
     publish_replay,
     remove,
 )
@@ -319,3 +320,91 @@ def test_sigterm_stops_a_worker_with_a_snapshot_of_all_it_read(
         return seq
 
     assert asyncio.run(snapshot_seq()) == read_to > 0
+
+
+def test_workers_of_slices_feed_one_correlator_that_stores_the_networks_incidents(
+    scenario: dict[str, Path],
+    stream: tuple[str, str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two workers, each half of the entities (``--part``), send their findings; one of them
+    crashes between snapshots and is started again; ``noc bus correlate`` stores what one
+    worker over the whole network would have: incidents that span both halves included."""
+    name, prefix, durable = stream
+    findings, fprefix = f"{name}_F", prefix.replace("noctest.", "noctestf.")
+    a, b, corr = f"{durable}a", f"{durable}b", f"{durable}c"
+    db = f"sqlite:///{tmp_path / 'noc.db'}"
+    publish_replay(scenario["telemetry"], url=URL, stream=name, prefix=prefix)
+    pack = load_pack()
+    topology = load_topology(scenario["inventory"], pack)
+    try:
+        crashed = BusWorker(
+            url=URL,
+            stream=name,
+            durable=a,
+            key=KEY,
+            pack=pack,
+            make_pipeline=lambda: Pipeline(
+                pack=pack,
+                topology=topology,
+                lateness_intervals=REPLAY_LATENESS_INTERVALS,
+                rca=False,
+            ),
+            prefix=prefix,
+            part=(0, 2),
+            checkpoint_every=400,
+            idle_s=1.0,
+            findings_stream=findings,
+            findings_prefix=fprefix,
+            stop_after=1500,  # a crash after three snapshots: what followed is sent again
+        )
+        assert crashed.run().checkpoints == 3
+        for k, v in {
+            "NOC_NATS_STREAM": name,
+            "NOC_NATS_SUBJECT_PREFIX": prefix,
+            "NOC_NATS_FINDINGS_STREAM": findings,
+            "NOC_NATS_FINDINGS_PREFIX": fprefix,
+            "NOC_DB_URL": db,
+            "NOC_DATA_DIR": str(tmp_path),
+            "NOC_STATE_KEY": KEY.decode(),
+        }.items():
+            monkeypatch.setenv(k, v)
+        get_settings.cache_clear()
+        common = ["--idle", "1", "--finish", "--inventory", str(scenario["inventory"])]
+        for worker, part in ((a, "0/2"), (b, "1/2")):
+            args = ["bus", "worker", "--findings", "--durable", worker, "--part", part]
+            assert run([*args, *common]) == 0
+        out = capsys.readouterr().out
+        assert "resumed after #1200" in out and "ALERT" not in out  # workers page nobody
+        assert open_store(db).count("incidents") == 0
+        assert run(["bus", "worker", "--part", "2/2", *common]) == 2
+        assert "--part" in capsys.readouterr().err
+
+        args = ["bus", "correlate", "--durable", corr, "--expect", f"{a},{b}", *common]
+        assert run(args) == 0
+        assert "ALERT" in capsys.readouterr().out
+    finally:
+        get_settings.cache_clear()
+        for d in (a, b, corr):
+            remove(URL, findings, d)
+            remove(URL, name, d)
+
+    reference = Pipeline(
+        pack=pack, topology=topology, lateness_intervals=REPLAY_LATENESS_INTERVALS
+    ).replay(read_replay(scenario["telemetry"]))
+    stored = {
+        i.id: (i.state, i.opened_at, i.resolved_at, i.entities)
+        for i in open_store(db).list_incidents()
+    }
+    want = {
+        i.id: (i.state, i.opened_at, i.resolved_at, i.entities)
+        for i in reference.correlator.incidents.values()
+    }
+    assert stored == want and len(want) >= 5
+    halves = [
+        {bool(in_part(entity_subject(e, prefix), prefix, (0, 2))) for e in entities}
+        for *_, entities in want.values()
+    ]
+    assert {True, False} in halves  # an incident neither worker saw whole
