@@ -252,6 +252,24 @@ class FanIn:
             return -math.inf
         return min(self.marks.get(w, -math.inf) for w in workers)
 
+    def lagging(self, by_s: float) -> dict[str, float]:
+        """The workers the merge waits for, more than ``by_s`` of data time behind the most
+        advanced one (an expected worker not heard from yet: ``inf``); a worker that died
+        holds the network's correlation back, and the operator has to know.
+
+        >>> fan = FanIn(expect=frozenset({"a", "b", "c"}), marks={"a": 900.0, "b": 60.0})
+        >>> fan.lagging(300.0)
+        {'b': 840.0, 'c': inf}
+        """
+        finite = [m for m in self.marks.values() if math.isfinite(m)]
+        if not finite:
+            return {}
+        front = max(finite)
+        behind = {
+            w: front - self.marks.get(w, -math.inf) for w in sorted(set(self.marks) | self.expect)
+        }
+        return {w: lag for w, lag in behind.items() if lag > by_s}
+
     def ready(self, *, everything: bool = False) -> list[Tick]:
         """The ticks every worker has passed (all of them, ``everything``), in time order,
         each with its events in a single pipeline's order (phase, then entity name; an

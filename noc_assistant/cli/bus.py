@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from noc_assistant.cli._console import console
+from noc_assistant.cli._console import console, err_console
 from noc_assistant.settings import get_settings
 
 if TYPE_CHECKING:
@@ -174,6 +174,14 @@ def correlate(
     finish: Annotated[
         bool, typer.Option(help="On stopping idle, treat the feeds as ended (resolve incidents).")
     ] = False,
+    lag_intervals: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="Say so when a worker's last tick is this many scrape intervals behind the "
+            "most advanced one (the correlator waits for the slowest worker).",
+        ),
+    ] = 10.0,
 ) -> None:
     """Correlate, rank and store incidents for the whole network from the findings of the
     workers of slices (``noc bus worker --findings``); resumes from its snapshot.
@@ -220,7 +228,29 @@ def correlate(
         finish_on_idle=finish,
         retain_s=retain_days * 86400.0,
     )
-    bus.tick = on_incident.tick
+    said: dict[str, bool] = {}
+
+    def tick() -> None:
+        on_incident.tick()
+        pipe = bus.pipeline
+        if pipe is None or pipe.fan_in is None:
+            return
+        # how far behind, in the workers' scrape intervals once known
+        behind = pipe.fan_in.lagging(lag_intervals * (pipe.interval_s or 60.0))
+        for w, lag in behind.items():
+            if not said.get(w):
+                what = (
+                    "not heard from yet"
+                    if lag == float("inf")
+                    else f"{lag:,.0f} s behind the most advanced worker"
+                )
+                err_console.print(f"correlator waits for worker {w}: {what}", highlight=False)
+            said[w] = True
+        for w in [w for w in said if w not in behind]:
+            del said[w]
+            console.print(f"worker {w} caught up", highlight=False)
+
+    bus.tick = tick
     _run(bus, durable, "correlator")
     if on_incident.summary():
         console.print(on_incident.summary(), highlight=False)

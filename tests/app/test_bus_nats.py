@@ -384,10 +384,18 @@ def test_workers_of_slices_feed_one_correlator_that_stores_the_networks_incident
 
         args = ["bus", "correlate", "--durable", corr, "--expect", f"{a},{b}", *common]
         assert run(args) == 0
-        assert "ALERT" in capsys.readouterr().out
+        captured = capsys.readouterr()
+        assert "ALERT" in captured.out
+        # b's batches follow all of a's on the stream: the correlator waited for b, then not
+        assert f"waits for worker {b}: not heard from yet" in captured.err
+        assert f"worker {b} caught up" in captured.out
+        # a worker named but never started holds the clock back, and the operator is told
+        args = ["bus", "correlate", "--durable", f"{corr}x", "--expect", f"{a},{b},ghost"]
+        assert run([*args, "--idle", "1", "--inventory", str(scenario["inventory"])]) == 0
+        assert "waits for worker ghost: not heard from yet" in capsys.readouterr().err
     finally:
         get_settings.cache_clear()
-        for d in (a, b, corr):
+        for d in (a, b, corr, f"{corr}x"):
             remove(URL, findings, d)
             remove(URL, name, d)
 
