@@ -84,6 +84,10 @@ def schema(real: str) -> list[str]:
     body TEXT NOT NULL
 )""",
         "CREATE INDEX IF NOT EXISTS maintenance_end ON maintenance (end_ts)",
+        f"""CREATE TABLE IF NOT EXISTS paged (
+    incident_id TEXT PRIMARY KEY,
+    first_seen {real} NOT NULL
+)""",
     ]
 
 
@@ -132,9 +136,18 @@ class Store:
             raise StorageError(f"{self.path}: cannot read: {exc}") from exc
 
     def clear(self) -> None:
-        """Remove every finding, incident, diagnosis, e-mail draft, chat turn, review and
-        maintenance window (a fresh demo run)."""
-        tables = ("findings", "incidents", "diagnoses", "emails", "chat", "reviews", "maintenance")
+        """Remove every finding, incident, diagnosis, e-mail draft, chat turn, review,
+        maintenance window and paging time (a fresh demo run)."""
+        tables = (
+            "findings",
+            "incidents",
+            "diagnoses",
+            "emails",
+            "chat",
+            "reviews",
+            "maintenance",
+            "paged",
+        )
         for table in tables:
             self._save(table, f"DELETE FROM {table}", [()])
 
@@ -298,6 +311,28 @@ class Store:
             for r in rows:
                 review = Review.model_validate_json(r[0])
                 out[review.incident_id] = review
+        return out
+
+    def first_seen(self, incident_ids: Sequence[str], now: float) -> dict[str, float]:
+        """When a live command first saw each of these incidents open (wall clock, epoch
+        seconds); those no process has seen before are recorded as ``now``. The
+        acknowledgement timer counts from it, so a restart does not start it again, and
+        every process that shares the store counts from the same moment."""
+        ids = list(dict.fromkeys(incident_ids))
+        out: dict[str, float] = {}
+        if not ids:
+            return out
+        self._save(
+            "paging times",
+            "INSERT INTO paged (incident_id, first_seen) VALUES (?, ?)"
+            " ON CONFLICT(incident_id) DO NOTHING",
+            [(i, now) for i in ids],
+        )
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ", ".join("?" * len(chunk))
+            sql = f"SELECT incident_id, first_seen FROM paged WHERE incident_id IN ({marks})"
+            out.update({r[0]: float(r[1]) for r in self._query(sql, chunk)})
         return out
 
     def save_maintenance(self, window: Maintenance) -> None:

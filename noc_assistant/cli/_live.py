@@ -126,16 +126,17 @@ class IncidentOutput:
 
     def check_acknowledgements(self, now: float | None = None) -> list[str]:
         """Page again for each open incident ranked a fault that nobody has acknowledged
-        ``ack_timeout_s`` after this process first saw it open (the wall clock of this
-        process, not the data's: a replayed feed's incidents are as new as their arrival);
-        an ``UNACKNOWLEDGED`` line, the console's feed, and with Alertmanager a second alert
+        ``ack_timeout_s`` after a live command first saw it open (the wall clock, not the
+        data's: a replayed feed's incidents are as new as their arrival; kept in the store,
+        :meth:`Store.first_seen`, so a restart does not start the timer again); an
+        ``UNACKNOWLEDGED`` line, the console's feed, and with Alertmanager a second alert
         until someone takes it or it resolves. Returns the incidents paged this time."""
         from noc_assistant.errors import StorageError
 
         pipe = self._pipeline()
         if pipe is None or self.ack_timeout_s <= 0:
             return []
-        at = time.monotonic() if now is None else now
+        at = time.time() if now is None else now
         open_now = {
             i.id: i
             for i in pipe.correlator.incidents.values()
@@ -144,8 +145,12 @@ class IncidentOutput:
         for inc_id in list(self._first_open):
             if inc_id not in open_now:
                 del self._first_open[inc_id]
-        for inc_id in open_now:
-            self._first_open.setdefault(inc_id, at)
+        new = [inc_id for inc_id in open_now if inc_id not in self._first_open]
+        try:
+            self._first_open.update(self.store.first_seen(new, at))
+        except StorageError as exc:
+            err_console.print(f"acknowledgements not checked: {exc}", highlight=False)
+            return []
         due = [
             i
             for i in open_now.values()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from noc_assistant.alertmanager import AlertmanagerSink
 from noc_assistant.correlate import IncidentEvent
@@ -145,4 +146,48 @@ def test_an_incident_nobody_takes_pages_again(alertmanager: str, tmp_path: Path)
     alerts = _by_name(alertmanager)
     assert ("NocIncidentUnacknowledged", "inc-amf") not in alerts
     assert ("NocIncident", "inc-amf") not in alerts and output.unacknowledged == {}
+    store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_acknowledgement_timer_survives_a_restart(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The time an incident was first seen open is kept in the store: a live command that
+    restarts (or a second one on the same database) pages at the same moment, not a full
+    timeout after it came back."""
+    from knowledge.pack import load_pack
+    from noc_assistant.cli._live import IncidentOutput
+    from noc_assistant.pipeline import Pipeline
+    from noc_assistant.settings import Settings
+    from noc_assistant.storage import open_store
+
+    url = (
+        f"sqlite:///{tmp_path / 'noc.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    store = open_store(url)
+    settings = Settings(ack_timeout_s=60.0)
+    pipe = Pipeline(pack=load_pack())
+    upf = _incident("inc-upf", "upf-2")
+    pipe.correlator.incidents[upf.id] = upf
+    t0 = 1_000.0
+    before = IncidentOutput(settings, store, lambda: pipe)
+    assert before.check_acknowledgements(t0) == []
+    assert before.check_acknowledgements(t0 + 40) == []
+    # the process restarts 40 s in: the timer keeps counting from t0
+    after = IncidentOutput(settings, store, lambda: pipe)
+    assert after.check_acknowledgements(t0 + 50) == []
+    assert after.check_acknowledgements(t0 + 61) == ["inc-upf"]
+    # a later incident is timed from when it was first seen, by whichever process
+    amf = _incident("inc-amf", "amf-1", fault="n2_sctp_loss")
+    pipe.correlator.incidents[amf.id] = amf
+    assert after.check_acknowledgements(t0 + 100) == []
+    assert store.first_seen(["inc-amf", "inc-upf"], t0 + 500) == {
+        "inc-amf": t0 + 100,
+        "inc-upf": t0,
+    }
+    store.clear()
+    assert store.first_seen(["inc-amf"], t0 + 900) == {"inc-amf": t0 + 900}
     store.close()
