@@ -136,25 +136,29 @@ async def _connect(url: str) -> Any:
         raise BusError(f"{url}: cannot connect to NATS: {exc}") from None
 
 
-async def _probe(url: str, stream: str) -> str:
+async def _probe(url: str, streams: tuple[str, ...]) -> str:
     nc = await _connect(url)
     try:
         js = nc.jetstream()
-        try:
-            info = await js.stream_info(stream)
-        except NotFoundError:
-            return f"connected; stream {stream} not made yet (the first publish makes it)"
-        except NatsError as exc:
-            raise BusError(f"{url}: JetStream: {exc}") from None
-        return f"stream {stream}: {info.state.messages:,} messages"
+        said = []
+        for stream in streams:
+            try:
+                info = await js.stream_info(stream)
+            except NotFoundError:
+                said.append(f"stream {stream} not made yet (the first publish makes it)")
+                continue
+            except NatsError as exc:
+                raise BusError(f"{url}: JetStream: {exc}") from None
+            said.append(f"stream {stream}: {info.state.messages:,} messages")
+        return "connected; " + "; ".join(said)
     finally:
         await nc.close()
 
 
-def probe(url: str, stream: str) -> str:
-    """Whether NATS at ``url`` answers with JetStream, and what ``stream`` holds;
+def probe(url: str, *streams: str) -> str:
+    """Whether NATS at ``url`` answers with JetStream, and what each of ``streams`` holds;
     :class:`BusError` naming the server otherwise."""
-    return asyncio.run(_probe(url, stream))
+    return asyncio.run(_probe(url, streams))
 
 
 async def _ensure_stream(js: Any, stream: str, prefix: str) -> None:

@@ -6,7 +6,8 @@ on it. Each part is asked by its own module, as it is used, and nothing is chang
 - the LLM (``NOC_LLM_BASE_URL``): its model list holds ``NOC_LLM_MODEL`` (no generation);
 - SMTP (``NOC_SMTP_HOST``): a session as sending opens it (EHLO, STARTTLS, login), no mail;
 - Alertmanager (``NOC_ALERTMANAGER_URL``): ready, and its version;
-- NATS JetStream (``NOC_NATS_URL``): connected, and what ``NOC_NATS_STREAM`` holds.
+- NATS JetStream (``NOC_NATS_URL``): connected, and what ``NOC_NATS_STREAM`` and the
+  findings stream of workers of slices (``NOC_NATS_FINDINGS_STREAM``) hold.
 
 A part the settings leave out is ``not configured`` (SMTP, Alertmanager); the LLM and NATS
 have defaults, so they are always asked (a NOC that uses neither reads their failure as
@@ -99,6 +100,6 @@ def check_all(settings: Settings) -> list[Check]:
         )
     else:
         checks.append(_timed("alertmanager", am, lambda: alertmanager_probe(am)))
-    url, stream = settings.nats_url, settings.nats_stream
-    checks.append(_timed("nats", url, lambda: nats_probe(url, stream)))
+    url, streams = settings.nats_url, (settings.nats_stream, settings.nats_findings_stream)
+    checks.append(_timed("nats", url, lambda: nats_probe(url, *streams)))
     return checks

@@ -35,6 +35,7 @@ def test_every_configured_part_is_asked(
         alertmanager_url=alertmanager,
         nats_url=NATS,
         nats_stream="NOCTEST_CHECK_NONE",
+        nats_findings_stream="NOCTEST_CHECK_NONE_F",
     )
     checks = {c.part: c for c in check_all(settings)}
     assert list(checks) == ["store", "pack", "llm", "smtp", "alertmanager", "nats"]
@@ -46,6 +47,7 @@ def test_every_configured_part_is_asked(
     assert checks["alertmanager"].status == "ok"
     assert checks["alertmanager"].detail.startswith("ready, version ")
     assert checks["nats"].status == "ok" and "not made yet" in checks["nats"].detail
+    assert "stream NOCTEST_CHECK_NONE_F not made yet" in checks["nats"].detail
 
     # unset parts are not configured; a wrong port or a bad pack is a failure that names it
     broken = tmp_path / "pack"
