@@ -8,8 +8,10 @@ puts telemetry on JetStream and runs detector workers beside it:
   FORMATS §1 JSONL lines of one entity (one scrape, or up to ``batch`` lines). The entity in the
   subject lets a worker take a slice of the network: a subject filter (``noc.telemetry.upf-1``
   for one entity, ``noc.telemetry.>`` for all), or ``part`` = (k, n), the entities whose
-  name hashes to k of n (:func:`in_part`; the worker reads every subject and feeds only its
-  own, since a consumer of nats-server 2.9 takes one filter). A worker correlates within its
+  name hashes to k of n (:func:`in_part`), or ``entities``, shell patterns of entity names
+  (``upf-*``, ``smf-*``: a region or an NF type, by the operator's naming); for the last two
+  the worker reads every subject and feeds only its own, since a consumer of nats-server 2.9
+  takes one filter. A worker correlates within its
   slice, unless it sends its findings to the network-wide correlator (below).
   :func:`publish_replay` publishes a replay file this way, each message with a
   ``Nats-Msg-Id`` built from the file and its line span, so that a re-run within the stream's
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
 import hashlib
 import json
 import re
@@ -330,6 +333,9 @@ class BusWorker:
     """Subjects this worker takes (default ``<prefix>.>``: the whole network)."""
     part: tuple[int, int] | None = None
     """Of those, only the entities of part k of n (:func:`in_part`)."""
+    entities: tuple[str, ...] = ()
+    """Of those, only the entities whose name (as in the subject: :func:`entity_subject`)
+    matches one of these shell patterns (none: every entity)."""
     checkpoint_every: int = 200
     fetch_batch: int = 64
     idle_s: float | None = None
@@ -416,7 +422,7 @@ class BusWorker:
                 seq = msg.metadata.sequence.stream
                 if seq <= last_seq:
                     continue  # delivered again: already in the state
-                if self.part is None or in_part(msg.subject, self.prefix, self.part):
+                if self._takes(msg.subject):
                     stats.lines += self._feed(pipe, msg.subject, seq, msg.data)
                 if out is not None:
                     await out.send(seq)
@@ -447,6 +453,13 @@ class BusWorker:
         stats.last_seq = last_seq
         stats.quarantined = self.quarantine.count
         return stats
+
+    def _takes(self, subject: str) -> bool:
+        """Whether the message of ``subject`` is of this worker's slice."""
+        if self.part is not None and not in_part(subject, self.prefix, self.part):
+            return False
+        name = subject[len(self.prefix) + 1 :]
+        return not self.entities or any(fnmatch.fnmatchcase(name, p) for p in self.entities)
 
     async def _outbox(self, js: Any, pipe: Pipeline) -> _Outbox | None:
         if self.findings_stream is None:

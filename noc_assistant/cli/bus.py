@@ -65,6 +65,13 @@ def worker(
             "worker): N workers with --part 0/N … N-1/N share the network."
         ),
     ] = None,
+    entities: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated shell patterns of the entities this worker takes "
+            "('upf-*,smf-*'; default: all)."
+        ),
+    ] = "",
     inventory: Annotated[Path | None, typer.Option(help="Network inventory (FORMATS §4).")] = None,
     checkpoint_every: Annotated[
         int, typer.Option(min=1, help="Messages between snapshots of the detectors' state.")
@@ -129,6 +136,7 @@ def worker(
         prefix=settings.nats_subject_prefix,
         filter_subject=subject,
         part=share,
+        entities=tuple(e.strip() for e in entities.split(",") if e.strip()),
         checkpoint_every=checkpoint_every,
         idle_s=idle,
         finish_on_idle=finish,

@@ -416,3 +416,29 @@ def test_workers_of_slices_feed_one_correlator_that_stores_the_networks_incident
         for *_, entities in want.values()
     ]
     assert {True, False} in halves  # an incident neither worker saw whole
+
+
+def test_a_worker_takes_the_entities_of_its_slice() -> None:
+    pack = load_pack()
+    worker = BusWorker(
+        url=URL,
+        stream="S",
+        durable="d",
+        key=KEY,
+        pack=pack,
+        make_pipeline=lambda: Pipeline(pack=pack),
+        prefix="lab.telemetry",
+        entities=("upf-*", "smf-1"),
+    )
+    takes = [worker._takes(entity_subject(e, "lab.telemetry")) for e in ("upf-2", "smf-1")]
+    assert takes == [True, True]
+    assert not any(
+        worker._takes(entity_subject(e, "lab.telemetry")) for e in ("smf-12", "amf-1", "xupf-1")
+    )
+    worker.part = (0, 2)  # both: the patterns' entities of part 0
+    names = [f"upf-{i}" for i in range(40)]
+    mine = [e for e in names if worker._takes(entity_subject(e, "lab.telemetry"))]
+    assert mine == [
+        e for e in names if in_part(entity_subject(e, "lab.telemetry"), "lab.telemetry", (0, 2))
+    ]
+    assert 10 <= len(mine) <= 30  # a hash spreads similar names
