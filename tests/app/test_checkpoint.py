@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import io
+import pickle
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, load_pack
+from noc_assistant import checkpoint
 from noc_assistant.checkpoint import (
     CheckpointError,
     read_file,
@@ -101,6 +106,46 @@ def test_restored_pipeline_continues_as_if_never_stopped(
         assert [(h.fault, h.entity) for h in inc.hypotheses] == [
             (h.fault, h.entity) for h in ref.hypotheses
         ]
+
+
+class _LegacyPickler(pickle.Pickler):
+    """How snapshots were written before 2026-12-03: persistent ids for what is referenced."""
+
+    def __init__(self, fh: io.BytesIO, pipe: Pipeline, kpis: dict[str, str]) -> None:
+        super().__init__(fh, protocol=5)
+        self._pipe, self._kpis = pipe, kpis
+
+    def persistent_id(self, obj: object) -> object:
+        if obj is self._pipe.pack:
+            return ("pack",)
+        if isinstance(obj, KpiDef):
+            self._kpis[obj.id] = checkpoint._fingerprint(obj)
+            return ("kpi", obj.id)
+        if obj is not None and obj is self._pipe.on_incident:
+            return ("sink", "incident")
+        return None
+
+
+def test_a_snapshot_of_the_earlier_format_still_restores(
+    scenario: dict[str, Path],
+    replayed: tuple[list[Point], list[Event], Pipeline],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker upgraded in place resumes from the snapshot its previous version left."""
+    points, _, reference = replayed
+    first = _pipeline(load_pack(), scenario["inventory"], [])
+    first.feed_all(points[: len(points) // 2])
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "_Pickler", _LegacyPickler)
+        blob = snapshot(first, KEY)
+    payload = zlib.decompress(checkpoint._split(blob, "test")[3])
+    assert b"_ref" not in payload and b"_ref" in zlib.decompress(
+        checkpoint._split(snapshot(first, KEY), "test")[3]
+    )
+    second, _ = restore(blob, KEY, pack=load_pack())
+    assert second.pack is not first.pack and second.on_incident is None
+    second.replay(points[len(points) // 2 :])
+    assert [f.id for f in second.findings] == [f.id for f in reference.findings]
 
 
 def _half(scenario: dict[str, Path], points: list[Point]) -> Pipeline:
