@@ -384,6 +384,7 @@ class BusWorker:
         stats = WorkerStats()
         pipe, last_seq, previous = await self._resume(kv, obs)
         self.pipeline = pipe
+        self._resumed(pipe)
         out = await self._outbox(js, pipe)
         stats.restored_seq = last_seq
         # the snapshot is the truth: the consumer restarts at the message after it
@@ -453,6 +454,9 @@ class BusWorker:
         stats.last_seq = last_seq
         stats.quarantined = self.quarantine.count
         return stats
+
+    def _resumed(self, pipe: Pipeline) -> None:
+        """The state is made or restored (a subclass adjusts it to this run's settings)."""
 
     def _takes(self, subject: str) -> bool:
         """Whether the message of ``subject`` is of this worker's slice."""
@@ -568,7 +572,18 @@ class _Outbox:
 class CorrelatorWorker(BusWorker):
     """The network-wide correlator over the workers' findings stream (module docstring):
     ``make_pipeline`` builds a pipeline with a :class:`~noc_assistant.fanin.FanIn`; a batch
-    that is not one is quarantined with its stream sequence."""
+    that is not one is quarantined with its stream sequence. ``expect`` and ``retire`` apply
+    to a restored state too (:meth:`FanIn.set_workers`): the workers of this run are the
+    command line's, not the snapshot's."""
+
+    expect: frozenset[str] = frozenset()
+    retire: frozenset[str] = frozenset()
+
+    def _resumed(self, pipe: Pipeline) -> None:
+        if pipe.fan_in is None:
+            raise ConfigError("the correlator's pipeline reads telemetry, not findings")
+        pipe.fan_in.set_workers(self.expect, self.retire)
+        pipe.release()  # what a retired worker held back
 
     def _feed(self, pipe: Pipeline, subject: str, seq: int, data: bytes) -> int:
         source = f"nats:{self.stream}#{seq} ({subject})"

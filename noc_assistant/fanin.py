@@ -245,6 +245,20 @@ class FanIn:
             self.marks[batch.worker] = math.inf
         return True
 
+    def set_workers(self, expect: frozenset[str], retire: frozenset[str] = frozenset()) -> None:
+        """Wait for ``expect`` from now on, and no longer for ``retire`` (workers scaled away:
+        a worker that is gone for good would hold the clock back forever). A retired worker
+        that sends again counts again.
+
+        >>> fan = FanIn(expect=frozenset({"a", "b"}), marks={"a": 900.0, "b": 60.0})
+        >>> fan.set_workers(frozenset({"a"}), retire=frozenset({"b"}))
+        >>> fan.watermark()
+        900.0
+        """
+        self.expect = expect - retire
+        for w in retire:
+            self.marks.pop(w, None)
+
     def watermark(self) -> float:
         """The time up to which every worker has reported."""
         workers = set(self.marks) | set(self.expect)

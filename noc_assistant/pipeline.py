@@ -573,6 +573,12 @@ class Pipeline:
         self._take_ready(everything=False)
         return sum(isinstance(e, Seen) for t in batch.ticks for e in t.events)
 
+    def release(self) -> None:
+        """Into the correlator, every tick all workers have passed (after the workers it
+        waits for changed: :meth:`FanIn.set_workers`)."""
+        if self.fan_in is not None:
+            self._take_ready(everything=False)
+
     def _take_ready(self, *, everything: bool) -> None:
         assert self.fan_in is not None
         for tick in self.fan_in.ready(everything=everything):

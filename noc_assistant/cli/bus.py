@@ -167,6 +167,13 @@ def correlate(
             "correlator's clock moves (default: each worker counts from its first batch)."
         ),
     ] = "",
+    retire: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated workers gone for good (scaled away): the correlator no "
+            "longer waits for them."
+        ),
+    ] = "",
     durable: Annotated[
         str, typer.Option(help="Durable consumer (and snapshot) name.")
     ] = "noc-correlate",
@@ -210,7 +217,6 @@ def correlate(
     store = open_store(settings.db_url)
     quarantine = Quarantine(path=settings.data_dir / f"bus-{durable}.quarantine.jsonl")
     on_incident = IncidentOutput(settings, store, lambda: bus.pipeline)
-    workers = frozenset(w.strip() for w in expect.split(",") if w.strip())
 
     def make_pipeline() -> Pipeline:
         return Pipeline(
@@ -218,7 +224,7 @@ def correlate(
             topology=topology,
             quarantine=quarantine,
             on_incident=on_incident,
-            fan_in=FanIn(expect=workers),
+            fan_in=FanIn(),
         )
 
     bus = CorrelatorWorker(
@@ -235,6 +241,8 @@ def correlate(
         idle_s=idle,
         finish_on_idle=finish,
         retain_s=retain_days * 86400.0,
+        expect=_names(expect),
+        retire=_names(retire),
     )
     said: dict[str, bool] = {}
 
@@ -291,3 +299,7 @@ def _part(text: str | None) -> tuple[int, int] | None:
     if not (k.strip().isdigit() and n.strip().isdigit()) or not 0 <= int(k) < int(n):
         raise typer.BadParameter(f"{text!r}: K/N with 0 <= K < N, e.g. 0/4", param_hint="--part")
     return int(k), int(n)
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(w.strip() for w in text.split(",") if w.strip())
