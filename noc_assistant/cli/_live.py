@@ -60,7 +60,8 @@ class IncidentOutput:
         from noc_assistant.alertmanager import AlertmanagerSink
 
         self.store = store
-        self._pipeline = pipeline
+        self.pipeline = pipeline
+        """The running pipeline (its diagnoses; None before it exists)."""
         self.hub = hub
         self.alerts: AlertmanagerSink | None = (
             AlertmanagerSink(settings.alertmanager_url, console_url=settings.console_url)
@@ -82,7 +83,7 @@ class IncidentOutput:
         if self.alerts is not None:
             self.alerts.on_incident(event)
         self.store.save_incident(inc)
-        pipe = self._pipeline()
+        pipe = self.pipeline()
         diagnosis = pipe.diagnoses.get(inc.id) if pipe is not None else None
         if diagnosis is not None:
             self.store.save_diagnosis(diagnosis)
@@ -107,7 +108,7 @@ class IncidentOutput:
             self.check_acknowledgements()
         if self.alerts is None:
             return
-        pipe = self._pipeline()
+        pipe = self.pipeline()
         if not self._tracked and pipe is not None:
             incidents = pipe.correlator.incidents.values()
             self.alerts.track([i for i in incidents if i.state == "open"])
@@ -133,7 +134,7 @@ class IncidentOutput:
         until someone takes it or it resolves. Returns the incidents paged this time."""
         from noc_assistant.errors import StorageError
 
-        pipe = self._pipeline()
+        pipe = self.pipeline()
         if pipe is None or self.ack_timeout_s <= 0:
             return []
         at = time.time() if now is None else now
@@ -195,7 +196,7 @@ class IncidentOutput:
         from noc_assistant.correlate import MaintenanceWindow
         from noc_assistant.errors import StorageError
 
-        pipe = self._pipeline()
+        pipe = self.pipeline()
         if pipe is None:
             return
         at = time.time() if now is None else now

@@ -13,9 +13,26 @@ from noc_assistant.cli._console import console, err_console
 from noc_assistant.settings import get_settings
 
 if TYPE_CHECKING:
+    from knowledge.pack import Pack
+    from knowledge.topology import Topology
     from noc_assistant.bus import BusWorker
+    from noc_assistant.cli._live import IncidentOutput
+    from noc_assistant.ingest import Quarantine
+    from noc_assistant.settings import Settings
 
 __all__ = ["app"]
+
+# the options the worker and the correlator share
+CheckpointEvery = Annotated[
+    int, typer.Option(min=1, help="Messages between snapshots of the state.")
+]
+Idle = Annotated[float | None, typer.Option(help="Stop after this many seconds without a message.")]
+RetainDays = Annotated[
+    float, typer.Option(min=0, help="Resolved incidents stay in memory this long.")
+]
+Finish = Annotated[
+    bool, typer.Option(help="On stopping idle, treat the feed as ended (resolve incidents).")
+]
 
 app = typer.Typer(
     help="Telemetry on NATS JetStream: publish replay files, run detector workers and the "
@@ -73,18 +90,10 @@ def worker(
         ),
     ] = "",
     inventory: Annotated[Path | None, typer.Option(help="Network inventory (FORMATS §4).")] = None,
-    checkpoint_every: Annotated[
-        int, typer.Option(min=1, help="Messages between snapshots of the detectors' state.")
-    ] = 200,
-    idle: Annotated[
-        float | None, typer.Option(help="Stop after this many seconds without a message.")
-    ] = None,
-    retain_days: Annotated[
-        float, typer.Option(min=0, help="Resolved incidents stay in memory this long.")
-    ] = 7.0,
-    finish: Annotated[
-        bool, typer.Option(help="On stopping idle, treat the feed as ended (resolve incidents).")
-    ] = False,
+    checkpoint_every: CheckpointEvery = 200,
+    idle: Idle = None,
+    retain_days: RetainDays = 7.0,
+    finish: Finish = False,
     findings: Annotated[
         bool,
         typer.Option(
@@ -100,19 +109,10 @@ def worker(
     and ``--durable``) the incidents are made by ``noc bus correlate`` from every worker's
     findings, so an incident that spans slices is one incident."""
     from noc_assistant.bus import BusWorker
-    from noc_assistant.checkpoint import state_key
-    from noc_assistant.cli._live import IncidentOutput, load_pack_and_topology
-    from noc_assistant.ingest import Quarantine
     from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
-    from noc_assistant.storage import open_store
 
-    settings = get_settings()
     share = _part(part)
-    key = state_key(settings)
-    pack, topology = load_pack_and_topology(settings, inventory)
-    store = open_store(settings.db_url)
-    quarantine = Quarantine(path=settings.data_dir / f"bus-{durable}.quarantine.jsonl")
-    on_incident = IncidentOutput(settings, store, lambda: bus.pipeline)
+    settings, key, pack, topology, quarantine, on_incident = _live(durable, inventory)
 
     def make_pipeline() -> Pipeline:
         return Pipeline(
@@ -150,6 +150,7 @@ def worker(
         on_incident.refresh_maintenance()
 
     bus.tick = maintenance_only if findings else on_incident.tick
+    on_incident.pipeline = lambda: bus.pipeline
     _run(bus, durable, "worker")
     if on_incident.summary():
         console.print(on_incident.summary(), highlight=False)
@@ -177,18 +178,10 @@ def correlate(
     durable: Annotated[
         str, typer.Option(help="Durable consumer (and snapshot) name.")
     ] = "noc-correlate",
-    checkpoint_every: Annotated[
-        int, typer.Option(min=1, help="Messages between snapshots of the correlator's state.")
-    ] = 200,
-    idle: Annotated[
-        float | None, typer.Option(help="Stop after this many seconds without a message.")
-    ] = None,
-    retain_days: Annotated[
-        float, typer.Option(min=0, help="Resolved incidents stay in memory this long.")
-    ] = 7.0,
-    finish: Annotated[
-        bool, typer.Option(help="On stopping idle, treat the feeds as ended (resolve incidents).")
-    ] = False,
+    checkpoint_every: CheckpointEvery = 200,
+    idle: Idle = None,
+    retain_days: RetainDays = 7.0,
+    finish: Finish = False,
     lag_intervals: Annotated[
         float,
         typer.Option(
@@ -204,19 +197,10 @@ def correlate(
     The inventory is required: without one a worker infers the topology from the telemetry it
     sees, and the correlator sees none."""
     from noc_assistant.bus import CorrelatorWorker
-    from noc_assistant.checkpoint import state_key
-    from noc_assistant.cli._live import IncidentOutput, load_pack_and_topology
     from noc_assistant.fanin import FanIn
-    from noc_assistant.ingest import Quarantine
     from noc_assistant.pipeline import Pipeline
-    from noc_assistant.storage import open_store
 
-    settings = get_settings()
-    key = state_key(settings)
-    pack, topology = load_pack_and_topology(settings, inventory)
-    store = open_store(settings.db_url)
-    quarantine = Quarantine(path=settings.data_dir / f"bus-{durable}.quarantine.jsonl")
-    on_incident = IncidentOutput(settings, store, lambda: bus.pipeline)
+    settings, key, pack, topology, quarantine, on_incident = _live(durable, inventory)
 
     def make_pipeline() -> Pipeline:
         return Pipeline(
@@ -267,9 +251,28 @@ def correlate(
             console.print(f"worker {w} caught up", highlight=False)
 
     bus.tick = tick
+    on_incident.pipeline = lambda: bus.pipeline
     _run(bus, durable, "correlator")
     if on_incident.summary():
         console.print(on_incident.summary(), highlight=False)
+
+
+def _live(
+    durable: str, inventory: Path | None
+) -> tuple[Settings, bytes, Pack, Topology | None, Quarantine, IncidentOutput]:
+    """What a worker and the correlator both need: settings, the snapshot key, the pack and
+    topology, the quarantine file, and the incident sink (its pipeline is the worker's)."""
+    from noc_assistant.checkpoint import state_key
+    from noc_assistant.cli._live import IncidentOutput, load_pack_and_topology
+    from noc_assistant.ingest import Quarantine
+    from noc_assistant.storage import open_store
+
+    settings = get_settings()
+    key = state_key(settings)
+    pack, topology = load_pack_and_topology(settings, inventory)
+    quarantine = Quarantine(path=settings.data_dir / f"bus-{durable}.quarantine.jsonl")
+    output = IncidentOutput(settings, open_store(settings.db_url), lambda: None)
+    return settings, key, pack, topology, quarantine, output
 
 
 def _run(bus: BusWorker, durable: str, what: str) -> None:
