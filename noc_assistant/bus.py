@@ -84,14 +84,17 @@ __all__ = [
     "SUBJECT_PREFIX",
     "BusError",
     "BusWorker",
+    "ConsumerState",
     "CorrelatorWorker",
     "PublishStats",
+    "StreamState",
     "WorkerStats",
     "entity_subject",
     "in_part",
     "probe",
     "publish_replay",
     "remove",
+    "status",
 ]
 
 SUBJECT_PREFIX = "noc.telemetry"
@@ -162,6 +165,78 @@ def probe(url: str, *streams: str) -> str:
     """Whether NATS at ``url`` answers with JetStream, and what each of ``streams`` holds;
     :class:`BusError` naming the server otherwise."""
     return asyncio.run(_probe(url, streams))
+
+
+@dataclass(frozen=True)
+class ConsumerState:
+    """A worker's (or the correlator's) durable consumer: how far it has read, what is left
+    for it, and the stream sequence its last snapshot covers (what a restart re-reads
+    from)."""
+
+    durable: str
+    delivered: int
+    pending: int
+    """Messages of its subjects not delivered yet: how far behind the stream it is."""
+    unacknowledged: int
+    snapshot_seq: int | None
+
+
+@dataclass(frozen=True)
+class StreamState:
+    name: str
+    exists: bool
+    messages: int = 0
+    last_seq: int = 0
+    consumers: tuple[ConsumerState, ...] = ()
+
+
+async def _status(url: str, streams: tuple[str, ...]) -> list[StreamState]:
+    nc = await _connect(url)
+    try:
+        js = nc.jetstream()
+        manifests: dict[str, int] = {}
+        try:
+            kv = await js.key_value(STATE_BUCKET)
+            for name in await kv.keys():
+                with contextlib.suppress(KeyNotFoundError, ValueError, KeyError, TypeError):
+                    manifests[name] = int(json.loads((await kv.get(name)).value)["seq"])
+        except (BucketNotFoundError, NotFoundError):
+            pass
+        except NatsError as exc:  # an empty bucket: nats-py raises "no keys found"
+            if "no keys" not in str(exc):
+                raise
+        out = []
+        for stream in streams:
+            try:
+                info = await js.stream_info(stream)
+            except NotFoundError:
+                out.append(StreamState(stream, exists=False))
+                continue
+            consumers = tuple(
+                ConsumerState(
+                    durable=c.name,
+                    delivered=c.delivered.stream_seq if c.delivered else 0,
+                    pending=c.num_pending or 0,
+                    unacknowledged=c.num_ack_pending or 0,
+                    snapshot_seq=manifests.get(c.name),
+                )
+                for c in sorted(await js.consumers_info(stream), key=lambda c: c.name)
+            )
+            out.append(
+                StreamState(stream, True, info.state.messages, info.state.last_seq, consumers)
+            )
+        return out
+    except NatsError as exc:
+        raise BusError(f"{url}: {exc}") from None
+    finally:
+        await nc.close()
+
+
+def status(url: str, *streams: str) -> list[StreamState]:
+    """What each stream holds and how far each consumer of it has got (read, left, covered by
+    its snapshot): whether the workers keep up. :class:`BusError` naming the server when it
+    cannot be asked."""
+    return asyncio.run(_status(url, streams))
 
 
 async def _ensure_stream(js: Any, stream: str, prefix: str) -> None:

@@ -257,6 +257,38 @@ def correlate(
         console.print(on_incident.summary(), highlight=False)
 
 
+@app.command("status")
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """How far each worker and the correlator have read their stream, what is left for them,
+    and where their snapshots stand (a restart re-reads from there)."""
+    import dataclasses
+    import json
+
+    from noc_assistant.bus import status as bus_status
+
+    settings = get_settings()
+    streams = bus_status(settings.nats_url, settings.nats_stream, settings.nats_findings_stream)
+    if as_json:
+        console.print_json(json.dumps([dataclasses.asdict(s) for s in streams]))
+        return
+    for st in streams:
+        if not st.exists:
+            console.print(f"stream {st.name}: not made yet", highlight=False)
+            continue
+        console.print(
+            f"stream {st.name}: {st.messages:,} messages, last #{st.last_seq:,}", highlight=False
+        )
+        for c in st.consumers:
+            snap = f"snapshot #{c.snapshot_seq:,}" if c.snapshot_seq is not None else "no snapshot"
+            console.print(
+                f"  {c.durable}: read to #{c.delivered:,}, {c.pending:,} left, "
+                f"{c.unacknowledged:,} unacknowledged, {snap}",
+                highlight=False,
+            )
+
+
 def _live(
     durable: str, inventory: Path | None
 ) -> tuple[Settings, bytes, Pack, Topology | None, Quarantine, IncidentOutput]:

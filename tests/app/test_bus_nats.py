@@ -31,6 +31,7 @@ from noc_assistant.bus import (
     in_part,
     publish_replay,
     remove,
+    status,
 )
 from noc_assistant.cli import run
 from noc_assistant.ingest import Quarantine
@@ -451,3 +452,45 @@ def test_a_worker_takes_the_entities_of_its_slice() -> None:
         e for e in names if in_part(entity_subject(e, "lab.telemetry"), "lab.telemetry", (0, 2))
     ]
     assert 10 <= len(mine) <= 30  # a hash spreads similar names
+
+
+def test_bus_status_shows_how_far_each_worker_is(
+    scenario: dict[str, Path],
+    stream: tuple[str, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A worker that stopped mid-stream: ``noc bus status`` shows what it read, what is left
+    for it and the sequence its snapshot covers (where a restart resumes)."""
+    name, prefix, durable = stream
+    published = publish_replay(scenario["telemetry"], url=URL, stream=name, prefix=prefix)
+    pack = load_pack()
+    worker = BusWorker(
+        url=URL,
+        stream=name,
+        durable=durable,
+        key=KEY,
+        pack=pack,
+        make_pipeline=lambda: Pipeline(pack=pack, lateness_intervals=REPLAY_LATENESS_INTERVALS),
+        prefix=prefix,
+        checkpoint_every=250,
+        stop_after=600,
+    )
+    assert worker.run().last_seq == 600
+    (state, findings) = status(URL, name, f"{name}_none")
+    assert findings.exists is False and state.messages == published.messages
+    (mine,) = [c for c in state.consumers if c.durable == durable]
+    assert mine.snapshot_seq == 500 and mine.delivered >= 600
+    assert mine.pending == published.messages - mine.delivered > 0
+
+    monkeypatch.setenv("NOC_NATS_STREAM", name)
+    monkeypatch.setenv("NOC_NATS_FINDINGS_STREAM", f"{name}_none")
+    get_settings.cache_clear()
+    try:
+        assert run(["bus", "status"]) == 0
+        out = capsys.readouterr().out
+        assert f"stream {name}: {published.messages:,} messages" in out
+        assert f"{durable}: read to #{mine.delivered:,}, {mine.pending:,} left" in out
+        assert "snapshot #500" in out and f"stream {name}_none: not made yet" in out
+    finally:
+        get_settings.cache_clear()
