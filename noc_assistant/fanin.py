@@ -97,7 +97,7 @@ class Batch:
     part: int
     ticks: tuple[Tick, ...]
     final: bool = False
-    """The worker's feed ended (nothing will follow): it no longer holds the others back."""
+    """The worker's feed ended: it no longer holds the others back (until it sends again)."""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -233,6 +233,9 @@ class FanIn:
         if last is not None and batch.key <= last:
             return False
         self.done[batch.worker] = batch.key
+        if self.marks.get(batch.worker) == math.inf and not batch.final:
+            # its feed had ended (a replay's --finish) and it runs again: it counts again
+            self.marks[batch.worker] = self.released
         for tick in batch.ticks:
             at = tick.at
             if at <= self.released:

@@ -158,6 +158,9 @@ def test_a_tick_waits_for_the_slowest_worker() -> None:
     assert tick.at == 120.0 and [e.entity for e in tick.events] == ["a", "b"]
     assert fan.offer(_batch("a", 2, final=True))  # a's feed ended: it holds nobody back
     assert [t.at for t in fan.ready()] == [180.0]
+    assert fan.offer(_batch("a", 3, 240.0))  # a runs again: the clock waits for it again
+    assert fan.offer(_batch("b", 3, 240.0, 300.0))
+    assert [t.at for t in fan.ready()] == [240.0] and fan.watermark() == 240.0
 
 
 def test_a_worker_that_joins_late_loses_nothing() -> None:
