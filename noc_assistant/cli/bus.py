@@ -150,10 +150,7 @@ def worker(
         on_incident.refresh_maintenance()
 
     bus.tick = maintenance_only if findings else on_incident.tick
-    on_incident.pipeline = lambda: bus.pipeline
-    _run(bus, durable, "worker")
-    if on_incident.summary():
-        console.print(on_incident.summary(), highlight=False)
+    _run(bus, durable, "worker", on_incident)
 
 
 @app.command("correlate")
@@ -251,10 +248,7 @@ def correlate(
             console.print(f"worker {w} caught up", highlight=False)
 
     bus.tick = tick
-    on_incident.pipeline = lambda: bus.pipeline
-    _run(bus, durable, "correlator")
-    if on_incident.summary():
-        console.print(on_incident.summary(), highlight=False)
+    _run(bus, durable, "correlator", on_incident)
 
 
 @app.command("status")
@@ -307,7 +301,9 @@ def _live(
     return settings, key, pack, topology, quarantine, output
 
 
-def _run(bus: BusWorker, durable: str, what: str) -> None:
+def _run(bus: BusWorker, durable: str, what: str, output: IncidentOutput) -> None:
+    """Run until idle or stopped; what it read, and the alerts it sent."""
+    output.pipeline = lambda: bus.pipeline
     # a service manager's stop (SIGTERM) or Ctrl-C: finish the batch, snapshot, leave
     before = {
         sig: signal.signal(sig, lambda *_: bus.stop()) for sig in (signal.SIGTERM, signal.SIGINT)
@@ -324,6 +320,8 @@ def _run(bus: BusWorker, durable: str, what: str) -> None:
         f"#{stats.last_seq}, {stats.checkpoints} snapshots, {stats.quarantined} quarantined",
         highlight=False,
     )
+    if output.summary():
+        console.print(output.summary(), highlight=False)
 
 
 def _part(text: str | None) -> tuple[int, int] | None:
