@@ -65,6 +65,7 @@ from nats.js import api
 from nats.js.errors import (
     BucketNotFoundError,
     KeyNotFoundError,
+    NoKeysError,
     NotFoundError,
     ObjectNotFoundError,
 )
@@ -142,31 +143,6 @@ async def _connect(url: str) -> Any:
         raise BusError(f"{url}: cannot connect to NATS: {exc}") from None
 
 
-async def _probe(url: str, streams: tuple[str, ...]) -> str:
-    nc = await _connect(url)
-    try:
-        js = nc.jetstream()
-        said = []
-        for stream in streams:
-            try:
-                info = await js.stream_info(stream)
-            except NotFoundError:
-                said.append(f"stream {stream} not made yet (the first publish makes it)")
-                continue
-            except NatsError as exc:
-                raise BusError(f"{url}: JetStream: {exc}") from None
-            said.append(f"stream {stream}: {info.state.messages:,} messages")
-        return "connected; " + "; ".join(said)
-    finally:
-        await nc.close()
-
-
-def probe(url: str, *streams: str) -> str:
-    """Whether NATS at ``url`` answers with JetStream, and what each of ``streams`` holds;
-    :class:`BusError` naming the server otherwise."""
-    return asyncio.run(_probe(url, streams))
-
-
 @dataclass(frozen=True)
 class ConsumerState:
     """A worker's (or the correlator's) durable consumer: how far it has read, what is left
@@ -200,11 +176,8 @@ async def _status(url: str, streams: tuple[str, ...]) -> list[StreamState]:
             for name in await kv.keys():
                 with contextlib.suppress(KeyNotFoundError, ValueError, KeyError, TypeError):
                     manifests[name] = int(json.loads((await kv.get(name)).value)["seq"])
-        except (BucketNotFoundError, NotFoundError):
+        except (BucketNotFoundError, NotFoundError, NoKeysError):  # none, or empty
             pass
-        except NatsError as exc:  # an empty bucket: nats-py raises "no keys found"
-            if "no keys" not in str(exc):
-                raise
         out = []
         for stream in streams:
             try:
@@ -237,6 +210,18 @@ def status(url: str, *streams: str) -> list[StreamState]:
     its snapshot): whether the workers keep up. :class:`BusError` naming the server when it
     cannot be asked."""
     return asyncio.run(_status(url, streams))
+
+
+def probe(url: str, *streams: str) -> str:
+    """Whether NATS at ``url`` answers with JetStream, and what each of ``streams`` holds
+    (:func:`status`, in a line); :class:`BusError` naming the server otherwise."""
+    said = [
+        f"stream {s.name}: {s.messages:,} messages"
+        if s.exists
+        else f"stream {s.name} not made yet (the first publish makes it)"
+        for s in status(url, *streams)
+    ]
+    return "connected; " + "; ".join(said)
 
 
 async def _ensure_stream(js: Any, stream: str, prefix: str) -> None:

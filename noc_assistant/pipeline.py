@@ -345,14 +345,16 @@ class Pipeline:
         if self.fan_in is not None:
             self._take_ready(everything=True)
             if self._last_ts is not None:
-                for ev in self.correlator.close_all(self._last_ts + (self.interval_s or 0.0)):
-                    self._emit(ev)
+                self._resolve_all(self._last_ts)
             return
         self._apply(self.buffer.drain())
         if self._next_eval is not None and self._last_ts is not None:
             self._evaluate(self._next_eval)
-            for ev in self.correlator.close_all(self._last_ts + (self.interval_s or 0.0)):
-                self._emit(ev)
+            self._resolve_all(self._last_ts)
+
+    def _resolve_all(self, last_ts: float) -> None:
+        for ev in self.correlator.close_all(last_ts + (self.interval_s or 0.0)):
+            self._emit(ev)
 
     def replay(self, points: Iterable[Point]) -> Pipeline:
         """Feed ``points`` to the end of input (:meth:`finish`); the pipeline itself."""

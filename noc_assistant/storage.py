@@ -303,37 +303,38 @@ class Store:
     def reviews_for(self, incident_ids: Sequence[str]) -> dict[str, Review]:
         """The reviews of these incidents (those that have one), by incident id."""
         out: dict[str, Review] = {}
-        ids = list(dict.fromkeys(incident_ids))
-        for i in range(0, len(ids), 500):  # SQLite's bound parameters are limited
-            chunk = ids[i : i + 500]
-            marks = ", ".join("?" * len(chunk))
-            rows = self._query(f"SELECT body FROM reviews WHERE incident_id IN ({marks})", chunk)
-            for r in rows:
-                review = Review.model_validate_json(r[0])
-                out[review.incident_id] = review
+        for r in self._query_in("SELECT body FROM reviews WHERE incident_id", incident_ids):
+            review = Review.model_validate_json(r[0])
+            out[review.incident_id] = review
         return out
+
+    def _query_in(self, head: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The rows of ``head IN (ids)``, asked in chunks of 500 (SQLite's bound parameters
+        are limited), each id once."""
+        unique = list(dict.fromkeys(ids))
+        rows: list[tuple[Any, ...]] = []
+        for i in range(0, len(unique), 500):
+            chunk = unique[i : i + 500]
+            rows += self._query(f"{head} IN ({', '.join('?' * len(chunk))})", chunk)
+        return rows
 
     def first_seen(self, incident_ids: Sequence[str], now: float) -> dict[str, float]:
         """When a live command first saw each of these incidents open (wall clock, epoch
         seconds); those no process has seen before are recorded as ``now``. The
         acknowledgement timer counts from it, so a restart does not start it again, and
         every process that shares the store counts from the same moment."""
-        ids = list(dict.fromkeys(incident_ids))
-        out: dict[str, float] = {}
-        if not ids:
-            return out
+        if not incident_ids:
+            return {}
         self._save(
             "paging times",
             "INSERT INTO paged (incident_id, first_seen) VALUES (?, ?)"
             " ON CONFLICT(incident_id) DO NOTHING",
-            [(i, now) for i in ids],
+            [(i, now) for i in dict.fromkeys(incident_ids)],
         )
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ", ".join("?" * len(chunk))
-            sql = f"SELECT incident_id, first_seen FROM paged WHERE incident_id IN ({marks})"
-            out.update({r[0]: float(r[1]) for r in self._query(sql, chunk)})
-        return out
+        rows = self._query_in(
+            "SELECT incident_id, first_seen FROM paged WHERE incident_id", incident_ids
+        )
+        return {r[0]: float(r[1]) for r in rows}
 
     def save_maintenance(self, window: Maintenance) -> None:
         """Keep a maintenance window (saving it again, ended early, replaces it)."""

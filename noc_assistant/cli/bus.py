@@ -136,7 +136,7 @@ def worker(
         prefix=settings.nats_subject_prefix,
         filter_subject=subject,
         part=share,
-        entities=tuple(e.strip() for e in entities.split(",") if e.strip()),
+        entities=tuple(sorted(_names(entities))),
         checkpoint_every=checkpoint_every,
         idle_s=idle,
         finish_on_idle=finish,
