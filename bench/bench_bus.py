@@ -6,7 +6,9 @@ Simulates a scenario, then in one run: the in-process replay (parse → pipeline
 in-process one, and the snapshots' size and time. Then the network split in two: two
 ``noc bus worker --findings --part k/2`` processes at once (their wall time, start-up and pack
 loading included) and ``noc bus correlate`` over their findings stream (in process), with
-whether its incidents equal the in-process run's. Writes bench/bus_results.md.
+whether its incidents equal the in-process run's; and the same with the server splitting it, on
+a nats-server of this run configured with the subject mapping of two partitions
+(``--partition k``). Writes bench/bus_results.md.
 
 Usage: .venv/bin/python bench/bench_bus.py [--days 1] [--interval 60] [--seed 23]
 """
@@ -14,20 +16,30 @@ Usage: .venv/bin/python bench/bench_bus.py [--days 1] [--interval 60] [--seed 23
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from _machine import preamble  # bench/ helper, found beside this script
 
 from knowledge.pack import load_pack
-from noc_assistant.bus import BusWorker, CorrelatorWorker, publish_replay, remove
+from noc_assistant.bus import (
+    BusWorker,
+    CorrelatorWorker,
+    partition_config,
+    publish_replay,
+    remove,
+)
 from noc_assistant.checkpoint import snapshot
 from noc_assistant.fanin import FanIn
 from noc_assistant.ingest.replay import read_replay
@@ -38,6 +50,51 @@ from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenari
 ROOT = Path(__file__).resolve().parent.parent
 URL = "nats://127.0.0.1:4222"
 KEY = b"bench-key-0123456789abcdef"
+
+
+@dataclass
+class Split:
+    wall_s: float
+    read: list[tuple[int, int]]
+    """(messages, lines) each worker took."""
+    batches: int
+    findings: int
+    correlate_s: float
+    same: bool
+
+    def describe(self, lines: int) -> str:
+        shares = " and ".join(
+            f"{m:,} messages / {n:,} lines ({100 * n / lines:.0f} %)" for m, n in self.read
+        )
+        return f"the workers took {shares}"
+
+
+@contextlib.contextmanager
+def mapped_server(tmp: Path, prefix: str, n: int) -> Iterator[str]:
+    """A nats-server (JetStream under ``tmp``) whose configuration maps ``prefix`` into ``n``
+    partitions (:func:`partition_config`); its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp / "nats.conf"
+    config.write_text(
+        f'listen: 127.0.0.1:{port}\njetstream {{ store_dir: "{tmp / "js"}" }}\n'
+        f"{partition_config(n, prefix)}\n"
+    )
+    proc = subprocess.Popen(["nats-server", "-c", str(config)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"nats-server with {config} did not start")
+            time.sleep(0.05)
+        yield f"nats://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def main() -> None:
@@ -89,65 +146,76 @@ def main() -> None:
         same = [f.id for f in worker.pipeline.findings] == [f.id for f in reference.findings]
         final = len(snapshot(worker.pipeline, KEY))
 
-        # the same network in two halves, each a worker process, and one correlator
-        findings, fprefix = f"{stream}_F", f"nocbenchf.{tag}"
-        halves = [f"{durable}-p{k}" for k in range(2)]
-        env = {
-            **os.environ,
-            "NOC_NATS_STREAM": stream,
-            "NOC_NATS_SUBJECT_PREFIX": prefix,
-            "NOC_NATS_FINDINGS_STREAM": findings,
-            "NOC_NATS_FINDINGS_PREFIX": fprefix,
-            "NOC_DB_URL": f"sqlite:///{tmp}/noc.db",
-            "NOC_DATA_DIR": tmp,
-            "NOC_STATE_KEY": KEY.decode(),
-        }
-        cmd = [sys.executable, "-m", "noc_assistant", "bus", "worker", "--findings"]
-        cmd += ["--inventory", str(paths["inventory"]), "--idle", "1", "--finish"]
-        cmd += ["--checkpoint-every", str(args.checkpoint_every)]
-        t = time.perf_counter()
-        procs = [
-            subprocess.Popen(
-                [*cmd, "--durable", d, "--part", f"{k}/2"],
-                env=env,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for k, d in enumerate(halves)
-        ]
-        said = [p.communicate()[0] for p in procs]
-        halves_s = time.perf_counter() - t - 1.0
-        assert [p.returncode for p in procs] == [0, 0], said
-        shares = [int(re.search(r"\(([\d,]+) lines\)", o)[1].replace(",", "")) for o in said]
-        correlator = CorrelatorWorker(
-            url=URL,
-            stream=findings,
-            durable=f"{durable}-c",
-            key=KEY,
-            pack=pack,
-            make_pipeline=lambda: Pipeline(
-                pack=pack, topology=topology, fan_in=FanIn(expect=frozenset(halves))
-            ),
-            prefix=fprefix,
-            checkpoint_every=args.checkpoint_every,
-            idle_s=1.0,
-            finish_on_idle=True,
-        )
-        t = time.perf_counter()
-        cstats = correlator.run()
-        corr_s = time.perf_counter() - t - 1.0
-        assert correlator.pipeline is not None
-
         def outcome(pipe: Pipeline) -> dict[str, tuple[object, ...]]:
             return {
                 i.id: (i.state, i.opened_at, i.resolved_at, i.entities, i.title)
                 for i in pipe.correlator.incidents.values()
             }
 
-        same_incidents = outcome(correlator.pipeline) == outcome(reference)
-    for d in (durable, *halves, f"{durable}-c"):
-        remove(URL, stream, d)
-        remove(URL, findings, d)
+        def split(url: str, option: str, label: str) -> Split:
+            """The network in two halves, a worker process each (``option`` k), then one
+            correlator over their findings."""
+            findings, fprefix = f"{stream}_F{label}", f"nocbenchf{label}.{tag}"
+            halves = [f"{durable}-{label}{k}" for k in range(2)]
+            env = {
+                **os.environ,
+                "NOC_NATS_URL": url,
+                "NOC_NATS_STREAM": stream,
+                "NOC_NATS_SUBJECT_PREFIX": prefix,
+                "NOC_NATS_FINDINGS_STREAM": findings,
+                "NOC_NATS_FINDINGS_PREFIX": fprefix,
+                "NOC_DB_URL": f"sqlite:///{tmp}/noc-{label}.db",
+                "NOC_DATA_DIR": tmp,
+                "NOC_STATE_KEY": KEY.decode(),
+            }
+            cmd = [sys.executable, "-m", "noc_assistant", "bus", "worker", "--findings"]
+            cmd += ["--inventory", str(paths["inventory"]), "--idle", "1", "--finish"]
+            cmd += ["--checkpoint-every", str(args.checkpoint_every)]
+            t = time.perf_counter()
+            procs = [
+                subprocess.Popen(
+                    [*cmd, "--durable", d, option, f"{k}/2" if option == "--part" else str(k)],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for k, d in enumerate(halves)
+            ]
+            said = [p.communicate()[0] for p in procs]
+            wall = time.perf_counter() - t - 1.0
+            assert [p.returncode for p in procs] == [0, 0], said
+            read = [re.search(r"([\d,]+) messages \(([\d,]+) lines\)", o) for o in said]
+            counts = [(int(m[1].replace(",", "")), int(m[2].replace(",", ""))) for m in read if m]
+            correlator = CorrelatorWorker(
+                url=url,
+                stream=findings,
+                durable=f"{durable}-{label}c",
+                key=KEY,
+                pack=pack,
+                make_pipeline=lambda: Pipeline(
+                    pack=pack, topology=topology, fan_in=FanIn(expect=frozenset(halves))
+                ),
+                prefix=fprefix,
+                checkpoint_every=args.checkpoint_every,
+                idle_s=1.0,
+                finish_on_idle=True,
+            )
+            t = time.perf_counter()
+            cstats = correlator.run()
+            corr_s = time.perf_counter() - t - 1.0
+            assert correlator.pipeline is not None
+            same = outcome(correlator.pipeline) == outcome(reference)
+            for d in (*halves, f"{durable}-{label}c"):
+                remove(url, stream, d)
+                remove(url, findings, d)
+            return Split(wall, counts, cstats.messages, cstats.lines, corr_s, same)
+
+        parts = split(URL, "--part", "p")
+        # the server splits: a nats-server of this run with the subject mapping of two partitions
+        with mapped_server(Path(tmp), prefix, 2) as mapped_url:
+            publish_replay(paths["telemetry"], url=mapped_url, stream=stream, prefix=prefix)
+            partitions = split(mapped_url, "--partition", "s")
+    remove(URL, stream, durable)
 
     out = preamble("JetStream bus against the in-process pipeline")
     ck = stats.checkpoint_s
@@ -166,20 +234,29 @@ def main() -> None:
         f"| `BusWorker` (fetch, parse, pipeline, {stats.checkpoints} snapshots) | {work_s:.1f} | "
         f"{stats.lines / work_s:,.0f} | {base_s / work_s:.2f} |",
         f"| two `noc bus worker --findings --part k/2` processes at once (wall, start-up "
-        f"included) | {halves_s:.1f} | {lines / halves_s:,.0f} | {base_s / halves_s:.2f} |",
-        f"| `noc bus correlate` over their {cstats.messages:,} batches ({cstats.lines:,} "
-        f"findings) | {corr_s:.1f} | – | – |",
+        f"included) | {parts.wall_s:.1f} | {lines / parts.wall_s:,.0f} | "
+        f"{base_s / parts.wall_s:.2f} |",
+        f"| `noc bus correlate` over their {parts.batches:,} batches ({parts.findings:,} "
+        f"findings) | {parts.correlate_s:.1f} | – | – |",
+        f"| two `noc bus worker --findings --partition k` processes at once, nats-server "
+        f"mapping two partitions (wall, start-up included) | {partitions.wall_s:.1f} | "
+        f"{lines / partitions.wall_s:,.0f} | {base_s / partitions.wall_s:.2f} |",
+        f"| `noc bus correlate` over their {partitions.batches:,} batches "
+        f"({partitions.findings:,} findings) | {partitions.correlate_s:.1f} | – | – |",
         "",
         f"- snapshots: every {args.checkpoint_every} messages, {stats.checkpoints} taken, "
         f"median {statistics.median(ck) * 1000:.0f} ms, max {max(ck) * 1000:.0f} ms "
         f"(snapshot, object-store put, manifest, ack); the last one {final / 1e6:.2f} MB",
         f"- the worker's findings equal the in-process run's: {same}",
-        f"- the two parts hold {shares[0]:,} and {shares[1]:,} lines "
-        f"({100 * shares[0] / lines:.0f} % / {100 * shares[1] / lines:.0f} %): the wall time is "
-        "the larger part's; a hash of entity names splits a dozen entities unevenly (a network "
-        "of thousands evens out), and each worker still fetches every message",
+        f"- `--part k/2` (the worker's SHA-1 of entity names): {parts.describe(lines)}; "
+        "each worker fetches every message and skips the other half's",
+        f"- `--partition k` (the server's hash, the subject mapping of `noc bus partitions 2`): "
+        f"{partitions.describe(lines)}; the server sends each worker its own messages only",
+        "- the wall time is the larger part's; a hash of a dozen entity names splits them "
+        "unevenly (a network of thousands evens out)",
         f"- the correlator's incidents (ids, states, times, entities, titles) equal the "
-        f"in-process run's: {same_incidents} ({len(outcome(reference))} incidents)",
+        f"in-process run's: {parts.same} with `--part`, {partitions.same} with `--partition` "
+        f"({len(outcome(reference))} incidents)",
     ]
     (ROOT / "bench" / "bus_results.md").write_text("\n".join(out) + "\n")
     print("\n".join(out))

@@ -11,8 +11,12 @@ puts telemetry on JetStream and runs detector workers beside it:
   name hashes to k of n (:func:`in_part`), or ``entities``, shell patterns of entity names
   (``upf-*``, ``smf-*``: a region or an NF type, by the operator's naming); for the last two
   the worker reads every subject and feeds only its own, since a consumer of nats-server 2.9
-  takes one filter. A worker correlates within its
-  slice, unless it sends its findings to the network-wide correlator (below).
+  takes one filter. Or the server splits the network: with the subject mapping of
+  :func:`partition_config` in its configuration, nats-server files an entity's telemetry under
+  ``<prefix>.<k>.<entity>``, k a hash of the entity's name, and a worker given ``partition`` k
+  is sent only those messages (the entity is always a subject's last token). A worker
+  correlates within its slice, unless it sends its findings to the network-wide correlator
+  (below).
   :func:`publish_replay` publishes a replay file this way, each message with a
   ``Nats-Msg-Id`` built from the file and its line span, so that a re-run within the stream's
   duplicate window (two minutes) adds nothing.
@@ -92,6 +96,7 @@ __all__ = [
     "WorkerStats",
     "entity_subject",
     "in_part",
+    "partition_config",
     "probe",
     "publish_replay",
     "remove",
@@ -122,18 +127,48 @@ def entity_subject(entity: str, prefix: str = SUBJECT_PREFIX) -> str:
     return f"{prefix}.{_TOKEN.sub('_', entity) or '_'}"
 
 
-def in_part(subject: str, prefix: str, part: tuple[int, int]) -> bool:
+def subject_entity(subject: str) -> str:
+    """The entity of a telemetry subject: its last token (:func:`entity_subject` makes the
+    name one token), with or without a partition the server's mapping put before it.
+
+    >>> subject_entity("noc.telemetry.upf-1"), subject_entity("noc.telemetry.3.upf-1")
+    ('upf-1', 'upf-1')
+    """
+    return subject.rpartition(".")[2]
+
+
+def in_part(subject: str, part: tuple[int, int]) -> bool:
     """Whether the entity of a telemetry subject is in part k of n (by the SHA-1 of its name:
     the same on every machine and release, and spread evenly over similar names).
 
-    >>> [in_part(entity_subject(e), "noc.telemetry", (0, 2)) for e in ("amf-1", "smf-1")]
+    >>> [in_part(entity_subject(e), (0, 2)) for e in ("amf-1", "smf-1")]
     [False, True]
-    >>> in_part("noc.telemetry.upf-1", "noc.telemetry", (0, 1))
+    >>> in_part("noc.telemetry.upf-1", (0, 1))
     True
     """
     k, n = part
-    digest = hashlib.sha1(subject[len(prefix) + 1 :].encode()).digest()
+    digest = hashlib.sha1(subject_entity(subject).encode()).digest()
     return int.from_bytes(digest[:8], "big") % n == k
+
+
+def partition_config(n: int, prefix: str = SUBJECT_PREFIX) -> str:
+    """The nats-server configuration that splits the telemetry into ``n`` partitions: each
+    entity's subject ``<prefix>.<entity>`` is filed as ``<prefix>.<k>.<entity>``, k from the
+    server's hash of the name, for workers given ``partition`` k. The publisher is unchanged.
+
+    >>> print(partition_config(4))
+    mappings = {
+      "noc.telemetry.*": "noc.telemetry.{{partition(4,1)}}.{{wildcard(1)}}"
+    }
+    >>> partition_config(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: partitions: 0 is not a whole number of at least 1
+    """
+    if n < 1:
+        raise ValueError(f"partitions: {n} is not a whole number of at least 1")
+    target = f"{prefix}.{{{{partition({n},1)}}}}.{{{{wildcard(1)}}}}"
+    return f'mappings = {{\n  "{prefix}.*": "{target}"\n}}'
 
 
 async def _connect(url: str) -> Any:
@@ -391,6 +426,10 @@ class BusWorker:
     prefix: str = SUBJECT_PREFIX
     filter_subject: str | None = None
     """Subjects this worker takes (default ``<prefix>.>``: the whole network)."""
+    partition: int | None = None
+    """The server's partition k (:func:`partition_config`): the subjects ``<prefix>.<k>.>``
+    instead of ``filter_subject``. The worker refuses a stream that holds telemetry on
+    subjects no partition covers (the mapping is missing on the server)."""
     part: tuple[int, int] | None = None
     """Of those, only the entities of part k of n (:func:`in_part`)."""
     entities: tuple[str, ...] = ()
@@ -438,7 +477,7 @@ class BusWorker:
     async def _consume(self, nc: Any) -> WorkerStats:
         js = nc.jetstream()
         await _ensure_stream(js, self.stream, self.prefix)
-        subject = self.filter_subject or f"{self.prefix}.>"
+        subject = await self._filter(js)
         kv = await js.create_key_value(bucket=STATE_BUCKET, history=1)
         obs = await js.create_object_store(STATE_BUCKET)
         stats = WorkerStats()
@@ -520,10 +559,31 @@ class BusWorker:
 
     def _takes(self, subject: str) -> bool:
         """Whether the message of ``subject`` is of this worker's slice."""
-        if self.part is not None and not in_part(subject, self.prefix, self.part):
+        if self.part is not None and not in_part(subject, self.part):
             return False
-        name = subject[len(self.prefix) + 1 :]
+        name = subject_entity(subject)
         return not self.entities or any(fnmatch.fnmatchcase(name, p) for p in self.entities)
+
+    async def _filter(self, js: Any) -> str:
+        """The consumer's filter: the partition's subjects, once the stream is known to hold
+        no telemetry outside every partition (which no partition's worker would read)."""
+        if self.partition is None:
+            return self.filter_subject or f"{self.prefix}.>"
+        if self.filter_subject is not None:
+            raise BusError(
+                f"worker {self.durable}: a partition and a subject filter exclude each other"
+            )
+        info = await js.stream_info(self.stream, subjects_filter=f"{self.prefix}.*")
+        unmapped = sorted((info.state.subjects or {}).items())
+        if unmapped:
+            held = sum(count for _, count in unmapped)
+            raise BusError(
+                f"stream {self.stream} holds {held:,} messages on subjects outside every "
+                f"partition ({unmapped[0][0]}, …): nats-server maps no partitions of "
+                f"{self.prefix} (put the mapping `noc bus partitions N` prints in its "
+                "configuration and publish again), and no --partition worker would read them"
+            )
+        return f"{self.prefix}.{self.partition}.>"
 
     async def _outbox(self, js: Any, pipe: Pipeline) -> _Outbox | None:
         if self.findings_stream is None:

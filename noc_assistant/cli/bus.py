@@ -89,6 +89,15 @@ def worker(
             "('upf-*,smf-*'; default: all)."
         ),
     ] = "",
+    partition: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="K: only the server's partition K (the subject mapping `noc bus partitions "
+            "N` prints, in nats-server's configuration): the server sends this worker its "
+            "entities only.",
+        ),
+    ] = None,
     inventory: Annotated[Path | None, typer.Option(help="Network inventory (FORMATS §4).")] = None,
     checkpoint_every: CheckpointEvery = 200,
     idle: Idle = None,
@@ -105,13 +114,18 @@ def worker(
 ) -> None:
     """Consume telemetry from the stream, detect, store incidents; resumes from its snapshot.
 
-    With ``--findings`` (one worker per slice of the network, each with its own ``--subject``
-    and ``--durable``) the incidents are made by ``noc bus correlate`` from every worker's
-    findings, so an incident that spans slices is one incident."""
+    With ``--findings`` (one worker per slice of the network, each with its own
+    ``--partition``, ``--part``, ``--entities`` or ``--subject``, and its own ``--durable``)
+    the incidents are made by ``noc bus correlate`` from every worker's findings, so an
+    incident that spans slices is one incident."""
     from noc_assistant.bus import BusWorker
     from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
     share = _part(part)
+    if partition is not None and subject is not None:
+        raise typer.BadParameter(
+            "--partition and --subject exclude each other", param_hint="--partition"
+        )
     settings, key, pack, topology, quarantine, on_incident = _live(durable, inventory)
 
     def make_pipeline() -> Pipeline:
@@ -135,6 +149,7 @@ def worker(
         quarantine=quarantine,
         prefix=settings.nats_subject_prefix,
         filter_subject=subject,
+        partition=partition,
         part=share,
         entities=tuple(sorted(_names(entities))),
         checkpoint_every=checkpoint_every,
@@ -151,6 +166,24 @@ def worker(
 
     bus.tick = maintenance_only if findings else on_incident.tick
     _run(bus, durable, "worker", on_incident)
+
+
+@app.command("partitions")
+def partitions(
+    n: Annotated[int, typer.Argument(min=1, help="How many partitions (worker processes).")],
+) -> None:
+    """Print the nats-server configuration that splits the telemetry into N partitions.
+
+    Put it in the server's configuration (inside the account's block where accounts are
+    configured) and reload it, before telemetry is published; then start one ``noc bus worker
+    --findings --partition K`` per K in 0 … N-1 and one ``noc bus correlate``. The server
+    sends each worker only its own entities. N cannot change while the stream holds
+    telemetry: an entity would move to another worker without its detectors' state."""
+    from noc_assistant.bus import partition_config
+
+    settings = get_settings()
+    text = partition_config(n, settings.nats_subject_prefix)
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("correlate")

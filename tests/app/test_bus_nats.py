@@ -11,16 +11,19 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import nats
 import pytest
+from conftest import _free_port, _launch
 
 from knowledge.pack import load_pack
 from noc_assistant.bus import (
@@ -29,6 +32,7 @@ from noc_assistant.bus import (
     BusWorker,
     entity_subject,
     in_part,
+    partition_config,
     publish_replay,
     remove,
     status,
@@ -422,7 +426,7 @@ def test_workers_of_slices_feed_one_correlator_that_stores_the_networks_incident
     }
     assert stored == want and len(want) >= 5
     halves = [
-        {bool(in_part(entity_subject(e, prefix), prefix, (0, 2))) for e in entities}
+        {bool(in_part(entity_subject(e, prefix), (0, 2))) for e in entities}
         for *_, entities in want.values()
     ]
     assert {True, False} in halves  # an incident neither worker saw whole
@@ -442,15 +446,14 @@ def test_a_worker_takes_the_entities_of_its_slice() -> None:
     )
     takes = [worker._takes(entity_subject(e, "lab.telemetry")) for e in ("upf-2", "smf-1")]
     assert takes == [True, True]
+    assert worker._takes("lab.telemetry.1.upf-2")  # filed by the server under partition 1
     assert not any(
         worker._takes(entity_subject(e, "lab.telemetry")) for e in ("smf-12", "amf-1", "xupf-1")
     )
     worker.part = (0, 2)  # both: the patterns' entities of part 0
     names = [f"upf-{i}" for i in range(40)]
     mine = [e for e in names if worker._takes(entity_subject(e, "lab.telemetry"))]
-    assert mine == [
-        e for e in names if in_part(entity_subject(e, "lab.telemetry"), "lab.telemetry", (0, 2))
-    ]
+    assert mine == [e for e in names if in_part(entity_subject(e, "lab.telemetry"), (0, 2))]
     assert 10 <= len(mine) <= 30  # a hash spreads similar names
 
 
@@ -494,3 +497,118 @@ def test_bus_status_shows_how_far_each_worker_is(
         assert "snapshot #500" in out and f"stream {name}_none: not made yet" in out
     finally:
         get_settings.cache_clear()
+
+
+@pytest.fixture()
+def partitioned(tmp_path: Path) -> Iterator[Callable[[str, int], str]]:
+    """``serve(prefix, n)``: a nats-server of this test (JetStream in ``tmp_path``) whose
+    configuration is :func:`partition_config`'s mapping of ``prefix`` into ``n`` partitions;
+    its URL. The real server does the split: nothing in the worker computes it."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def serve(prefix: str, n: int) -> str:
+        port, http = _free_port(), _free_port()
+        config = tmp_path / "nats.conf"
+        config.write_text(
+            f"listen: 127.0.0.1:{port}\nhttp: 127.0.0.1:{http}\n"
+            f'jetstream {{ store_dir: "{tmp_path / "js"}" }}\n{partition_config(n, prefix)}\n'
+        )
+        health = f"http://127.0.0.1:{http}/healthz?js-enabled-only=true"
+        binary = shutil.which("nats-server")
+        assert binary, "nats-server is not installed (scripts/system-deps.sh installs it)"
+        ready = lambda: httpx.get(health, timeout=1).status_code == 200  # noqa: E731
+        procs.append(_launch([binary, "-c", str(config)], health, ready))
+        return f"nats://127.0.0.1:{port}"
+
+    yield serve
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_server_splits_the_network_among_partition_workers(
+    scenario: dict[str, Path],
+    stream: tuple[str, str, str],
+    partitioned: Callable[[str, int], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With the mapping of ``noc bus partitions 2`` in nats-server's configuration, the
+    publisher is unchanged, the server files each entity under its partition, each
+    ``--partition`` worker is sent only its own entities' messages, and the correlator stores
+    what one worker over the whole network would have. A stream of unpartitioned telemetry is
+    refused by a partition worker (it would read nothing of it), with the fix in the message."""
+    name, prefix, durable = stream
+    findings, fprefix = f"{name}_F", prefix.replace("noctest.", "noctestf.")
+    url = partitioned(prefix, 2)
+    published = publish_replay(scenario["telemetry"], url=url, stream=name, prefix=prefix)
+    filed = asyncio.run(_subjects(url, name))
+    assert filed and all(re.fullmatch(rf"{re.escape(prefix)}\.[01]\.[\w-]+", s) for s in filed)
+    for k, v in {
+        "NOC_NATS_URL": url,
+        "NOC_NATS_STREAM": name,
+        "NOC_NATS_SUBJECT_PREFIX": prefix,
+        "NOC_NATS_FINDINGS_STREAM": findings,
+        "NOC_NATS_FINDINGS_PREFIX": fprefix,
+        "NOC_DB_URL": f"sqlite:///{tmp_path / 'noc.db'}",
+        "NOC_DATA_DIR": str(tmp_path),
+        "NOC_STATE_KEY": KEY.decode(),
+    }.items():
+        monkeypatch.setenv(k, v)
+    get_settings.cache_clear()
+    try:
+        assert run(["bus", "partitions", "2"]) == 0
+        assert capsys.readouterr().out.strip() == partition_config(2, prefix)
+        common = ["--idle", "1", "--finish", "--inventory", str(scenario["inventory"])]
+        workers, read = (f"{durable}a", f"{durable}b"), []
+        for k, worker in enumerate(workers):
+            args = ["bus", "worker", "--findings", "--durable", worker, "--partition", str(k)]
+            assert run([*args, *common]) == 0
+            out = capsys.readouterr().out
+            messages, lines = re.search(r"([\d,]+) messages \(([\d,]+) lines\)", out).groups()
+            read.append((int(messages.replace(",", "")), int(lines.replace(",", ""))))
+        # the server sent each worker its own messages only: together, each message once
+        assert sum(m for m, _ in read) == published.messages and all(m for m, _ in read)
+        assert sum(n for _, n in read) == published.lines
+        args = ["bus", "correlate", "--durable", f"{durable}c", "--expect", ",".join(workers)]
+        assert run([*args, *common]) == 0
+        assert "ALERT" in capsys.readouterr().out
+        assert run(["bus", "worker", "--partition", "0", "--subject", "x", *common]) == 2
+        assert "exclude each other" in capsys.readouterr().err
+
+        # the same telemetry on the loopback server, which maps nothing: refused, not idle
+        monkeypatch.setenv("NOC_NATS_URL", URL)
+        get_settings.cache_clear()
+        publish_replay(scenario["telemetry"], url=URL, stream=name, prefix=prefix)
+        assert run(["bus", "worker", "--durable", durable, "--partition", "1", *common]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"stream {name} holds {published.messages:,} messages" in err
+        assert "maps no partitions" in err and "noc bus partitions N" in err
+    finally:
+        get_settings.cache_clear()
+
+    pack = load_pack()
+    reference = Pipeline(
+        pack=pack,
+        topology=load_topology(scenario["inventory"], pack),
+        lateness_intervals=REPLAY_LATENESS_INTERVALS,
+    ).replay(read_replay(scenario["telemetry"]))
+    stored = {
+        i.id: (i.state, i.opened_at, i.resolved_at, i.entities)
+        for i in open_store(f"sqlite:///{tmp_path / 'noc.db'}").list_incidents()
+    }
+    want = {
+        i.id: (i.state, i.opened_at, i.resolved_at, i.entities)
+        for i in reference.correlator.incidents.values()
+    }
+    assert stored == want and len(want) >= 5
+
+
+async def _subjects(url: str, stream: str) -> list[str]:
+    nc = await nats.connect(url)
+    try:
+        info = await nc.jetstream().stream_info(stream, subjects_filter=">")
+        return sorted(info.state.subjects or {})
+    finally:
+        await nc.close()
