@@ -52,8 +52,9 @@ import numpy as np
 from evals.rca import RcaCase, report_keys, score_rca
 from evals.scenario import wilson
 from noc_assistant.ingest.replay import parse_time
-from noc_assistant.models import Finding, Incident, Review
+from noc_assistant.models import Incident, Review
 from noc_assistant.storage import Store
+from noc_assistant.tuning import opening_finding
 
 __all__ = ["WEEK_S", "labels_from_reviews", "live_report", "period"]
 
@@ -77,12 +78,6 @@ def period(
 
 def _stamp(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _opening(findings: list[Finding]) -> Finding | None:
-    """The finding that opened the incident: its first that may page."""
-    paging = [f for f in findings if not f.evidence_only] or findings
-    return min(paging, key=lambda f: (f.ts, f.id)) if paging else None
 
 
 def _pages(incident: Incident) -> int:
@@ -125,7 +120,7 @@ def live_report(
             to_ack.append(max(review.acknowledged_at - inc.opened_at, 0.0))
         if inc.resolved_at is not None and verdict in ("fault", "unreviewed"):
             to_resolve.append(max(inc.resolved_at - inc.opened_at, 0.0))
-        first = _opening(store.findings_for(inc.id))
+        first = opening_finding(store.findings_for(inc.id))
         kpi = first.kpi if first else (inc.kpis[0] if inc.kpis else "unknown")
         detector = first.detector if first else "unknown"
         for table, key in ((per_kpi, kpi), (per_detector, detector)):

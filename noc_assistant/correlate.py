@@ -16,6 +16,9 @@ further reading of a series already alarming there is evidence, not a new sympto
 Findings on an entity inside a declared maintenance window are kept but page nobody, and so
 are findings on its topology neighbours at that time (an SMF taken down for maintenance takes
 the sessions of its UPFs with it: Alertmanager's inhibition, with the maintenance as source).
+A finding of a KPI under a raised bar (:class:`noc_assistant.models.Tuning`, declared by the
+NOC after false pages) that scores below it is held: kept as evidence for an incident something
+else opens, never a page of its own (:meth:`Correlator.held`; the pipeline marks it).
 A finding that an entity stopped answering (detector ``liveness``) joins an open incident of
 that entity however long ago its last new symptom: a target that goes down during a fault (a
 GPU node rebooted after an Xid error, an NF restarted by its watchdog) is that fault's
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from knowledge.topology import Topology
-from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident
+from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident, Tuning
 
 __all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow", "inhibit_rules", "series_id"]
 
@@ -131,6 +134,24 @@ class Correlator:
         self.suppressed: list[Finding] = []
         #: evidence-only findings no incident took yet (kept for one correlation window)
         self._pending: list[Finding] = []
+
+    #: the raised bars in force (the store's, given by the live commands each round); a
+    #: class default, so that a correlator restored from an older snapshot has none
+    tuning: tuple[Tuning, ...] = ()
+
+    def held(self, finding: Finding) -> Tuning | None:
+        """The raised bar that holds ``finding`` (a new symptom scoring below it), if any: a
+        further reading, an evidence-only finding and a silent target are never held."""
+        if finding.update or finding.evidence_only or finding.detector == LIVENESS_DETECTOR:
+            return None
+        return next(
+            (
+                t
+                for t in self.tuning
+                if t.holds(finding.kpi, finding.entity, finding.score, finding.ts)
+            ),
+            None,
+        )
 
     def in_maintenance(self, entity: str, ts: float) -> bool:
         """Whether ``entity`` or a topology neighbour of it is in maintenance at ``ts``."""

@@ -9,6 +9,7 @@ Libraries raise these; only the CLI turns them into messages and exit codes::
     │   ├── EmailStateError       an e-mail step its state does not allow (send a draft …)
     │   ├── ReviewError           a verdict that does not hold together (root cause half given)
     │   ├── MaintenanceError      a maintenance window that does not hold (no end, too long …)
+    │   ├── TuningError           a raised bar that does not hold (unknown KPI, no reason …)
     │   └── NotFoundError         an incident (…) the store does not hold, or not yet in the
     │                             form asked for (``ready`` False: no diagnosis yet)
     ├── ConfigError               settings or a knowledge pack that cannot be used (exit 2)
@@ -32,6 +33,7 @@ __all__ = [
     "ReplayFormatError",
     "ReviewError",
     "StorageError",
+    "TuningError",
 ]
 
 
@@ -75,6 +77,11 @@ class ReviewError(BadInputError):
 class MaintenanceError(BadInputError):
     """A maintenance window that does not hold: no end, an end before its start, longer than
     allowed, an entity outside the network."""
+
+
+class TuningError(BadInputError):
+    """A raised bar that does not hold: a KPI the pack does not know, a bar not above the
+    detectors' own, no reason given, longer than allowed."""
 
 
 class NotFoundError(BadInputError):

@@ -12,9 +12,10 @@ FORMATS.md says. Ids are short strings, unique within their kind.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Collection, Mapping
-from typing import Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +39,7 @@ __all__ = [
     "ReviewEvent",
     "Sample",
     "SeriesKey",
+    "Tuning",
     "Verdict",
 ]
 
@@ -46,7 +48,36 @@ Direction = Literal["up", "down", "both"]
 IncidentState = Literal["open", "resolved"]
 
 
-class _Frozen(BaseModel):
+class _Model(BaseModel):
+    """Base of the models: one pickled by an earlier version (a pipeline snapshot,
+    :mod:`noc_assistant.checkpoint`) that lacks a field added since gets its default, so an
+    upgraded worker resumes from the state its previous version left.
+
+    >>> import pickle
+    >>> f = Finding(id="f", detector="d", kpi="k", entity="e", ts=0.0, score=2.0,
+    ...             observed=1.0, expected_low=0.0, expected_high=0.5, direction="up")
+    >>> state = f.__getstate__()
+    >>> old = {k: v for k, v in state["__dict__"].items() if k != "held_by"}
+    >>> g = Finding.__new__(Finding)
+    >>> g.__setstate__({**state, "__dict__": old})
+    >>> g.held_by is None, g == f
+    (True, True)
+    """
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        values = state.get("__dict__")
+        if isinstance(values, dict):
+            missing = {
+                name: field.get_default(call_default_factory=True)
+                for name, field in type(self).model_fields.items()
+                if name not in values and not field.is_required()
+            }
+            if missing:
+                state = {**state, "__dict__": {**values, **missing}}
+        super().__setstate__(state)
+
+
+class _Frozen(_Model):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -78,7 +109,7 @@ class SeriesKey(_Frozen):
         return f"{self.metric}{{{inner}}}"
 
 
-class Sample(BaseModel):
+class Sample(_Model):
     """One telemetry sample (FORMATS.md §1). ``value`` None or NaN is a gap, never zero."""
 
     model_config = ConfigDict(extra="forbid")
@@ -131,6 +162,9 @@ class Finding(_Frozen):
     """A sign too weak to page on its own (one missed scrape of an exporter at PM periods,
     routine for a flaky one): it joins an incident as evidence for the diagnosis, one that is
     open or opens within the correlation window, and never opens one."""
+    held_by: str | None = None
+    """The raised bar (:class:`Tuning` id) that made it evidence-only: it scored below the bar
+    the NOC set for its KPI on this entity after false pages."""
 
 
 class Evidence(_Frozen):
@@ -162,7 +196,7 @@ class Hypothesis(_Frozen):
     """Partner PLMN (``MCC-MNC``) when a roaming partner is involved."""
 
 
-class Incident(BaseModel):
+class Incident(_Model):
     """Findings grouped into one alert: the unit an engineer is paged for."""
 
     model_config = ConfigDict(extra="forbid")
@@ -187,7 +221,7 @@ class Incident(BaseModel):
     hypotheses: list[Hypothesis] = Field(default_factory=list)
 
 
-class Report(BaseModel):
+class Report(_Model):
     """A root-cause report for one incident."""
 
     model_config = ConfigDict(extra="forbid")
@@ -205,7 +239,35 @@ class Report(BaseModel):
     """Why an LLM narration was asked for and not used (unreachable, or ungrounded claims)."""
 
 
-class Maintenance(BaseModel):
+class _Span(_Model):
+    """A declaration in force from ``start`` to ``end``, on record with who made it and why;
+    never deleted: ending it early moves ``end`` and keeps the plan (``planned_end``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    start: float
+    end: float
+    by: str
+    reason: str | None = None
+    created_at: float
+    ended_by: str | None = None
+    """Who ended it before its planned end (``end`` is then when they did)."""
+    planned_end: float | None = None
+
+    def active(self, at: float) -> bool:
+        return self.start <= at <= self.end
+
+    def ended(self, by: str, at: float) -> Self:
+        """Ended early by ``by`` at ``at`` (one already over stays as it was)."""
+        if at >= self.end:
+            return self
+        return self.model_copy(
+            update={"end": max(at, self.start), "ended_by": by, "planned_end": self.end}
+        )
+
+
+class Maintenance(_Span):
     """Planned work on an entity: its findings (and its topology neighbours') page nobody from
     ``start`` to ``end``; they are kept, and a silence that outlasts the window pages then.
 
@@ -215,32 +277,41 @@ class Maintenance(BaseModel):
     (1800.0, 'bo', True, False)
     """
 
-    model_config = ConfigDict(extra="forbid")
-
-    id: str
     entity: str
-    start: float
-    end: float
-    by: str
-    reason: str | None = None
-    created_at: float
-    ended_by: str | None = None
-    """Who ended it before its planned end (``end`` is then when they did)."""
-    planned_end: float | None = None
     silence_id: str | None = None
     """The Alertmanager silence that mutes the entity's other alerts for the window."""
     silence_error: str | None = None
     """Why there is no silence (Alertmanager refused or was down); the hold itself stands."""
 
-    def active(self, at: float) -> bool:
-        return self.start <= at <= self.end
 
-    def ended(self, by: str, at: float) -> Maintenance:
-        """Ended early by ``by`` at ``at`` (a window already over stays as it was)."""
-        if at >= self.end:
-            return self
-        return self.model_copy(
-            update={"end": max(at, self.start), "ended_by": by, "planned_end": self.end}
+class Tuning(_Span):
+    """A raised bar, the NOC's answer to a KPI that pages for nothing on some entities: from
+    ``start`` to ``end``, a finding of ``kpi`` on an entity that ``entity`` (a shell pattern)
+    matches pages only when its score (the detectors' ratio to their own bar, 1 at the bar)
+    reaches ``min_score``; below it, the finding is kept as evidence for an incident that
+    something else opens (``Finding.evidence_only``). A silent target still pages.
+
+    >>> t = Tuning(id="tn-1", kpi="amf-registration-success", entity="amf-*", min_score=3.0,
+    ...            start=0.0, end=86400.0, by="ana", reason="3 false pages", created_at=0.0)
+    >>> t.holds("amf-registration-success", "amf-2", score=2.5, at=60.0)
+    True
+    >>> t.holds("amf-registration-success", "amf-2", score=3.0, at=60.0)
+    False
+    >>> t.holds("amf-registration-success", "smf-1", score=1.5, at=60.0)
+    False
+    """
+
+    kpi: str
+    entity: str = "*"
+    min_score: float
+
+    def holds(self, kpi: str, entity: str, score: float, at: float) -> bool:
+        """Whether a finding of ``kpi`` on ``entity`` scoring ``score`` at ``at`` is held."""
+        return (
+            kpi == self.kpi
+            and score < self.min_score
+            and self.active(at)
+            and fnmatch.fnmatchcase(entity, self.entity)
         )
 
 
@@ -249,7 +320,7 @@ Verdict = Literal["fault", "no_fault", "maintenance"]
 a false page) or planned ``maintenance`` (expected, neither)."""
 
 
-class ReviewEvent(BaseModel):
+class ReviewEvent(_Model):
     """One step of an incident's review, kept for the audit trail."""
 
     model_config = ConfigDict(extra="forbid")
@@ -260,7 +331,7 @@ class ReviewEvent(BaseModel):
     detail: str | None = None
 
 
-class Review(BaseModel):
+class Review(_Model):
     """What the NOC did with an incident: who took it (acknowledged) and what it was (the
     verdict, with the root cause they confirmed). Kept apart from the incident, which the
     pipeline rewrites as findings arrive.
@@ -353,7 +424,7 @@ class Review(BaseModel):
         )
 
 
-class ChatRecord(BaseModel):
+class ChatRecord(_Model):
     """One question of an incident's triage chat and the answer it got, kept in the incident's
     log so that the next shift reads what was asked (subscriber identifiers masked)."""
 
@@ -375,7 +446,7 @@ class ChatRecord(BaseModel):
 EmailAction = Literal["drafted", "edited", "approved", "rejected", "sent", "send_failed"]
 
 
-class EmailEvent(BaseModel):
+class EmailEvent(_Model):
     """One step of a partner e-mail's life, kept on the draft: who did what, when. An edit
     keeps the text it replaced, so every version that existed can be read back."""
 
@@ -392,7 +463,7 @@ class EmailEvent(BaseModel):
     previous_to: list[str] | None = None
 
 
-class EmailDraft(BaseModel):
+class EmailDraft(_Model):
     """A partner-NOC e-mail: drafted, then approved by a person, then sent.
 
     Each step returns a changed copy with the step appended to :attr:`history`, or raises

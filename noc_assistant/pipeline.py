@@ -710,6 +710,9 @@ class Pipeline:
         self._add(finding)
 
     def _add(self, finding: Finding) -> None:
+        rule = self.correlator.held(finding)
+        if rule is not None:  # under a raised bar: evidence, no page (Finding.held_by)
+            finding = finding.model_copy(update={"evidence_only": True, "held_by": rule.id})
         self.findings.append(finding)
         self._by_id[finding.id] = finding
         if self.on_finding is not None:

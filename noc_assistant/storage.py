@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from noc_assistant.errors import ConfigError, NotFoundError, StorageError
 from noc_assistant.models import (
@@ -23,10 +23,13 @@ from noc_assistant.models import (
     Incident,
     Maintenance,
     Review,
+    Tuning,
 )
 from noc_assistant.rca import Diagnosis
 
 __all__ = ["SqliteStore", "Store", "open_store", "schema"]
+
+_SpanT = TypeVar("_SpanT", Maintenance, Tuning)
 
 
 def schema(real: str) -> list[str]:
@@ -84,6 +87,14 @@ def schema(real: str) -> list[str]:
     body TEXT NOT NULL
 )""",
         "CREATE INDEX IF NOT EXISTS maintenance_end ON maintenance (end_ts)",
+        f"""CREATE TABLE IF NOT EXISTS tuning (
+    id TEXT PRIMARY KEY,
+    kpi TEXT NOT NULL,
+    start_ts {real} NOT NULL,
+    end_ts {real} NOT NULL,
+    body TEXT NOT NULL
+)""",
+        "CREATE INDEX IF NOT EXISTS tuning_end ON tuning (end_ts)",
         f"""CREATE TABLE IF NOT EXISTS paged (
     incident_id TEXT PRIMARY KEY,
     first_seen {real} NOT NULL
@@ -137,7 +148,7 @@ class Store:
 
     def clear(self) -> None:
         """Remove every finding, incident, diagnosis, e-mail draft, chat turn, review,
-        maintenance window and paging time (a fresh demo run)."""
+        maintenance window, raised bar and paging time (a fresh demo run)."""
         tables = (
             "findings",
             "incidents",
@@ -146,6 +157,7 @@ class Store:
             "chat",
             "reviews",
             "maintenance",
+            "tuning",
             "paged",
         )
         for table in tables:
@@ -338,25 +350,45 @@ class Store:
 
     def save_maintenance(self, window: Maintenance) -> None:
         """Keep a maintenance window (saving it again, ended early, replaces it)."""
-        self._save(
-            f"maintenance window {window.id}",
-            "INSERT INTO maintenance (id, entity, start_ts, end_ts, body) VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT(id) DO UPDATE SET start_ts = excluded.start_ts,"
-            " end_ts = excluded.end_ts, body = excluded.body",
-            [(window.id, window.entity, window.start, window.end, window.model_dump_json())],
-        )
+        self._put_span("maintenance", "entity", window.entity, window)
 
     def get_maintenance(self, window_id: str) -> Maintenance | None:
-        rows = self._query("SELECT body FROM maintenance WHERE id = ?", (window_id,))
-        return Maintenance.model_validate_json(rows[0][0]) if rows else None
+        return self._get_span("maintenance", Maintenance, window_id)
 
     def maintenance_windows(self, ending_after: float = float("-inf")) -> list[Maintenance]:
         """The maintenance windows that end after ``ending_after``, by start."""
+        return self._spans("maintenance", Maintenance, ending_after)
+
+    def save_tuning(self, rule: Tuning) -> None:
+        """Keep a raised bar (saving it again, ended early, replaces it)."""
+        self._put_span("tuning", "kpi", rule.kpi, rule)
+
+    def get_tuning(self, rule_id: str) -> Tuning | None:
+        return self._get_span("tuning", Tuning, rule_id)
+
+    def tuning_rules(self, ending_after: float = float("-inf")) -> list[Tuning]:
+        """The raised bars that end after ``ending_after``, by start."""
+        return self._spans("tuning", Tuning, ending_after)
+
+    def _put_span(self, table: str, column: str, key: str, span: Maintenance | Tuning) -> None:
+        self._save(
+            f"{table} {span.id}",
+            f"INSERT INTO {table} (id, {column}, start_ts, end_ts, body) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT(id) DO UPDATE SET start_ts = excluded.start_ts,"
+            " end_ts = excluded.end_ts, body = excluded.body",
+            [(span.id, key, span.start, span.end, span.model_dump_json())],
+        )
+
+    def _get_span(self, table: str, model: type[_SpanT], span_id: str) -> _SpanT | None:
+        rows = self._query(f"SELECT body FROM {table} WHERE id = ?", (span_id,))
+        return model.model_validate_json(rows[0][0]) if rows else None
+
+    def _spans(self, table: str, model: type[_SpanT], ending_after: float) -> list[_SpanT]:
         rows = self._query(
-            "SELECT body FROM maintenance WHERE end_ts > ? ORDER BY start_ts, id",
+            f"SELECT body FROM {table} WHERE end_ts > ? ORDER BY start_ts, id",
             (max(ending_after, -1e300),),
         )
-        return [Maintenance.model_validate_json(r[0]) for r in rows]
+        return [model.model_validate_json(r[0]) for r in rows]
 
     def _incidents_by(self, column: str, since: float, until: float) -> list[Incident]:
         rows = self._query(

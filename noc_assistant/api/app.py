@@ -31,6 +31,7 @@ from noc_assistant.api.events import Broadcaster
 from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.metrics import registry
 from noc_assistant.api.reviews import reviews_router
+from noc_assistant.api.tuning import tuning_router
 from noc_assistant.drafting import Drafter, DraftingError, review_refuses_partner
 from noc_assistant.history import (
     IncidentHistory,
@@ -114,6 +115,7 @@ def create_app(
     app.include_router(drafts_router(drafter, mailer))
     app.include_router(reviews_router(drafter))
     app.include_router(maintenance_router(drafter, silences))
+    app.include_router(tuning_router(drafter))
 
     def _incident_or_404(s: Store, incident_id: str) -> Incident:
         inc = s.get_incident(incident_id)
@@ -198,6 +200,7 @@ def create_app(
             false_count=false,
             unreviewed=sum(1 for v in verdicts if v is None),
             maintenance=s.maintenance_windows(ending_after=time.time()),
+            tuning=s.tuning_rules(ending_after=time.time()),
             now=time.time(),
         )
 

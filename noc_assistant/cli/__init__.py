@@ -1,9 +1,9 @@
 """The ``noc`` command line. Only this package prints or exits.
 
 Each command group lives in its own module (``simulate``, ``demo``, ``eval``, ``pack``,
-``llm``, ``incident``, ``email``, ``maintenance``, ``bus``, ``watch``, ``prom``, ``pm``); this
-module assembles them and maps typed errors to exit codes: 0 done, 1 internal error, 2 bad
-input or usage.
+``llm``, ``incident``, ``email``, ``maintenance``, ``tune``, ``bus``, ``watch``, ``prom``,
+``pm``); this module assembles them and maps typed errors to exit codes: 0 done, 1 internal
+error, 2 bad input or usage.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from noc_assistant.cli import pm as pm_cmd
 from noc_assistant.cli import prom as prom_cmd
 from noc_assistant.cli import run as run_cmd
 from noc_assistant.cli import simulate as simulate_cmd
+from noc_assistant.cli import tune as tune_cmd
 from noc_assistant.cli import watch as watch_cmd
 from noc_assistant.cli._console import err_console
 from noc_assistant.errors import BadInputError, ConfigError, NocError
@@ -44,6 +45,7 @@ app.add_typer(eval_cmd.app, name="eval")
 app.add_typer(incident_cmd.app, name="incident")
 app.add_typer(email_cmd.app, name="email")
 app.add_typer(maintenance_cmd.app, name="maintenance")
+app.add_typer(tune_cmd.app, name="tune")
 app.add_typer(pack_cmd.app, name="pack")
 app.add_typer(llm_cmd.app, name="llm")
 app.add_typer(bus_cmd.app, name="bus")

@@ -123,7 +123,25 @@ class IncidentOutput:
             return False
         self._synced_at = time.monotonic()
         self.sync_maintenance()
+        self.sync_tuning()
         return True
+
+    def sync_tuning(self, now: float | None = None) -> None:
+        """Give the correlator the raised bars on record (`noc tune add`, the API) that end
+        after a day before ``now``, in place of those it held: one declared or ended early
+        while the process runs takes effect at the next round. A store that cannot be read
+        keeps the last ones (the maintenance sync has said so)."""
+        from noc_assistant.errors import StorageError
+
+        pipe = self.pipeline()
+        if pipe is None:
+            return
+        at = time.time() if now is None else now
+        try:
+            rules = self.store.tuning_rules(ending_after=at - 86400.0)
+        except StorageError:
+            return
+        pipe.correlator.tuning = tuple(rules)
 
     def check_acknowledgements(self, now: float | None = None) -> list[str]:
         """Page again for each open incident ranked a fault that nobody has acknowledged

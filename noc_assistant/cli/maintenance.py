@@ -5,14 +5,13 @@ early. A window is never deleted: what was muted when stays on record."""
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from noc_assistant.cli._console import console, err_console
+from noc_assistant.cli._console import console, duration, err_console, utc
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
 from noc_assistant.storage import open_store
@@ -25,27 +24,12 @@ __all__ = ["app"]
 app = typer.Typer(help="Planned maintenance: held pages.", no_args_is_help=True)
 
 
-def _utc(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def _silences() -> Silences | None:
     """Alertmanager's silences, when ``NOC_ALERTMANAGER_URL`` is set."""
     from noc_assistant.alertmanager import Silences
 
     url = get_settings().alertmanager_url
     return Silences(url) if url else None
-
-
-def _duration(text: str) -> float:
-    """``90m``, ``2h``, ``1d`` or seconds."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-    try:
-        if text and text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
-    except ValueError:
-        raise BadInputError(f"--for: {text!r} is not a duration (90m, 2h, 1d)") from None
 
 
 @app.command("add")
@@ -68,12 +52,12 @@ def add(
         time.time(),
         start=start,
         end=until,
-        duration_s=_duration(for_) if for_ is not None else None,
+        duration_s=duration(for_) if for_ is not None else None,
         reason=reason,
     )
     window = declare(store, window, _silences())
     console.print(
-        f"{window.id}: {entity} in maintenance {_utc(window.start)} → {_utc(window.end)}"
+        f"{window.id}: {entity} in maintenance {utc(window.start)} → {utc(window.end)}"
         + (f", silenced in Alertmanager ({window.silence_id})" if window.silence_id else ""),
         highlight=False,
     )
@@ -93,7 +77,7 @@ def list_windows(
         state = "in force" if w.active(now) else ("over" if w.end < now else "planned")
         if w.ended_by:
             state += f" (ended by {w.ended_by})"
-        cells = (w.id, w.entity, _utc(w.start), _utc(w.end), w.by, w.reason or "", state)
+        cells = (w.id, w.entity, utc(w.start), utc(w.end), w.by, w.reason or "", state)
         table.add_row(*(escape(c) for c in cells))
     console.print(table)
 

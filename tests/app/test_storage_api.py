@@ -296,6 +296,25 @@ def test_the_store_keeps_maintenance_windows(store: Store) -> None:
     assert store.maintenance_windows() == []
 
 
+def test_the_store_keeps_raised_bars(store: Store) -> None:
+    from noc_assistant.tuning import new_rule
+
+    t0 = 1_795_910_400.125
+    a = new_rule("amf-registration-success", "ana", t0, min_score=2.5, reason="inc-1, inc-2")
+    b = new_rule("gpu-kv-cache-usage", "ana", t0 - 7200, min_score=3, reason="x", duration_s=60)
+    for t in (a, b):
+        store.save_tuning(t)
+    assert store.get_tuning(a.id) == a and store.get_tuning("nope") is None
+    assert store.tuning_rules(ending_after=t0) == [a]
+    assert store.tuning_rules() == [b, a]  # by start
+    ended = a.ended("bo", t0 + 60)
+    store.save_tuning(ended)
+    assert store.tuning_rules(ending_after=t0 + 61) == []
+    assert store.get_tuning(a.id) == ended and ended.planned_end == a.end
+    store.clear()
+    assert store.tuning_rules() == []
+
+
 def test_postgres_reconnects_after_the_server_dropped_it(store: Store) -> None:
     if not isinstance(store, PostgresStore):
         pytest.skip("the PostgreSQL connection only")
