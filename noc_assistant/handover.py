@@ -10,6 +10,8 @@ A NOC hands over at every shift change. :func:`handover` gathers, for the shift 
   pages it took (openings, reopenings, escalations);
 - maintenance in force now, planned for the next shift, and over within the shift (what held
   its pages back);
+- the raised bars in force (:mod:`noc_assistant.tuning`: KPIs that page only from a higher
+  score), and those over within the shift;
 - partner-NOC e-mails waiting for approval or for sending, and sent ones some recipients did
   not get;
 - the incidents whose triage chat was kept during the shift.
@@ -35,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from noc_assistant.history import LOOKBACK_S, similar
-from noc_assistant.models import Maintenance
+from noc_assistant.models import Maintenance, Tuning
 from noc_assistant.storage import Store
 from prompts import environment
 
@@ -94,6 +96,7 @@ def handover(store: Store, since: float, until: float) -> dict[str, Any]:
     in_force = [w for w in windows if w.active(until)]
     planned = [w for w in windows if until < w.start <= until + NEXT_SHIFT_S]
     over = [w for w in windows if since < w.end < until]
+    bars = store.tuning_rules(ending_after=since)
     emails = store.list_emails()
     waiting = [m for m in emails if m.status in ("draft", "approved")]
     partial = [
@@ -122,6 +125,8 @@ def handover(store: Store, since: float, until: float) -> dict[str, Any]:
         "maintenance_now": [_window(w) for w in in_force],
         "maintenance_planned": [_window(w) for w in planned],
         "maintenance_over": [_window(w) for w in over],
+        "tuning_now": [_bar(t) for t in bars if t.active(until)],
+        "tuning_over": [_bar(t) for t in bars if since < t.end < until],
         "emails_waiting": [
             {"id": m.id, "incident": m.incident_id, "status": m.status, "to": list(m.to)}
             for m in waiting
@@ -146,6 +151,19 @@ def _window(w: Maintenance) -> dict[str, Any]:
         "end": _utc(w.end),
         "by": w.by,
         "reason": w.reason,
+    }
+
+
+def _bar(t: Tuning) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "kpi": t.kpi,
+        "entity": t.entity,
+        "min_score": t.min_score,
+        "end": _utc(t.end),
+        "by": t.by,
+        "reason": t.reason,
+        "ended_by": t.ended_by,
     }
 
 

@@ -16,6 +16,7 @@ from noc_assistant.handover import handover, render
 from noc_assistant.maintenance import new_window
 from noc_assistant.models import ChatRecord, EmailDraft, Incident, Review
 from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.tuning import new_rule
 
 END = 1_796_292_000.0  # 2026-12-03 10:00 UTC
 H = 3600.0
@@ -52,6 +53,10 @@ def store(tmp_path: Path) -> Iterator[Store]:
     # over within the shift, and over before it
     s.save_maintenance(new_window("upf-3", "cy", END, start=str(END - 5 * H), duration_s=H))
     s.save_maintenance(new_window("pcf-1", "cy", END, start=str(END - 12 * H), duration_s=H))
+    bar = new_rule("gpu-kv-cache-usage", "ana", END - 2 * H, min_score=2.5, reason="inc-3, inc-9")
+    s.save_tuning(bar)
+    ended = new_rule("amf-registration-success", "bo", END - 30 * H, min_score=3, reason="r")
+    s.save_tuning(ended.ended("cy", END - 3 * H))
     draft = EmailDraft(
         id="em-1",
         incident_id="inc-taken",
@@ -105,6 +110,10 @@ def test_the_handover_puts_what_nobody_has_taken_first(store: Store) -> None:
     assert "in force: smf-1" in text and "planned: upf-2" in text and "amf-1" not in text
     assert "over this shift: upf-3 2026-12-03 05:00 → 2026-12-03 06:00 UTC (cy)" in text
     assert "waiting for approval" in text and "not delivered to duty@p.example" in text
+    assert [t["kpi"] for t in h["tuning_now"]] == ["gpu-kv-cache-usage"]
+    assert [t["ended_by"] for t in h["tuning_over"]] == ["cy"]
+    assert "in force: gpu-kv-cache-usage on * pages from score 2.5" in text
+    assert "over this shift: amf-registration-success on * (from score 3), ended by cy" in text
 
 
 def test_the_handover_over_http_and_from_the_cli(
