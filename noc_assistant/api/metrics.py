@@ -7,6 +7,8 @@ alert rules watch about the assistant, read from the store at each scrape.
 - ``noc_false_alarm_share``: the share of the judged incidents of the last week that were
   false (as :func:`evals.live.live_report` counts it; absent while none is judged);
 - ``noc_maintenance_windows_active``: windows in force now;
+- ``noc_raised_bars_active``: raised bars in force now (:mod:`noc_assistant.tuning`: KPIs
+  that page only from a higher score, an alert rule can flag one forgotten);
 - ``noc_emails{status}``: partner e-mails by status;
 - ``noc_store_up``: 1 when the store answered the scrape, 0 when it did not (the other
   families are then absent rather than read as zero).
@@ -85,6 +87,8 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily(
             "noc_maintenance_windows_active", "Maintenance windows in force", value=active
         )
+        bars = sum(1 for t in self.store.tuning_rules(ending_after=now) if t.active(now))
+        yield GaugeMetricFamily("noc_raised_bars_active", "Raised bars in force", value=bars)
         emails = GaugeMetricFamily("noc_emails", "Partner e-mails by status", labels=["status"])
         by_status = Counter(m.status for m in self.store.list_emails())
         for status in ("draft", "approved", "sent", "rejected"):

@@ -19,6 +19,7 @@ from noc_assistant.api.metrics import registry
 from noc_assistant.maintenance import new_window
 from noc_assistant.models import Incident, Review
 from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.tuning import new_rule
 
 NOW = 1_796_292_000.0
 
@@ -54,6 +55,7 @@ def test_the_metrics_read_the_store(tmp_path: Path) -> None:
     store.save_review(Review(incident_id="inc-2").acknowledged("ana", NOW - 7000))
     store.save_review(Review(incident_id="inc-3").judged("no_fault", "ana", NOW - 8000))
     store.save_maintenance(new_window("smf-1", "ana", NOW - 60, duration_s=3600))
+    store.save_tuning(new_rule("gpu-kv-cache-usage", "ana", NOW - 60, min_score=2, reason="r"))
     got = _samples(generate_latest(registry(store, clock=lambda: NOW)).decode())
     assert got[("noc_incidents", (("state", "open"),))] == 2.0
     assert got[("noc_incidents", (("state", "resolved"),))] == 1.0
@@ -62,6 +64,7 @@ def test_the_metrics_read_the_store(tmp_path: Path) -> None:
     assert got[("noc_incident_verdicts", (("verdict", "none"),))] == 2.0
     assert got[("noc_false_alarm_share", ())] == 1.0
     assert got[("noc_maintenance_windows_active", ())] == 1.0
+    assert got[("noc_raised_bars_active", ())] == 1.0
     assert got[("noc_emails", (("status", "draft"),))] == 0.0
     store.close()
     got = _samples(generate_latest(registry(store, clock=lambda: NOW)).decode())
