@@ -134,7 +134,9 @@ def show(
             f"{f.observed:.4g}",
             f"{f.expected_low:.4g} … {f.expected_high:.4g}",
             f"{f.score:.1f}",
-            f.id,
+            f.id
+            + (f" (evidence, no page: under raised bar {f.held_by})" if f.held_by else "")
+            + (" (evidence, no page)" if f.evidence_only and not f.held_by else ""),
         )
     console.print(table)
 

@@ -218,6 +218,12 @@ def test_the_cli_suggests_declares_lists_and_ends(
     assert rule.id not in capsys.readouterr().out
     assert run(["tune", "list", "--all"]) == 0
     assert "ended by bo" in capsys.readouterr().out
+    held = store.findings_for("inc-1")[0].model_copy(
+        update={"id": "f-held", "evidence_only": True, "held_by": rule.id}
+    )
+    store.save_findings([held], incident_id="inc-1")
+    assert run(["incident", "show", "inc-1"]) == 0
+    assert f"under raised bar {rule.id}" in " ".join(capsys.readouterr().out.split())
 
 
 def test_declare_suggest_and_end_over_http(store: Store) -> None:
