@@ -454,6 +454,13 @@ class BusWorker:
     """Set (:meth:`stop`, e.g. from a SIGTERM handler) to leave after the current batch with
     a snapshot of everything read."""
 
+    def __post_init__(self) -> None:
+        if self.partition is not None and self.filter_subject is not None:
+            raise BusError(
+                f"worker {self.durable}: a partition and a subject filter exclude each other "
+                "(a partition is a subject filter)"
+            )
+
     def stop(self) -> None:
         self.stopping = True
 
@@ -569,10 +576,6 @@ class BusWorker:
         no telemetry outside every partition (which no partition's worker would read)."""
         if self.partition is None:
             return self.filter_subject or f"{self.prefix}.>"
-        if self.filter_subject is not None:
-            raise BusError(
-                f"worker {self.durable}: a partition and a subject filter exclude each other"
-            )
         info = await js.stream_info(self.stream, subjects_filter=f"{self.prefix}.*")
         unmapped = sorted((info.state.subjects or {}).items())
         if unmapped:

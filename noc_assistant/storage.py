@@ -350,7 +350,7 @@ class Store:
 
     def save_maintenance(self, window: Maintenance) -> None:
         """Keep a maintenance window (saving it again, ended early, replaces it)."""
-        self._put_span("maintenance", "entity", window.entity, window)
+        self._put_span("maintenance", "entity", "maintenance window", window)
 
     def get_maintenance(self, window_id: str) -> Maintenance | None:
         return self._get_span("maintenance", Maintenance, window_id)
@@ -361,7 +361,7 @@ class Store:
 
     def save_tuning(self, rule: Tuning) -> None:
         """Keep a raised bar (saving it again, ended early, replaces it)."""
-        self._put_span("tuning", "kpi", rule.kpi, rule)
+        self._put_span("tuning", "kpi", "raised bar", rule)
 
     def get_tuning(self, rule_id: str) -> Tuning | None:
         return self._get_span("tuning", Tuning, rule_id)
@@ -370,13 +370,15 @@ class Store:
         """The raised bars that end after ``ending_after``, by start."""
         return self._spans("tuning", Tuning, ending_after)
 
-    def _put_span(self, table: str, column: str, key: str, span: Maintenance | Tuning) -> None:
+    def _put_span(self, table: str, column: str, what: str, span: Maintenance | Tuning) -> None:
+        """Upsert ``span`` into ``table``, whose ``column`` holds the span's field of that
+        name (the entity of a window, the KPI of a raised bar)."""
         self._save(
-            f"{table} {span.id}",
+            f"{what} {span.id}",
             f"INSERT INTO {table} (id, {column}, start_ts, end_ts, body) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT(id) DO UPDATE SET start_ts = excluded.start_ts,"
             " end_ts = excluded.end_ts, body = excluded.body",
-            [(span.id, key, span.start, span.end, span.model_dump_json())],
+            [(span.id, getattr(span, column), span.start, span.end, span.model_dump_json())],
         )
 
     def _get_span(self, table: str, model: type[_SpanT], span_id: str) -> _SpanT | None:

@@ -151,16 +151,18 @@ def suggest(
     *,
     min_false: int = 2,
     margin: float = 1.25,
-    rules: Collection[Tuning] = (),
+    rules: Collection[Tuning] | None = None,
 ) -> list[Suggestion]:
     """The raised bars that the verdicts on the incidents opened in ``[since, until)`` argue
-    for, the most false pages first. ``rules``: the raised bars in force, to mark a suggestion
-    one of them already covers. Pages for a silent target are never suggested (a target that
-    stops answering is always a page)."""
+    for, the most false pages first. ``rules``: the raised bars to mark a suggestion one of
+    them already covers (default: the store's, those not over at ``until``). Pages for a
+    silent target are never suggested (a target that stops answering is always a page)."""
     if min_false < 1:
         raise TuningError("min_false: at least one false page")
     if margin < 1.0:
         raise TuningError("margin: at least 1 (the bar must clear the false pages)")
+    if rules is None:
+        rules = store.tuning_rules(ending_after=until)
     incidents = store.incidents_between(since, until)
     reviews = store.reviews_for([i.id for i in incidents])
     groups: dict[tuple[str, str], dict[str, list[tuple[str, float]]]] = {}
@@ -181,14 +183,7 @@ def suggest(
         worst = max(score for _, score in false)
         bar = math.ceil(worst * margin * 10.0 - 1e-9) / 10.0
         covering = next(
-            (
-                r
-                for r in rules
-                if r.kpi == kpi
-                and r.active(until)
-                and all(r.holds(kpi, entity, score, until) for _, score in false)
-            ),
-            None,
+            (r for r in rules if all(r.holds(kpi, entity, s, until) for _, s in false)), None
         )
         out.append(
             Suggestion(

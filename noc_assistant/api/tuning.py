@@ -61,14 +61,7 @@ def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.tim
         margin: Annotated[float, Query(ge=1.0)] = 1.25,
     ) -> list[dict[str, Any]]:
         now = clock()
-        found = suggest(
-            s,
-            now - days * 86400.0,
-            now,
-            min_false=min_false,
-            margin=margin,
-            rules=s.tuning_rules(ending_after=now),
-        )
+        found = suggest(s, now - days * 86400.0, now, min_false=min_false, margin=margin)
         return [dataclasses.asdict(x) for x in found]
 
     @router.post("/api/tuning", status_code=201)

@@ -122,10 +122,6 @@ def worker(
     from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
     share = _part(part)
-    if partition is not None and subject is not None:
-        raise typer.BadParameter(
-            "--partition and --subject exclude each other", param_hint="--partition"
-        )
     settings, key, pack, topology, quarantine, on_incident = _live(durable, inventory)
 
     def make_pipeline() -> Pipeline:

@@ -44,14 +44,7 @@ def suggest(
 
     store = open_store(get_settings().db_url)
     now = time.time()
-    found = suggestions(
-        store,
-        now - days * 86400.0,
-        now,
-        min_false=min_false,
-        margin=margin,
-        rules=store.tuning_rules(ending_after=now),
-    )
+    found = suggestions(store, now - days * 86400.0, now, min_false=min_false, margin=margin)
     if json_out:
         console.print_json(data=[dataclasses.asdict(s) for s in found])
         return
