@@ -462,6 +462,21 @@ class NeuralDrafter:
         self._features, self._kv, self._length = [], [], 0
         self.extend(features)
 
+    @property
+    def length(self) -> int:
+        """Context positions whose target features the drafter holds."""
+        return self._length
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` context positions (a prefix reused by the next request)."""
+        if length >= self._length:
+            return
+        if self.use_cache:
+            self._kv = [(k[:, :, :length], v[:, :, :length]) for k, v in self._kv]
+        elif self._features:
+            self._features = [torch.cat(self._features, dim=0)[:length]]
+        self._length = length
+
     @torch.no_grad()
     def extend(self, features: Tensor) -> None:
         if features.shape[0] == 0:

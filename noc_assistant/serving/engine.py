@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,19 +24,24 @@ from noc_assistant.serving.simple import (
     SimpleTheta,
     predict,
 )
-from noc_assistant.serving.speculative import GenerationStats, stream_tokens
+from noc_assistant.serving.speculative import GenerationStats, PrefixCache, stream_tokens
+
+if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
+    from noc_assistant.serving.grammar import Constraint
 
 __all__ = ["Engine", "Request"]
 
 
 @dataclass
 class Request:
-    """A tokenised generation request."""
+    """A tokenised generation request; ``constraint`` (fresh, used once) restricts the output
+    to a grammar (``response_format`` / tools)."""
 
     prompt: list[int]
     max_tokens: int
     temperature: float = 0.0
     seed: int | None = None
+    constraint: Constraint | None = None
 
 
 class Engine:
@@ -49,6 +55,7 @@ class Engine:
         name: str | None = None,
         context: int | None = None,
         theta: SimpleTheta = LLAMA31_8B_IMPLIED,
+        prefix_cache: bool = True,
     ) -> None:
         self.target = target
         self.drafter = drafter
@@ -60,6 +67,10 @@ class Engine:
         )
         self.metrics = ServingMetrics(self.name)
         self._lock = threading.Lock()
+        self._neural = NeuralDrafter(drafter) if drafter is not None else None
+        self._prefix: PrefixCache | None = PrefixCache() if prefix_cache else None
+        """The last request's cache, reused for the next prompt's common prefix (a chat's
+        next turn or look-up round resends the conversation so far)."""
 
     def check(self, req: Request) -> Request:
         """Refuse prompts that do not fit; clamp ``max_tokens`` to the context left."""
@@ -77,7 +88,7 @@ class Engine:
         if req.temperature < 0:
             raise RequestError("temperature must be >= 0", param="temperature")
         left = self.context - len(req.prompt)
-        return Request(req.prompt, min(req.max_tokens, left), req.temperature, req.seed)
+        return replace(req, max_tokens=min(req.max_tokens, left))
 
     def energy(self, st: GenerationStats) -> EnergyBreakdown:
         """SIMPLE estimate for a finished request (autoregressive counterfactual)."""
@@ -92,7 +103,7 @@ class Engine:
                 gen = None
                 if req.seed is not None:
                     gen = torch.Generator().manual_seed(req.seed)
-                drafter = NeuralDrafter(self.drafter) if self.drafter is not None else None
+                drafter = self._neural
                 yield from stream_tokens(
                     self.target,
                     drafter,
@@ -101,6 +112,8 @@ class Engine:
                     temperature=req.temperature,
                     generator=gen,
                     stats=stats,
+                    constraint=req.constraint,
+                    session=self._prefix,
                 )
                 self.metrics.record(stats, self.energy(stats))
             finally:

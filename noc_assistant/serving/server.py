@@ -7,8 +7,21 @@ Requests are queued behind an asyncio lock and run one at a time in a worker thr
 come back as OpenAI error bodies ``{"error": {"message", "type", "param", "code"}}`` with 4xx
 codes: 400 for malformed JSON, wrong types and prompts longer than the context, 404 for an
 unknown model. ``temperature`` defaults to 0 (greedy, lossless speculative decoding).
-Responses carry ``usage`` and, as an extension, ``noc`` (speculative-decoding counters and the
-SIMPLE energy estimate).
+Responses carry ``usage`` and, as an extension, ``noc`` (speculative-decoding counters, the
+SIMPLE energy estimate, ``constrained`` and ``forced_tokens``).
+
+Structured output (:mod:`noc_assistant.serving.grammar`): ``response_format`` ``json_schema``
+or ``json_object`` (both routes, streaming or not) constrains decoding to the schema.
+
+Tool calling on ``/v1/chat/completions``: ``tools`` (functions with JSON-schema parameters),
+``tool_choice`` (``"auto"``, the default with tools, ``"none"``, ``"required"`` or
+``{"type": "function", "function": {"name": ...}}``) and ``parallel_tool_calls`` (accepted;
+at most one call is made per turn). The model is told about the tools in the system message
+and decoding is constrained to either one ``<tool_call>{"name": ..., "arguments": {...}}
+</tool_call>`` or the content, so a call always parses; it comes back in the OpenAI shape
+(``message.tool_calls``, ``content: null``, ``finish_reason: "tool_calls"``; when streaming, in
+one delta chunk at the end). Earlier calls (assistant messages with ``tool_calls``) and their
+results (``tool`` messages with ``tool_call_id``) are rendered into the prompt as text.
 """
 
 from __future__ import annotations
@@ -19,26 +32,104 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from noc_assistant.serving.engine import Engine
 from noc_assistant.serving.engine import Request as GenRequest
 from noc_assistant.serving.errors import RequestError, ServingError
+from noc_assistant.serving.grammar import (
+    TOOL_CALL_OPEN,
+    Constraint,
+    ToolChoiceMode,
+    ToolSpec,
+    json_schema_grammar,
+    parse_tool_call,
+    render_tool_call,
+    render_tool_response,
+    render_tools_prompt,
+    response_format_schema,
+    tool_call_grammar,
+)
 from noc_assistant.serving.speculative import GenerationStats
 
 __all__ = ["ServerThread", "create_app"]
 
 
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["text"]
+    text: str
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(BaseModel):
+    """One message; ``content`` may be null (an assistant turn with ``tool_calls``) or a list of
+    text parts (joined with newlines)."""
+
     model_config = ConfigDict(extra="ignore")
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(p.text for p in self.content)
+
+
+class FunctionDef(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class Tool(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class FunctionName(BaseModel):
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["function"]
+    function: FunctionName
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI ``response_format``; ``json_schema`` is ``{"name", "schema", "strict"}``."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: dict[str, Any] | None = None
 
 
 class StreamOptions(BaseModel):
@@ -55,11 +146,15 @@ class _Common(BaseModel):
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
     n: int = Field(default=1, ge=1, le=1)
+    response_format: ResponseFormat | None = None
 
 
 class ChatRequest(_Common):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    tools: list[Tool] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool | None = None
 
 
 class CompletionRequest(_Common):
@@ -97,6 +192,89 @@ def _stops(stop: str | list[str] | None) -> list[str]:
     if stop is None:
         return []
     return [stop] if isinstance(stop, str) else [s for s in stop if s]
+
+
+@dataclass
+class _ChatPlan:
+    """What a chat request turns into before tokenisation."""
+
+    messages: list[dict[str, str]]
+    grammar: str | None = None
+    param: str = "response_format"  # the request field the grammar comes from
+    content_schema: dict[str, Any] | None = None
+    tool_mode: bool = False  # the reply may be a tool call
+    tools: list[ToolSpec] = field(default_factory=list)
+
+
+def _tool_choice(body: ChatRequest, has_tools: bool) -> tuple[ToolChoiceMode, str | None]:
+    choice = body.tool_choice
+    if choice is None:
+        return ("auto" if has_tools else "none"), None
+    if isinstance(choice, NamedToolChoice):
+        return "function", choice.function.name
+    if choice == "auto" and not has_tools:
+        return "none", None
+    return choice, None
+
+
+def _render_messages(body: ChatRequest) -> list[dict[str, str]]:
+    """Messages as plain role/content text: tool calls and tool results become tagged text."""
+    names: dict[str, str] = {}
+    out: list[dict[str, str]] = []
+    for m in body.messages:
+        text = m.text()
+        if m.role == "assistant" and m.tool_calls:
+            parts = [text] if text else []
+            for tc in m.tool_calls:
+                try:
+                    args: Any = json.loads(tc.function.arguments)
+                except ValueError:
+                    args = tc.function.arguments
+                parts.append(render_tool_call(tc.function.name, args))
+                if tc.id:
+                    names[tc.id] = tc.function.name
+            text = "".join(parts)
+        elif m.role == "tool":
+            text = render_tool_response(text, names.get(m.tool_call_id or "") or m.name)
+        out.append({"role": m.role, "content": text})
+    return out
+
+
+def _plan_chat(body: ChatRequest) -> _ChatPlan:
+    """Prompt messages and grammar of a chat request (``response_format`` and ``tools``)."""
+    rf = body.response_format.model_dump() if body.response_format is not None else None
+    schema = response_format_schema(rf)
+    tools = [
+        ToolSpec(t.function.name, t.function.description or "", t.function.parameters or {})
+        for t in body.tools or []
+    ]
+    mode, function = _tool_choice(body, bool(tools))
+    plan = _ChatPlan(_render_messages(body), content_schema=schema, tools=tools)
+    if tools:
+        block = render_tools_prompt(tools, mode, function)
+        msgs = plan.messages
+        if msgs[0]["role"] in ("system", "developer"):
+            msgs[0] = {"role": msgs[0]["role"], "content": f"{msgs[0]['content']}\n\n{block}"}
+        else:
+            msgs.insert(0, {"role": "system", "content": block})
+    if mode != "none":
+        plan.grammar = tool_call_grammar(tools, mode, function=function, content_schema=schema)
+        plan.param, plan.tool_mode = "tools", True
+    elif schema is not None:
+        plan.grammar = json_schema_grammar(schema, param="response_format")
+    return plan
+
+
+def _tool_call_message(text: str) -> dict[str, Any] | None:
+    """The OpenAI ``tool_calls`` entry for a reply that is a complete call, else None."""
+    call = parse_tool_call(text) if text.startswith(TOOL_CALL_OPEN) else None
+    if call is None:
+        return None
+    return {
+        "id": "call_" + uuid.uuid4().hex[:24],
+        "type": "function",
+        "function": {"name": call[0], "arguments": json.dumps(call[1], ensure_ascii=False)},
+    }
 
 
 def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
@@ -196,6 +374,46 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
         req = GenRequest(prompt, mt or max_tokens_default, body.temperature, body.seed)
         return engine.check(req)
 
+    def compile_json(schema: Any, param: str) -> None:
+        Constraint.compile(engine.target, json_schema_grammar(schema, param=param), param=param)
+
+    def blame(plan: _ChatPlan) -> None:
+        """Raise the error of the schema that made the tools grammar invalid (if one alone)."""
+        if plan.content_schema is not None:
+            compile_json(plan.content_schema, "response_format")
+        for t in plan.tools:
+            try:
+                compile_json(t.call_schema(), "tools")
+            except RequestError as exc:
+                why = str(exc).removeprefix("invalid tools: ")
+                raise RequestError(
+                    f"invalid parameters of tool {t.name!r}: {why}", param="tools"
+                ) from None
+
+    async def constrain(req: GenRequest, grammar: str | None, param: str, plan: _ChatPlan) -> None:
+        """Compile ``grammar`` into ``req.constraint`` off the event loop (a 400 if invalid)."""
+        if grammar is None:
+            return
+        try:
+            req.constraint = await asyncio.to_thread(
+                Constraint.compile, engine.target, grammar, param=param
+            )
+        except RequestError:
+            if param == "tools":  # name the schema at fault
+                await asyncio.to_thread(blame, plan)
+            raise
+
+    def encode_messages(msgs: list[dict[str, str]]) -> list[int]:
+        """Chat prompt ids; ``tool`` messages become ``user`` ones where the template refuses."""
+        try:
+            return engine.encode_chat(msgs)
+        except (TemplateError, ValueError, TypeError, KeyError):
+            if not any(m["role"] == "tool" for m in msgs):
+                raise
+        return engine.encode_chat(
+            [{**m, "role": "user"} if m["role"] == "tool" else m for m in msgs]
+        )
+
     def extension(st: GenerationStats) -> dict[str, Any]:
         e = engine.energy(st)
         return {
@@ -206,6 +424,8 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
                 "mean_accept_length": st.mean_accept_length,
             },
             "energy_j": {"prefill": e.prefill, "kv_read": e.kv_read, "per_token": e.per_token},
+            "constrained": st.constrained,
+            "forced_tokens": st.forced_tokens,
         }
 
     def usage(st: GenerationStats) -> dict[str, int]:
@@ -230,20 +450,29 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
         return text, reason or st.finish_reason, st
 
     async def sse(
-        req: GenRequest, stops: list[str], chat: bool, body: _Common
+        req: GenRequest, stops: list[str], chat: bool, body: _Common, tool_mode: bool = False
     ) -> AsyncIterator[str]:
+        """SSE chunks; with ``tool_mode`` a reply that begins with ``<`` (a tool call: the
+        grammar keeps content from beginning so) is held back and sent as one final delta."""
         st = GenerationStats()
         rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
         created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
 
-        def chunk(delta: str | None, reason: str | None, role: bool = False) -> str:
+        def chunk(
+            delta: str | None,
+            reason: str | None,
+            role: bool = False,
+            tool_call: dict[str, Any] | None = None,
+        ) -> str:
             if chat:
                 d: dict[str, Any] = {}
                 if role:
                     d["role"] = "assistant"
                 if delta is not None:
                     d["content"] = delta
+                if tool_call is not None:
+                    d["tool_calls"] = [{"index": 0, **tool_call}]
                 choice: dict[str, Any] = {"index": 0, "delta": d, "finish_reason": reason}
             else:
                 choice = {
@@ -266,6 +495,7 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
         toks: list[int] = []
         sent = text = ""
         reason: str | None = None
+        holding: bool | None = None if tool_mode else False  # None: not known yet
         try:
             async for part in run_stream(req, st):
                 toks += part
@@ -273,6 +503,12 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
                 cut = _first_stop(text, stops)
                 if cut is not None:
                     text, reason = text[:cut], "stop"
+                if holding is None and text:
+                    holding = text.startswith("<")
+                if holding is not False:  # maybe a tool call: sent whole at the end
+                    if reason is None:
+                        continue
+                    break
                 if text.endswith("\ufffd") and reason is None:
                     continue  # wait for the rest of a multi-byte character
                 # hold back a tail that may still grow into a stop string
@@ -293,7 +529,11 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
             }
             yield f"data: {json.dumps(err)}\n\n"
             return
-        if len(text) > len(sent):
+        call = _tool_call_message(text) if holding else None
+        if call is not None:
+            yield chunk(None, None, tool_call=call)
+            reason = "tool_calls"
+        elif len(text) > len(sent):
             yield chunk(text[len(sent) :], None)
         yield chunk(None if chat else "", reason or st.finish_reason)
         if body.stream_options is not None and body.stream_options.include_usage:
@@ -312,12 +552,20 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(body: ChatRequest) -> JSONResponse | StreamingResponse:
         check_model(body.model)
-        msgs = [{"role": m.role, "content": m.content} for m in body.messages]
-        req = prepare(body, engine.encode_chat(msgs))
+        plan = _plan_chat(body)
+        req = prepare(body, encode_messages(plan.messages))
+        await constrain(req, plan.grammar, plan.param, plan)
         stops = _stops(body.stop)
         if body.stream:
-            return StreamingResponse(sse(req, stops, True, body), media_type="text/event-stream")
+            return StreamingResponse(
+                sse(req, stops, True, body, plan.tool_mode), media_type="text/event-stream"
+            )
         text, reason, st = await complete(req, stops)
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        call = _tool_call_message(text) if plan.tool_mode else None
+        if call is not None:
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            reason = "tool_calls"
         return JSONResponse(
             {
                 "id": "chatcmpl-" + uuid.uuid4().hex[:24],
@@ -327,7 +575,7 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text},
+                        "message": message,
                         "finish_reason": reason,
                         "logprobs": None,
                     }
@@ -346,6 +594,11 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
                 raise ApiError(400, "only one prompt per request is supported", param="prompt")
             prompt = prompt[0]
         req = prepare(body, engine.target.tokenizer.encode(prompt))
+        rf = body.response_format.model_dump() if body.response_format is not None else None
+        schema = response_format_schema(rf)
+        if schema is not None:
+            grammar = json_schema_grammar(schema, param="response_format")
+            await constrain(req, grammar, "response_format", _ChatPlan([]))
         stops = _stops(body.stop)
         if body.stream:
             return StreamingResponse(sse(req, stops, False, body), media_type="text/event-stream")
