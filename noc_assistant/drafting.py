@@ -5,39 +5,44 @@ writes it down, and checks every text against the evidence before a person sees 
 
 * **Report** (:meth:`Drafter.report`): the body is rendered from the diagnosis alone
   (``prompts/templates/report.md.j2``), so a report exists without any model. With
-  ``narrate=True`` the LLM writes the summary paragraph; it is used only if it passes the
-  pack's grounding check (every number cites evidence it matches, every cited id exists) and
-  names no entity outside the incident. Otherwise the template's summary stays and
-  :attr:`Report.narration_withheld` says why.
+  ``narrate=True`` the LLM writes the summary paragraph.
 * **Partner-NOC e-mail** (:meth:`Drafter.partner_email`): for an incident whose diagnosis names
   a roaming partner with a NOC contact (inventory ``partners[].noc_email`` or the operator
   overlay), a draft in status ``draft`` that a person approves before it is sent
   (:mod:`noc_assistant.mail`). It is rendered from a template with evidence citations, checked,
   and the citations are then removed: the partner reads numbers and times, not our ids.
 * **Triage chat** (:meth:`Drafter.answer`): the model answers from a system prompt holding the
-  incident, its ranked causes and its evidence. Sentences that fail the grounding check are
-  removed and listed; when nothing is left, or no model answers, the answer comes from the
-  diagnosis alone.
+  incident, its ranked causes and its evidence, after up to a few read-only look-ups of its
+  choosing (:mod:`noc_assistant.triage_tools`). When no model answers, or nothing it said
+  held, the answer comes from the diagnosis alone, shaped by what the question asks.
+
+**The model can only write grounded text.** A narration or a chat answer is a JSON object of
+claims decoded under a per-incident JSON Schema (:mod:`noc_assistant.grounded`): each claim
+names one evidence id of the incident, types no digit (numbers are placeholders filled from
+the cited evidence, with units) and names no entity outside the incident. The rendered text
+then passes the same checks as any draft — the pack's grounding check (every number cites
+evidence it matches, every cited id exists) and :meth:`Drafter.vet` — as the last line of
+defence; what fails is withheld and the reason recorded.
 
 Everything that leaves for the model is masked first (IMSI/SUPI, MSISDN, IMEI …, the pack's
-``masking`` patterns), evidence text is wrapped as data (``<data source="telemetry">``) and the
-system prompt says that data is never an instruction. What comes back is masked again.
-Confidences are cited as ``[ev-rca]``: a pseudo evidence item holding the ranking's numbers.
-A sentence of the model's that states numbers without citing is cited for the one evidence
-item that supports all of them (:func:`guardrails.grounding.cite_numbers`): a small model that
-cannot write citations is still checked on its numbers, and one it gets wrong still fails.
+``masking`` patterns), evidence text and tool results are wrapped as data
+(``<data source="telemetry">``) and the system prompt says that data is never an instruction.
+What comes back is masked again. Confidences are cited as ``[ev-rca]``: a pseudo evidence item
+holding the ranking's numbers.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from guardrails.grounding import GroundingReport, check_grounding, cite_numbers
+from guardrails.grounding import GroundingReport, check_grounding
 from guardrails.injection import (
     injection_policy,
     scan,
@@ -48,8 +53,11 @@ from guardrails.injection import (
 from guardrails.masking import Masker
 from knowledge.pack import Pack
 from knowledge.topology import PartnerLink, Topology, plmn_digits
+from noc_assistant import present
 from noc_assistant.errors import ConfigError, LlmError
+from noc_assistant.grounded import RANK_FIELD, answer_schema, narration_schema, parse_claims, render
 from noc_assistant.llm import LlmClient, Message
+from noc_assistant.mail import masked
 from noc_assistant.models import (
     ChatRecord,
     EmailDraft,
@@ -62,6 +70,7 @@ from noc_assistant.models import (
     Review,
 )
 from noc_assistant.rca import Diagnosis
+from noc_assistant.triage_tools import ToolResult, TriageTools
 from prompts import environment
 
 if TYPE_CHECKING:
@@ -105,6 +114,8 @@ class ChatAnswer:
     removed: tuple[str, ...] = ()
     """Sentences of the model's answer withheld as unsupported by the evidence."""
     note: str | None = None
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """The look-ups the model made, each with its arguments and result (kept in the log)."""
 
 
 def conversation(kept: Sequence[ChatRecord], turns: int = 10) -> list[Message]:
@@ -232,6 +243,55 @@ def _issues(report: GroundingReport) -> str:
     return "; ".join(f"{i.kind} {i.token!r}" for i in report.issues[:5])
 
 
+_ASK_WORDS = {
+    "before": {"before", "again", "previous", "earlier", "history", "recur", "recurring"},
+    "first": {"first", "when", "start", "started", "began", "begin", "since"},
+    "why": {"why", "evidence", "against", "sure", "confidence", "how", "cause", "caused"},
+    "else": {"else", "other", "others", "alternative", "alternatives", "instead"},
+    "which": {"which", "who", "affected", "involved", "entities", "where", "gnbs", "nodes"},
+    "check": {"check", "checks", "verify", "confirm", "next", "fix", "action", "actions"},
+}
+_FIRST_TOOL = (
+    ("first", "kpi_series"),
+    ("before", "similar_incidents"),
+    ("which", "neighbours"),
+    ("else", "fault_rule"),
+    ("check", "fault_rule"),
+    ("why", "evidence_item"),
+)
+"""The look-up a question asks for first, by what it asks (in this order of precedence)."""
+
+
+def _same_call(done: ToolResult, name: str, arguments: str) -> bool:
+    """Whether a call repeats a look-up already made (same tool, same arguments)."""
+    try:
+        args = json.loads(arguments)
+    except json.JSONDecodeError:
+        return False
+    return done.name == name and done.arguments == args
+
+
+def _asks(question: str) -> dict[str, bool]:
+    """What a question asks about, by its words.
+
+    >>> sorted(k for k, v in _asks("When did it start, and which gNBs are affected?").items() if v)
+    ['first', 'which']
+    """
+    words = set(re.findall(r"[a-z]+", question.lower()))
+    return {ask: bool(words & vocabulary) for ask, vocabulary in _ASK_WORDS.items()}
+
+
+def _chat_evidence(
+    evidence: Sequence[dict[str, Any]], diagnosis: Diagnosis
+) -> list[dict[str, Any]]:
+    """The evidence lines the chat's prompt carries (the prompt is read again at every
+    look-up, so it is kept short): the top cause's, then what refutes it, then the rest."""
+    top = diagnosis.top
+    order = {i: n for n, i in enumerate([*top.evidence_ids, *top.refuted_by])}
+    ranked = sorted(evidence, key=lambda e: order.get(e["id"], len(order)))
+    return ranked[:10]
+
+
 @dataclass
 class Drafter:
     """Writes reports, partner e-mails and chat answers for one pack and network."""
@@ -244,21 +304,34 @@ class Drafter:
     network: str = "noc"
     """How our network names itself in a partner e-mail's subject."""
     signature: str = "NOC on-call"
+    contact: str = ""
+    """How a partner reaches our NOC (phone, e-mail, escalation line), under the signature
+    of a partner e-mail; kept as written by the masking (it is ours, not a subscriber's)."""
     narrate_sentences: int = 3
+    narrate_tokens: int = 160
+    """The most tokens a narration may take (its JSON included)."""
+    max_tool_calls: int = 2
+    """The most read-only look-ups the triage chat's model may make for one answer."""
+    chat_budget_s: float = 30.0
+    """The most time one chat answer may take, look-ups included; then the fallback."""
     masker: Masker = field(init=False, repr=False)
 
     @classmethod
     def from_settings(
         cls, pack: Pack, topology: Topology | Callable[[], Topology], settings: Settings
     ) -> Drafter:
-        """The drafter the settings describe: the model of ``NOC_LLM_*``, our name and
-        signature for partner e-mails (``NOC_OPERATOR_NAME``, ``NOC_EMAIL_SIGNATURE``)."""
+        """The drafter the settings describe: the model of ``NOC_LLM_*``, our name, signature
+        and contact for partner e-mails (``NOC_OPERATOR_NAME``, ``NOC_EMAIL_SIGNATURE``,
+        ``NOC_OPERATOR_CONTACT``)."""
         return cls(
             pack,
             topology,
             llm=LlmClient.from_settings(settings),
             network=settings.operator_name,
             signature=settings.email_signature,
+            contact=settings.operator_contact,
+            max_tool_calls=settings.chat_max_tool_calls,
+            chat_budget_s=min(settings.chat_timeout_s, settings.llm_timeout_s),
         )
 
     def __post_init__(self) -> None:
@@ -310,10 +383,23 @@ class Drafter:
     def _evidence_view(self, evidence: Iterable[Evidence]) -> list[dict[str, str]]:
         out = []
         for e in evidence:
-            summary = self._mask(e.summary or f"{e.kind} on {e.entity}")
+            summary = self._mask(self._readable(e))
             wrapped = screen(f"[{e.id}] {summary}", "telemetry", self._injection).text
             out.append({"id": e.id, "summary": summary, "wrapped": wrapped})
         return out
+
+    def _readable(self, e: Evidence) -> str:
+        """An evidence item's summary, with the raw numbers of a diagnosis stored before
+        summaries showed units (``0.902439 (expected 0.920626..1.05845)``) shown in its KPI's
+        unit instead, from its values (:func:`noc_assistant.present.placeholder`: they still
+        match them)."""
+        summary = e.summary or f"{e.kind} on {e.entity}"
+        raw = re.search(r": (\S+) \(expected (\S+?)\.\.(\S+?)\)", summary)
+        if e.kind != "finding" or len(e.values) < 3 or raw is None:
+            return summary
+        observed = present.placeholder(e, "observed", self.pack.kpis)
+        expected = present.placeholder(e, "band", self.pack.kpis)
+        return f"{summary[: raw.start()]}: {observed} (expected {expected}){summary[raw.end() :]}"
 
     def _view(self, incident: Incident, diagnosis: Diagnosis) -> dict[str, Any]:
         hypotheses = [self._hypothesis_view(h) for h in diagnosis.hypotheses]
@@ -409,6 +495,35 @@ class Drafter:
             narration_withheld=withheld,
         )
 
+    def _names(self, incident: Incident, diagnosis: Diagnosis) -> list[str]:
+        """The entity names a model's claims may write: the incident's own."""
+        known = [*incident.entities, *(h.entity for h in diagnosis.hypotheses)]
+        known += [e.entity for e in diagnosis.evidence]
+        return [n for n in dict.fromkeys(known) if n]
+
+    def _filler(
+        self, diagnosis: Diagnosis, tools: Sequence[ToolResult] = ()
+    ) -> Callable[[str, str], str | None]:
+        """How a claim's placeholder is filled from the item it cites: the ranking's
+        confidence, an evidence item's value, range or time (:mod:`noc_assistant.present`),
+        a tool result's first number."""
+        by_id = {e.id: e for e in diagnosis.evidence}
+        results = {t.id: t for t in tools}
+        fields = {"observed": "observed", "expected": "band", "at": "start"}
+
+        def fill(item_id: str, name: str) -> str | None:
+            if item_id == RANK_ID:
+                return _pct(diagnosis.top.confidence) if name == RANK_FIELD else None
+            evidence = by_id.get(item_id)
+            if evidence is not None and name in fields:
+                return present.placeholder(evidence, fields[name])
+            result = results.get(item_id)
+            if result is not None and result.values and name == "observed":
+                return f"{result.values[0]:.4g}"
+            return None
+
+        return fill
+
     def _narrate(
         self, incident: Incident, diagnosis: Diagnosis, view: dict[str, Any]
     ) -> tuple[str | None, str | None]:
@@ -416,17 +531,24 @@ class Drafter:
             return None, "no language model is configured"
         top = view["top"]
         told = (
-            f"{top['title']} on {top['entity']}, confidence {top['pct']} [{RANK_ID}]"
+            f"{top['title']} on {top['entity']}, confidence {top['pct']}"
             if diagnosis.verdict == "fault"
-            else f"no fault class above the no-fault baseline [{RANK_ID}]"
+            else "no fault class above the no-fault baseline"
         )
         cited = set(diagnosis.top.evidence_ids)
-        evidence = [e for e in view["evidence"] if e["id"] in cited][:12] or view["evidence"][:12]
+        evidence = [e for e in view["evidence"] if e["id"] in cited][:8] or view["evidence"][:8]
+        root = diagnosis.top.entity if diagnosis.verdict == "fault" else None
+        schema = narration_schema(
+            [e["id"] for e in evidence] or [RANK_ID],
+            self._names(incident, diagnosis),
+            root or None,
+            sentences=max(1, self.narrate_sentences - 1),
+        )
         messages: list[Message] = [
             {
                 "role": "system",
                 "content": self._env.get_template("narrate_system.txt.j2").render(
-                    sentences=self.narrate_sentences,
+                    root=root,
                     example_id=evidence[0]["id"] if evidence else RANK_ID,
                     instruction=system_instruction(self._injection),
                 ),
@@ -439,11 +561,14 @@ class Drafter:
             },
         ]
         try:
-            answer = self.llm.chat(messages)
+            answer = self.llm.complete(
+                messages, schema=schema, schema_name="narration", max_tokens=self.narrate_tokens
+            )
+            claims = parse_claims(answer.text, schema)
         except LlmError as exc:
             return None, f"the language model failed: {exc}"
         pool = self._grounding_pool(diagnosis)
-        text, _ = cite_numbers(self._mask(answer.text).strip(), pool, self.pack.grounding)
+        text = self._mask(render(claims, self._filler(diagnosis)))
         echoed = sum(
             len(line.strip())
             for line in messages[1]["content"].splitlines()
@@ -512,64 +637,158 @@ class Drafter:
         now: float,
         email_id: str | None = None,
         review: Review | None = None,
+        existing: Sequence[EmailDraft] = (),
     ) -> EmailDraft:
         """A draft e-mail to the implicated partner's NOC (status ``draft``: a person approves
         it before :class:`~noc_assistant.mail.Mailer` sends it). None when the NOC's
         ``review`` says otherwise: judged no fault or maintenance, or a confirmed root cause
-        that is not the partner's (:class:`DraftingError`, with who said so)."""
+        that is not the partner's (:class:`DraftingError`, with who said so).
+
+        One open draft per incident and partner: where ``existing`` (the incident's drafts)
+        holds one to the same partner still in draft or approved (a failed send stays
+        approved), that one is returned unchanged instead of a second one; a rejected or sent
+        e-mail does not count. The caller tells the two apart by its id.
+
+        The e-mail states only what the evidence shows outside its normal band, and in the
+        direction that is bad for its KPI (a success ratio under its band, a failure share
+        over it): a value inside its band is no sign of a fault and is not written to the
+        partner. The partner's signs are the findings labelled with its PLMN (``plmnid``:
+        registration success, registered subscribers) or one of its S8 peers (``addr``),
+        the strongest first (:func:`noc_assistant.present.excess`), in the KPI's unit.
+        """
         hypothesis, link = self.partner_hypothesis(diagnosis)
         refused = review_refuses_partner(review, hypothesis, link)
         if refused is not None:
             raise DraftingError(f"incident {incident.id}: {refused}: no partner e-mail")
-        digits = plmn_digits(link.plmn)
-        by_id = {f.id: f for f in findings}
-        observations = []
-        for e in sorted(diagnosis.evidence, key=lambda e: (e.start, e.id)):
-            f = by_id.get(e.finding_id or "")
-            if f is None or dict(f.labels).get("plmnid") != digits:
-                continue
-            if f.direction != "down" or not 0.0 <= f.observed <= 1.0:
-                continue  # the partner's success ratios, not counts of their roamers
-            observations.append(
-                {
-                    "id": e.id,
-                    "at": _utc(f.ts),
-                    "pct": _pct(f.observed),
-                    "expected": _pct(f.expected_low) if 0.0 < f.expected_low <= 1.0 else None,
-                }
-            )
-        if not observations:
+        already = self._open_draft(existing, incident.id, link)
+        if already is not None:
+            return already
+        signs = self._partner_signs(incident, diagnosis, findings, link)
+        if not signs:
             raise DraftingError(
-                f"incident {incident.id}: no registration-success evidence for PLMN {link.plmn}"
+                f"incident {incident.id}: no evidence outside its normal band for PLMN "
+                f"{link.plmn}: nothing to tell its NOC"
             )
-        start = min(o["at"] for o in observations if o["at"])
         context = {
             "network": self.network,
             "plmn": link.plmn,
             "partner_name": link.name,
-            "start": start,
+            "start": _utc(min(s["ts"] for s in signs)),
             "resolved": _utc(incident.resolved_at),
-            "observations": observations[:6],
+            "observations": self._strongest(signs, 6),
+            "kpis": sorted({s["kpi"] for s in signs}),
             "reference": incident.id,
             "signature": self.signature,
+            "contact": self.contact,
         }
-        body = self._env.get_template("partner_email.txt.j2").render(**context)
-        report = self._check(body, self._grounding_pool(diagnosis))
+        template = self._env.get_template("partner_email.txt.j2")
+        # our name and contact are configured text, not claims (a phone number has digits):
+        # the check reads the body without them
+        unsigned = template.render(**context | {"signature": "", "network": "", "contact": ""})
+        pool = self._grounding_pool(diagnosis) | {s["id"]: s["item"] for s in signs}
+        report = self._check(unsigned, pool)
         if not report.ok:
             raise DraftingError(
                 f"incident {incident.id}: the e-mail draft is not grounded: {_issues(report)}"
             )
+        body = template.render(**context)
         subject = self._env.get_template("partner_subject.txt.j2").render(**context).strip()
+        keep = [self.contact]
         return EmailDraft(
             id=email_id or f"mail-{secrets.token_hex(5)}",
             incident_id=incident.id,
             to=[link.noc_email or ""],
-            subject=self._mask(subject),
-            body=self._mask(_strip_citations(body)).strip() + "\n",
+            subject=masked(self.masker, subject, keep),
+            body=masked(self.masker, _strip_citations(body), keep).strip() + "\n",
             partner_plmn=link.plmn,
             created_at=now,
             history=[EmailEvent(at=now, action="drafted")],
         )
+
+    @staticmethod
+    def _open_draft(
+        existing: Sequence[EmailDraft], incident_id: str, link: PartnerLink
+    ) -> EmailDraft | None:
+        """The newest draft of ``existing`` to ``link``'s NOC about the incident that is
+        still open (draft or approved), if any."""
+        digits = plmn_digits(link.plmn)
+        drafts = [
+            d
+            for d in existing
+            if d.incident_id == incident_id
+            and d.status in ("draft", "approved")
+            and plmn_digits(d.partner_plmn or "") == digits
+        ]
+        return max(drafts, key=lambda d: d.created_at, default=None)
+
+    def _partner_signs(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        findings: Sequence[Finding],
+        link: PartnerLink,
+    ) -> list[dict[str, Any]]:
+        """The incident's findings of ``link``'s PLMN (or S8 peers) that lie outside their
+        band the bad way, as the e-mail's lines show them, strongest first; each with the
+        evidence item it is checked against (``item``): the diagnosis's, or, for a finding
+        the diagnosis did not cite (it cites the first three of a condition, and an outage
+        deepens after its first minutes), one made alike."""
+        digits = plmn_digits(link.plmn)
+        wanted = set(incident.finding_ids)
+        cited = {e.id: e for e in diagnosis.evidence}
+        signs: list[dict[str, Any]] = []
+        for f in findings:
+            labels = dict(f.labels)
+            if wanted and f.id not in wanted:
+                continue
+            if labels.get("plmnid") != digits and labels.get("addr") not in link.s8_peers:
+                continue
+            kpi = self.pack.kpis.get(f.kpi)
+            low, high = f.expected_low, f.expected_high
+            where = present.position(kpi or f.kpi, f.observed, low, high)
+            bad = kpi.bad_direction if kpi is not None else "both"
+            if where == "inside" or {"below": "up", "above": "down"}[where] == bad:
+                continue  # normal, or better than normal: no sign of a fault
+            observed = present.value(kpi or f.kpi, f.observed)
+            expected = present.band(kpi or f.kpi, low, high)
+            item = cited.get(f"ev-{f.id}") or Evidence(
+                id=f"ev-{f.id}",
+                finding_id=f.id,
+                entity=f.entity,
+                kpi=f.kpi,
+                start=f.ts,
+                end=f.ts,
+                values=(f.observed, low, high),
+                summary=f"{f.kpi} {f.direction} on {f.entity}: {observed} (expected {expected})",
+            )
+            signs.append(
+                {
+                    "id": item.id,
+                    "item": item,
+                    "kpi": f.kpi,
+                    "title": kpi.title if kpi is not None else f.kpi,
+                    "entity": f.entity,
+                    "addr": labels.get("addr"),
+                    "ts": f.ts,
+                    "at": _utc(f.ts),
+                    "position": where,
+                    "observed": observed,
+                    "expected": expected,
+                    "excess": present.excess(kpi or f.kpi, f.observed, low, high),
+                }
+            )
+        signs.sort(key=lambda s: (-s["excess"], s["ts"], s["id"]))
+        return signs
+
+    @staticmethod
+    def _strongest(signs: Sequence[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+        """The ``n`` strongest of ``signs`` (sorted strongest first), with the strongest of
+        each KPI among them: the partner's registered-subscriber counts are read beside its
+        success ratios even where the ratios moved more."""
+        first = {s["kpi"]: s["id"] for s in reversed(signs)}
+        chosen = [s for s in signs if first[s["kpi"]] == s["id"]][:n]
+        chosen += [s for s in signs if s not in chosen][: n - len(chosen)]
+        return sorted(chosen, key=signs.index)
 
     # -- triage chat -----------------------------------------------------------------------
 
@@ -589,6 +808,7 @@ class Drafter:
             cited=list(answer.cited),
             removed=list(answer.removed),
             note=answer.note,
+            tool_calls=list(answer.tool_calls),
         )
 
     def answer(
@@ -598,19 +818,43 @@ class Drafter:
         question: str,
         history: Sequence[Message] = (),
         seen: IncidentHistory | None = None,
+        *,
+        findings: Sequence[Finding] = (),
+        beside: Sequence[PastIncident] = (),
     ) -> ChatAnswer:
         """Answer an engineer's question about ``incident`` from its evidence (and, given
-        ``seen``, what the NOC's records say of earlier incidents like it)."""
+        ``seen``, what the NOC's records say of earlier incidents like it).
+
+        The model may first make up to :attr:`max_tool_calls` read-only look-ups
+        (:class:`~noc_assistant.triage_tools.TriageTools`: the KPI readings of ``findings``,
+        one evidence item, topology neighbours, earlier and concurrent incidents ``beside``,
+        the pack's rule of a fault class); the first is the one the question asks for (a
+        "when" reads a KPI's readings, a "why" an evidence item …), with the model choosing its
+        arguments. Its answer is then claims on the evidence and the look-ups' results
+        (:func:`~noc_assistant.grounded.answer_schema`), rendered and checked like a narration.
+        Within :attr:`chat_budget_s`, or the answer comes from the diagnosis alone.
+        """
         view = self._view(incident, diagnosis)
         view["seen"] = self._seen_view(seen)
+        asks = _asks(question)
         if self.llm is None:
             return self._fallback(view, diagnosis, question, "no language model is configured")
+        tools = TriageTools(
+            incident,
+            diagnosis,
+            pack=self.pack,
+            topology=self.network_topology,
+            findings=findings,
+            seen=seen,
+            beside=beside,
+            masker=self.masker,
+        )
+        evidence = _chat_evidence(view["evidence"], diagnosis)
         system = self._env.get_template("chat_system.txt.j2").render(
-            **view,
-            example_id=view["evidence"][0]["id"] if view["evidence"] else RANK_ID,
+            **(view | {"evidence": evidence}),
             instruction=system_instruction(self._injection),
         )
-        messages: list[Message] = [{"role": "system", "content": system}]
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         for m in history[-8:]:
             if m["role"] in ("user", "assistant"):
                 messages.append({"role": m["role"], "content": self._mask(m["content"])})
@@ -622,21 +866,79 @@ class Drafter:
                 "request:\n" + wrap_untrusted(asked, "ticket", self._injection)
             )
         messages.append({"role": "user", "content": asked})
-        try:
-            reply = self.llm.chat(messages)
-        except LlmError as exc:
-            return self._fallback(view, diagnosis, question, f"the language model failed: {exc}")
         pool = self._grounding_pool(diagnosis, seen)
-        text, _ = cite_numbers(self._mask(reply.text).strip(), pool, self.pack.grounding)
+        ids = [e["id"] for e in evidence] + [RANK_ID] + ([SEEN_ID] if seen is not None else [])
+        names = self._names(incident, diagnosis)
+        deadline = time.monotonic() + self.chat_budget_s
+        first = next((tool for ask, tool in _FIRST_TOOL if asks[ask]), None)
+        try:
+            steps_left = self.max_tool_calls
+            for step in range(self.max_tool_calls + 1):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LlmError(f"no answer within {self.chat_budget_s:g} s")
+                specs = tools.specs() if step < steps_left else []
+                offered = {s["function"]["name"] for s in specs}
+                choice: str | dict[str, Any] = "auto"
+                if step == 0 and first in offered:
+                    choice = {"type": "function", "function": {"name": first}}
+                schema = answer_schema(ids + [t.id for t in tools.calls], names)
+                reply = self.llm.complete(
+                    messages,
+                    schema=schema,
+                    tools=specs,
+                    tool_choice=choice,
+                    max_tokens=self.narrate_tokens,
+                    timeout_s=left,
+                )
+                if reply.tool_calls and specs:
+                    call = reply.tool_calls[0]
+                    if any(_same_call(t, call.name, call.arguments) for t in tools.calls):
+                        steps_left = 0  # the same look-up again: answer from what it read
+                        again = self._env.get_template("chat_repeat.txt.j2").render()
+                        messages.append({"role": "user", "content": again})
+                        continue
+                    result = tools.call(call.name, call.arguments)
+                    pool[result.id] = result.pool_item()
+                    messages += [
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": call.id,
+                                    "type": "function",
+                                    "function": {"name": call.name, "arguments": call.arguments},
+                                }
+                            ],
+                        },
+                        {"role": "tool", "tool_call_id": call.id, "content": tools.wrapped(result)},
+                    ]
+                    continue
+                claims = parse_claims(reply.text, schema)
+                break
+            else:  # pragma: no cover - the last step offers no tool
+                raise LlmError("the model asked for tools and never answered")
+        except LlmError as exc:
+            return self._fallback(
+                view, diagnosis, question, f"the language model failed: {exc}", tools.calls
+            )
+        text = self._mask(render(claims, self._filler(diagnosis, tools.calls)))
         strip = self.pack.grounding.model_copy(update={"unsupported_claim": "strip"})
         checked = check_grounding(text, pool, self.pack.references, strip)
         kept = checked.text.strip()
         if not kept:
-            return self._fallback(view, diagnosis, question, "nothing the model said was supported")
+            return self._fallback(
+                view, diagnosis, question, "nothing the model said was supported", tools.calls
+            )
         problem = self.vet(kept, incident, diagnosis)
         if problem is not None:
             return self._fallback(
-                view, diagnosis, question, f"the model's answer was not used: {problem}"
+                view,
+                diagnosis,
+                question,
+                f"the model's answer was not used: {problem}",
+                tools.calls,
             )
         cited = tuple(sorted({m.group().strip("[]") for m in self._cite.finditer(kept)}))
         note = (
@@ -644,15 +946,21 @@ class Drafter:
             if checked.removed
             else None
         )
-        return ChatAnswer(kept, "llm", cited, tuple(checked.removed), note)
+        logs = tuple(t.log() for t in tools.calls)
+        return ChatAnswer(kept, "llm", cited, tuple(checked.removed), note, logs)
 
     def _fallback(
-        self, view: dict[str, Any], diagnosis: Diagnosis, question: str, reason: str
+        self,
+        view: dict[str, Any],
+        diagnosis: Diagnosis,
+        question: str,
+        reason: str,
+        calls: Sequence[ToolResult] = (),
     ) -> ChatAnswer:
         """An answer from the diagnosis alone, shaped by what the question asks about: the
-        entities it names, and whether it asks what came first, why, what else, or what to
-        check (keywords; the ranking and its checks are always given)."""
-        words = set(re.findall(r"[a-z]+", question.lower()))
+        entities it names, and whether it asks when it started, why, what else, which
+        entities, whether it happened before, or what to check (keywords; the ranking and its
+        checks are always given)."""
         named = set(_ENTITYISH.findall(question.lower()))
         top_ids = set(diagnosis.top.evidence_ids)
         by_id = {e["id"]: e for e in view["evidence"]}
@@ -662,16 +970,10 @@ class Drafter:
         else:
             chosen = [i for i in items if i.id in top_ids]
         first = _first_sign(diagnosis)
-        asks = {
-            "before": bool(
-                words & {"before", "again", "previous", "earlier", "history", "recur", "recurring"}
-            ),
-            "first": bool(words & {"first", "when", "start", "started", "began", "begin"}),
-            "why": bool(words & {"why", "evidence", "against", "sure", "confidence", "how"}),
-            "else": bool(words & {"else", "other", "others", "alternative", "alternatives"}),
-        }
+        asks = _asks(question)
         refuted = [by_id[e] for e in diagnosis.top.refuted_by if e in by_id][:3]
         cited = [by_id[i.id] for i in chosen][:5]
+        involved = self._names_in(view, diagnosis) if asks["which"] else []
         text = self._env.get_template("chat_fallback.txt.j2").render(
             **view,
             cited=cited,
@@ -680,8 +982,21 @@ class Drafter:
             first=_sign_view(view, first),
             refuted=refuted if asks["why"] else [],
             others=view["hypotheses"][1:] if asks["else"] else [],
+            involved=involved,
         )
         ids = [RANK_ID, *(e["id"] for e in cited)]
         if asks["before"] and view.get("seen"):
             ids.append(SEEN_ID)
-        return ChatAnswer(text.strip(), "template", tuple(dict.fromkeys(ids)), (), reason)
+        logs = tuple(t.log() for t in calls)
+        return ChatAnswer(text.strip(), "template", tuple(dict.fromkeys(ids)), (), reason, logs)
+
+    def _names_in(self, view: dict[str, Any], diagnosis: Diagnosis) -> list[dict[str, Any]]:
+        """The incident's entities with their type and their neighbours that it involves,
+        for a "which entities" question."""
+        topology = self.network_topology
+        entities = view["incident"]["entities"]
+        out = []
+        for name in entities:
+            near = sorted(topology.neighbours(name) - {name}) if name in topology.types else []
+            out.append({"name": name, "type": topology.type_of(name), "neighbours": near[:6]})
+        return out

@@ -21,14 +21,21 @@ starttls=False, timeout_s=10.0, ca_file=None)
 Every failure that leaves the message undelivered (refused connection, timeout, TLS, login,
 every recipient refused) is a :class:`MailError` naming the server as ``host:port`` and the
 reason, never the password.
+
+There is one way to build the message: :func:`compose`, which :meth:`Mailer.compose` (and so
+:meth:`Mailer.send`) and :func:`export` (the ``.eml`` file a person attaches or sends from
+their own mail client) share. An export's subject and body go through the pack's masker again
+(:func:`masked`): a file leaves the assistant's control as surely as a sent message does.
 """
 
 from __future__ import annotations
 
 import email.errors
+import re
 import smtplib
 import ssl
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
@@ -38,12 +45,24 @@ from noc_assistant.errors import NocError
 from noc_assistant.models import EmailDraft
 
 if TYPE_CHECKING:
+    from guardrails.masking import Masker
     from noc_assistant.settings import Settings
 
-__all__ = ["ADDRESS_PATTERN", "Delivery", "MailError", "Mailer"]
+__all__ = [
+    "ADDRESS_PATTERN",
+    "EML_MEDIA_TYPE",
+    "Delivery",
+    "MailError",
+    "Mailer",
+    "compose",
+    "export",
+    "masked",
+]
 
 ADDRESS_PATTERN = r"^[^@\s,;<>\"]+@[^@\s,;<>\"]+\.[^@\s,;<>\"]+$"
 """One recipient as an engineer may set it: a bare address (no display name, no list)."""
+EML_MEDIA_TYPE = "message/rfc822"
+"""The media type of an exported message (a ``.eml`` file)."""
 
 
 class MailError(NocError):
@@ -101,35 +120,16 @@ class Mailer:
         return f"{self.host}:{self.port}"
 
     def compose(self, draft: EmailDraft, now: float | None = None) -> EmailMessage:
-        """The message ``send`` would send for ``draft`` at ``now`` (epoch seconds; default:
-        the current time), with a fresh ``Message-ID``. It does not check the draft's status.
+        """The message ``send`` would send for ``draft`` at ``now``: :func:`compose` from
+        this mailer's sender. It does not check the draft's status.
 
         >>> draft = EmailDraft(id="em-1", incident_id="inc-7", to=["noc@partner.example"],
         ...                    subject="Roaming degradation", body="Grüße\\n", created_at=0.0)
         >>> msg = Mailer("mx.example.net", sender="noc@op.example").compose(draft, now=0.0)
         >>> msg["From"], msg["To"], msg["X-NOC-Incident"], msg["X-NOC-Draft"]
         ('noc@op.example', 'noc@partner.example', 'inc-7', 'em-1')
-        >>> msg["Date"]
-        'Thu, 01 Jan 1970 00:00:00 +0000'
-        >>> msg["Message-ID"].endswith("@op.example>"), msg.get_content()
-        (True, 'Grüße\\n')
         """
-        domain = self.sender.rpartition("@")[2] or "localhost"
-        msg = EmailMessage()
-        try:
-            msg["From"] = self.sender
-            msg["To"] = ", ".join(draft.to)
-            msg["Subject"] = draft.subject
-            msg["Date"] = formatdate(time.time() if now is None else now, usegmt=True)
-            msg["Message-ID"] = make_msgid(domain=domain)
-            msg["X-NOC-Incident"] = draft.incident_id
-            msg["X-NOC-Draft"] = draft.id
-            # quoted-printable: 7-bit safe on a server without 8BITMIME, still readable
-            cte = None if draft.body.isascii() else "quoted-printable"
-            msg.set_content(draft.body, subtype="plain", charset="utf-8", cte=cte)
-        except (ValueError, email.errors.MessageError) as exc:  # line breaks in a header, …
-            raise MailError(f"draft {draft.id}: cannot build the message: {exc}") from exc
-        return msg
+        return compose(draft, self.sender, now)
 
     def _session(self, doing: str) -> smtplib.SMTP:
         """A session as sending uses it: connected, switched to TLS (certificate and name
@@ -228,6 +228,89 @@ class Mailer:
         if self.password:
             reason = reason.replace(self.password, "***")
         return reason
+
+
+def compose(draft: EmailDraft, sender: str, now: float | None = None) -> EmailMessage:
+    """The message of ``draft`` from ``sender`` at ``now`` (epoch seconds; default: the
+    current time), with a fresh ``Message-ID`` in the sender's domain and the headers that tie
+    it to its incident and draft; plain UTF-8 text. It does not check the draft's status.
+
+    >>> draft = EmailDraft(id="em-1", incident_id="inc-7", to=["noc@partner.example"],
+    ...                    subject="Roaming degradation", body="Grüße\\n", created_at=0.0)
+    >>> msg = compose(draft, "noc@op.example", now=0.0)
+    >>> msg["From"], msg["To"], msg["X-NOC-Incident"], msg["X-NOC-Draft"]
+    ('noc@op.example', 'noc@partner.example', 'inc-7', 'em-1')
+    >>> msg["Date"]
+    'Thu, 01 Jan 1970 00:00:00 +0000'
+    >>> msg["Message-ID"].endswith("@op.example>"), msg.get_content()
+    (True, 'Grüße\\n')
+    """
+    domain = sender.rpartition("@")[2] or "localhost"
+    msg = EmailMessage()
+    try:
+        msg["From"] = sender
+        msg["To"] = ", ".join(draft.to)
+        msg["Subject"] = draft.subject
+        msg["Date"] = formatdate(time.time() if now is None else now, usegmt=True)
+        msg["Message-ID"] = make_msgid(domain=domain)
+        msg["X-NOC-Incident"] = draft.incident_id
+        msg["X-NOC-Draft"] = draft.id
+        # quoted-printable: 7-bit safe on a server without 8BITMIME, still readable
+        cte = None if draft.body.isascii() else "quoted-printable"
+        msg.set_content(draft.body, subtype="plain", charset="utf-8", cte=cte)
+    except (ValueError, email.errors.MessageError) as exc:  # line breaks in a header, …
+        raise MailError(f"draft {draft.id}: cannot build the message: {exc}") from exc
+    return msg
+
+
+def masked(masker: Masker, text: str, keep: Iterable[str] = ()) -> str:
+    """``text`` through ``masker``, except exact occurrences of the strings of ``keep``: our
+    own contact under a partner e-mail's signature (``NOC_OPERATOR_CONTACT``) is a phone
+    number the masker would take for a subscriber's, and it is ours to give.
+
+    >>> from knowledge.pack import load_pack
+    >>> from guardrails.masking import Masker
+    >>> m = Masker.from_pack(load_pack())
+    >>> masked(m, "UE msisdn-4915112345678; call us: +49 30 1234567", ["+49 30 1234567"])
+    'UE <msisdn-masked>; call us: +49 30 1234567'
+    >>> masked(m, "call +49 30 1234567")
+    'call <msisdn-masked>'
+    """
+    kept = sorted({k for k in keep if k.strip()}, key=len, reverse=True)
+    if not kept:
+        return masker.mask(text).text
+    pieces = re.split("(" + "|".join(re.escape(k) for k in kept) + ")", text)
+    return "".join(p if i % 2 else masker.mask(p).text for i, p in enumerate(pieces))
+
+
+def export(
+    draft: EmailDraft,
+    sender: str,
+    masker: Masker,
+    keep: Iterable[str] = (),
+    now: float | None = None,
+) -> bytes:
+    """``draft`` as an RFC 5322 message (a ``.eml`` file, :data:`EML_MEDIA_TYPE`), built by
+    :func:`compose`; its subject and body masked again (:func:`masked`, ``keep``: our own
+    contact), whatever its status: a person may send it from their own client.
+
+    >>> from knowledge.pack import load_pack
+    >>> from guardrails.masking import Masker
+    >>> draft = EmailDraft(id="em-1", incident_id="inc-7", to=["noc@partner.example"],
+    ...                    subject="Roaming", body="UE imsi-262011234567890 fails\\n",
+    ...                    created_at=0.0)
+    >>> raw = export(draft, "noc@op.example", Masker.from_pack(load_pack()), now=0.0)
+    >>> b"From: noc@op.example" in raw, b"imsi-26201<masked> fails" in raw
+    (True, True)
+    """
+    keep = tuple(keep)
+    clean = draft.model_copy(
+        update={
+            "subject": masked(masker, draft.subject, keep),
+            "body": masked(masker, draft.body, keep),
+        }
+    )
+    return compose(clean, sender, now).as_bytes()
 
 
 def _text(reply: bytes | str) -> str:

@@ -441,6 +441,9 @@ class ChatRecord(_Model):
     removed: list[str] = Field(default_factory=list)
     """Sentences of the model's answer withheld as unsupported (kept for review)."""
     note: str | None = None
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    """The read-only look-ups the model made for this answer, each with its arguments and
+    the result it read (:meth:`noc_assistant.triage_tools.ToolResult.log`)."""
 
 
 EmailAction = Literal["drafted", "edited", "approved", "rejected", "sent", "send_failed"]

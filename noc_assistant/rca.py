@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from knowledge.pack import Pack
 from knowledge.rules import ConditionHit, Match, evaluate, no_fault_score
 from knowledge.topology import Topology
+from noc_assistant import present
 from noc_assistant.models import Evidence, Finding, Hypothesis, Incident
 
 __all__ = ["Diagnosis", "diagnose"]
@@ -188,10 +189,11 @@ class _EvidenceBuilder:
         return evidence.id
 
     def finding(self, f: Finding, note: str = "", against: str = "") -> str:
-        summary = (
-            f"{f.kpi} {f.direction} on {f.entity}: {f.observed:.6g} "
-            f"(expected {f.expected_low:.6g}..{f.expected_high:.6g})"
-        )
+        # in the KPI's unit, clipped to what it can be; thousands not grouped: grounding
+        # reads the numbers of a summary back as evidence, and would read 2,275 as two
+        observed = present.value(f.kpi, f.observed, grouping=False)
+        expected = present.band(f.kpi, f.expected_low, f.expected_high, grouping=False)
+        summary = f"{f.kpi} {f.direction} on {f.entity}: {observed} (expected {expected})"
         labels = ",".join(f"{k}={v}" for k, v in f.labels)
         if labels:
             summary += f" [{labels}]"

@@ -42,10 +42,19 @@ class Settings(BaseSettings):
     llm_timeout_s: float = 120.0
     """How long a report's narration or a chat answer waits for the model before the
     answer falls back to the template (the diagnosis alone)."""
+    chat_max_tool_calls: int = Field(default=2, ge=0, le=8)
+    """How many read-only look-ups (KPI readings, an evidence item, neighbours, similar
+    incidents, a fault's rule) the triage chat's model may make for one answer."""
+    chat_timeout_s: float = Field(default=30.0, gt=0)
+    """The most one chat answer may take, look-ups included, before the diagnosis-alone
+    answer is given instead."""
     operator_name: str = "noc"
     """How our network names itself to roaming partners (partner-NOC e-mail subjects)."""
     email_signature: str = "NOC on-call"
     """The closing line of partner-NOC e-mails."""
+    operator_contact: str = ""
+    """How a partner's NOC reaches ours (phone, e-mail, escalation line), shown under the
+    signature of partner-NOC e-mails; unset: no contact line."""
     alertmanager_url: str | None = None
     """A Prometheus Alertmanager (``http://HOST:9093``) that ``noc bus worker`` sends its
     incidents to (v2 API), beside the database."""

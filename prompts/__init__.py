@@ -9,8 +9,10 @@ reads (the template-only root-cause report, the partner-NOC e-mail, the shift ha
 * ``narrate_system.txt.j2`` / ``narrate_user.txt.j2``: the narration prompt;
 * ``chat_system.txt.j2``: the triage chat's grounding (the incident, its evidence);
 * ``chat_fallback.txt.j2``: the chat's answer when no model answers or nothing it said held;
+* ``chat_repeat.txt.j2``: what the chat's model is told when it repeats a look-up;
 * ``partner_email.txt.j2`` / ``partner_subject.txt.j2``: the partner-NOC e-mail;
-* ``handover.md.j2``: the shift handover (:mod:`noc_assistant.handover`; no model writes it).
+* ``handover.md.j2``: the shift handover (:mod:`noc_assistant.handover`; no model writes it);
+* ``triage_tools.yaml``: the triage chat's tools as the model reads them (:func:`tool_texts`).
 
 >>> env = environment()
 >>> env.get_template("partner_subject.txt.j2").render(
@@ -25,8 +27,9 @@ from functools import lru_cache
 from importlib import resources
 
 import jinja2
+import yaml
 
-__all__ = ["cite", "environment"]
+__all__ = ["cite", "environment", "tool_texts"]
 
 
 @lru_cache(maxsize=1)
@@ -52,3 +55,15 @@ def cite(ids: Iterable[str], prefix: str = "") -> str:
     ('[ev-f-1] [ev-f-2]', '[ref:ts-29-244]')
     """
     return " ".join(f"[{prefix}{i}]" for i in ids)
+
+
+@lru_cache(maxsize=1)
+def tool_texts() -> dict[str, dict[str, object]]:
+    """The triage tools' descriptions and parameter descriptions, by tool name.
+
+    >>> sorted(tool_texts())[:2]
+    ['evidence_item', 'fault_rule']
+    """
+    path = resources.files("prompts") / "templates" / "triage_tools.yaml"
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {str(k): dict(v) for k, v in loaded.items()}

@@ -24,6 +24,7 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from noc_assistant import present
 from noc_assistant.alertmanager import Silences
 from noc_assistant.api.deps import StoreDep
 from noc_assistant.api.drafts import drafts_router
@@ -72,6 +73,7 @@ def _templates(local_tz: str | None = None) -> jinja2.Environment:
     )
     zone = None if local_tz is None else ZoneInfo(local_tz)
     env.filters["utc"] = _utc
+    env.globals.update(present.template_helpers())  # numbers in their units (noc_assistant.present)
     env.filters["local"] = lambda ts: _local(ts, zone)
     return env
 

@@ -8,7 +8,10 @@ sending it. Without a configured token the write endpoints answer 503 (disabled)
 or missing one 401.
 
 An e-mail moves ``draft`` → ``approved`` (a named person) → ``sent``, or to ``rejected``; only
-an approved draft is sent, once: sending holds a lock from the status check to the store. Each
+an approved draft is sent, once: sending holds a lock from the status check to the store. An
+incident has at most one open e-mail (draft or approved) per partner: asking for another
+returns it (200, not 201). ``GET /api/emails/{id}.eml`` gives an e-mail as a message file for a
+mail client, masked again. Each
 step, with who took it, and each failed send with the server's reason, is kept on the draft
 (``history``); an edit keeps the text it replaced. Recipients the server refused while it took
 the others are kept as ``undelivered``.
@@ -21,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, HTTPException, Request
+from fastapi import APIRouter, Header, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from noc_assistant.api.deps import StoreDep, Writer, locked_step, require_writer
@@ -29,9 +32,17 @@ from noc_assistant.drafting import Drafter, DraftingError, conversation
 from noc_assistant.errors import EmailStateError, NotFoundError
 from noc_assistant.history import concurrent_in_store, similar_in_store
 from noc_assistant.llm import Message
-from noc_assistant.mail import ADDRESS_PATTERN, Mailer, MailError
+from noc_assistant.mail import (
+    ADDRESS_PATTERN,
+    EML_MEDIA_TYPE,
+    Mailer,
+    MailError,
+    export,
+    masked,
+)
 from noc_assistant.models import ChatRecord, EmailDraft, Incident, Report
 from noc_assistant.rca import Diagnosis
+from noc_assistant.settings import get_settings
 from noc_assistant.storage import Store
 
 __all__ = ["ChatRequest", "drafts_router"]
@@ -99,6 +110,7 @@ def drafts_router(
     token are the application's: ``app.state.store``, ``app.state.api_token``)."""
     router = APIRouter()
     send_lock = threading.Lock()
+    draft_lock = threading.Lock()
 
     def need_drafter() -> Drafter:
         if drafter is None:
@@ -149,7 +161,16 @@ def drafts_router(
         history: list[Message] = [{"role": t.role, "content": t.content} for t in req.history]
         if not history:  # the conversation so far: the incident's kept log
             history = conversation(s.chat_for(incident_id), KEPT_HISTORY)
-        answer = d.answer(inc, diagnosis, req.question, history, similar_in_store(s, inc))
+        beside = concurrent_in_store(s, inc, d.network_topology.neighbours, now=clock())
+        answer = d.answer(
+            inc,
+            diagnosis,
+            req.question,
+            history,
+            similar_in_store(s, inc),
+            findings=s.findings_for(incident_id),
+            beside=beside,
+        )
         kept = None
         if req.keep:
             record = d.keep(incident_id, req.question, answer, req.asked_by or "", clock())
@@ -161,29 +182,57 @@ def drafts_router(
             "cited": list(answer.cited),
             "removed": list(answer.removed),
             "note": answer.note,
+            "tool_calls": list(answer.tool_calls),
             "kept": kept,
         }
 
     @router.post("/api/incidents/{incident_id}/emails", status_code=201)
-    def draft_email(s: StoreDep, _: Writer, incident_id: str) -> EmailDraft:
+    def draft_email(s: StoreDep, _: Writer, response: Response, incident_id: str) -> EmailDraft:
+        """Draft the e-mail to the implicated partner (201), or return the one still open
+        for the incident and partner (200: draft or approved; a rejected or sent one does
+        not count), so that a second click does not write a second e-mail."""
         d = need_drafter()
         inc, diagnosis = incident_and_diagnosis(s, incident_id)
-        try:
-            draft = d.partner_email(
-                inc,
-                diagnosis,
-                s.findings_for(incident_id),
-                now=clock(),
-                review=s.get_review(incident_id),
-            )
-        except DraftingError as exc:
-            raise HTTPException(409, str(exc)) from None
-        s.save_email(draft)
+        with draft_lock:  # two requests at once: one drafts, the other finds it
+            existing = s.list_emails(incident_id)
+            try:
+                draft = d.partner_email(
+                    inc,
+                    diagnosis,
+                    s.findings_for(incident_id),
+                    now=clock(),
+                    review=s.get_review(incident_id),
+                    existing=existing,
+                )
+            except DraftingError as exc:
+                raise HTTPException(409, str(exc)) from None
+            if any(e.id == draft.id for e in existing):
+                response.status_code = 200
+                return draft
+            s.save_email(draft)
         return draft
 
     @router.get("/api/emails")
     def list_emails(s: StoreDep, incident_id: str | None = None) -> list[EmailDraft]:
         return s.list_emails(incident_id)
+
+    # before /api/emails/{email_id}, which would take "mail-1.eml" for an id
+    @router.get("/api/emails/{email_id}.eml", response_class=Response)
+    def export_email(s: StoreDep, email_id: str) -> Response:
+        """The e-mail as an RFC 5322 message (``.eml``) to open in a mail client, from the
+        configured sender, its subject and body masked again (:func:`noc_assistant.mail.export`)."""
+        d = need_drafter()
+        draft = email_or_404(s, email_id)
+        sender = mailer.sender if mailer is not None else get_settings().smtp_sender
+        try:
+            raw = export(draft, sender, d.masker, keep=[d.contact], now=clock())
+        except MailError as exc:
+            raise HTTPException(422, str(exc)) from None
+        return Response(
+            raw,
+            media_type=EML_MEDIA_TYPE,
+            headers={"Content-Disposition": f'attachment; filename="{draft.id}.eml"'},
+        )
 
     @router.get("/api/emails/{email_id}")
     def get_email(s: StoreDep, email_id: str) -> EmailDraft:
@@ -198,8 +247,9 @@ def drafts_router(
     @router.put("/api/emails/{email_id}")
     def edit_email(s: StoreDep, _: Writer, email_id: str, edit: Edit) -> EmailDraft:
         d = need_drafter()
-        subject = d.masker.mask(edit.subject).text if edit.subject is not None else None
-        body = d.masker.mask(edit.body).text if edit.body is not None else None
+        keep = [d.contact]  # our own contact under the signature stays as written
+        subject = masked(d.masker, edit.subject, keep) if edit.subject is not None else None
+        body = masked(d.masker, edit.body, keep) if edit.body is not None else None
         return step(
             s, email_id, lambda m: m.edited(subject, body, edit.to, by=edit.editor, at=clock())
         )

@@ -1,6 +1,7 @@
-"""`noc email ...`: partner-NOC e-mail drafts (`noc incident email ID` writes one): list,
-show (with its history), edit, approve, reject, send. An e-mail is sent only once a named
-person has approved it; every step is kept on the draft with who took it."""
+"""`noc email ...`: partner-NOC e-mail drafts: draft (one open draft per incident and partner),
+list, show (with its history), edit, approve, reject, send, and export as a ``.eml`` message
+file. An e-mail is sent only once a named person has approved it; every step is kept on the
+draft with who took it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from noc_assistant.cli._console import console, err_console
+from noc_assistant.cli.incident import InventoryOpt
 from noc_assistant.errors import BadInputError, ConfigError
 from noc_assistant.models import EmailDraft
 from noc_assistant.settings import get_settings
@@ -31,6 +33,79 @@ def _draft(store: Store, email_id: str) -> EmailDraft:
     if draft is None:
         raise BadInputError(f"no e-mail {email_id!r} in {store.path}")
     return draft
+
+
+def _print(d: EmailDraft, note: str) -> None:
+    console.print(
+        f"{d.id} ({d.status}{note}) to {', '.join(d.to)}\nSubject: {d.subject}\n\n{d.body}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("draft")
+def draft(
+    incident_id: Annotated[str, typer.Argument(help="Incident id")],
+    inventory: InventoryOpt = None,
+) -> None:
+    """Draft an e-mail to the NOC of the roaming partner an incident implicates (stored as a
+    draft: `noc email approve` / `noc email send`). Where one to that partner is still open
+    (draft or approved), it is shown instead of writing a second one."""
+    from noc_assistant.cli.incident import _drafting
+
+    store, drafter = _drafting(inventory)
+    inc, diagnosis = store.diagnosed_incident(incident_id)
+    existing = store.list_emails(incident_id)
+    d = drafter.partner_email(
+        inc,
+        diagnosis,
+        store.findings_for(incident_id),
+        time.time(),
+        review=store.get_review(incident_id),
+        existing=existing,
+    )
+    if any(e.id == d.id for e in existing):
+        err_console.print(
+            f"{d.id} to {d.partner_plmn} already exists for {incident_id} ({d.status}): "
+            "no second draft",
+            highlight=False,
+        )
+        _print(d, ", already exists")
+        return
+    store.save_email(d)
+    _print(d, "")
+
+
+@app.command("export")
+def export_email(
+    email_id: Annotated[str, typer.Argument(help="E-mail id")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="The .eml file to write ('-' or none: stdout)")
+    ] = None,
+) -> None:
+    """Write an e-mail as a message file (RFC 5322, ``.eml``) to open in a mail client: from
+    NOC_SMTP_SENDER, its subject and body masked again, whatever its status."""
+    from guardrails import Masker
+    from noc_assistant.cli._live import load_pack_and_topology
+    from noc_assistant.mail import MailError, export
+
+    settings = get_settings()
+    d = _draft(open_store(settings.db_url), email_id)
+    masker = Masker.from_pack(load_pack_and_topology(settings, None)[0])
+    try:
+        raw = export(d, settings.smtp_sender, masker, keep=[settings.operator_contact])
+    except MailError as exc:
+        raise BadInputError(str(exc)) from None
+    if out is None or str(out) == "-":
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        return
+    try:
+        out.write_bytes(raw)
+    except OSError as exc:
+        raise BadInputError(f"cannot write the message: {exc}", source=str(out)) from exc
+    err_console.print(f"{email_id} ({d.status}) written to {out}", highlight=False)
 
 
 @app.command("list")
@@ -79,7 +154,7 @@ def edit(
     history); subscriber identifiers in the new text are masked."""
     from guardrails import Masker
     from noc_assistant.cli._live import load_pack_and_topology
-    from noc_assistant.mail import ADDRESS_PATTERN
+    from noc_assistant.mail import ADDRESS_PATTERN, masked
 
     settings = get_settings()
     if body_file is None:
@@ -97,10 +172,11 @@ def edit(
         if not re.fullmatch(ADDRESS_PATTERN, address):
             raise BadInputError(f"--to: {address!r} is not one e-mail address")
     masker = Masker.from_pack(load_pack_and_topology(settings, None)[0])
+    keep = [settings.operator_contact]  # our own contact under the signature, as written
     store = open_store(settings.db_url)
     d = _draft(store, email_id).edited(
-        masker.mask(subject).text if subject is not None else None,
-        masker.mask(body).text if body is not None else None,
+        masked(masker, subject, keep) if subject is not None else None,
+        masked(masker, body, keep) if body is not None else None,
         list(to) if to else None,
         by=by,
         at=time.time(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
+from noc_assistant import present
 from noc_assistant.cli._console import console, err_console
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
@@ -18,7 +20,7 @@ from noc_assistant.storage import Store, open_store
 if TYPE_CHECKING:
     from noc_assistant.drafting import Drafter
     from noc_assistant.history import PastIncident
-    from noc_assistant.models import Review
+    from noc_assistant.models import Evidence, Review
 
 __all__ = ["app"]
 
@@ -29,14 +31,44 @@ def _utc(ts: float | None) -> str:
     return "" if ts is None else datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="The data as JSON (alone on stdout)")]
+
+
+def _print_json(data: object) -> None:
+    """JSON alone on stdout (no colours, no wrapping): what a script reads."""
+    typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
 @app.command("list")
 def list_incidents(
     state: Annotated[str | None, typer.Option(help="open or resolved")] = None,
     limit: Annotated[int, typer.Option(help="Most recent N.")] = 50,
+    json_out: JsonOpt = False,
 ) -> None:
     """List incidents, newest first."""
     store = open_store(get_settings().db_url)
     reviews = store.reviews()
+    if json_out:
+        rows = []
+        for inc in store.list_incidents(state=state, limit=limit):
+            r = reviews.get(inc.id)
+            top = inc.hypotheses[0] if inc.hypotheses else None
+            rows.append(
+                {
+                    "id": inc.id,
+                    "state": inc.state,
+                    "opened_at": inc.opened_at,
+                    "resolved_at": inc.resolved_at,
+                    "title": inc.title,
+                    "entities": inc.entities,
+                    "kpis": inc.kpis,
+                    "max_score": inc.max_score,
+                    "top": top.model_dump() if top is not None else None,
+                    "review": r.model_dump() if r is not None else None,
+                }
+            )
+        _print_json(rows)
+        return
     table = Table("id", "state", "opened (UTC)", "entities", "KPIs", "score", "review")
     for inc in store.list_incidents(state=state, limit=limit):
         r = reviews.get(inc.id)
@@ -55,6 +87,18 @@ def list_incidents(
             said,
         )
     console.print(table)
+
+
+def _pct(confidence: float) -> str:
+    return present.value("ratio", confidence)
+
+
+def _values(e: Evidence) -> str:
+    """An evidence item's values in its KPI's unit: a finding's as observed and band."""
+    if e.kind == "finding" and len(e.values) >= 3:
+        observed, low, high = e.values[:3]
+        return f"{present.value(e.kpi, observed)} (expected {present.band(e.kpi, low, high)})"
+    return " ".join(present.value(e.kpi or None, v) for v in e.values)
 
 
 @app.command("show")
@@ -76,11 +120,11 @@ def show(
         top = inc.hypotheses[0]
         if top.fault == "no_fault":
             console.print(
-                f"verdict: [bold]no fault[/] (insufficient evidence, {top.confidence:.2f}); "
+                f"verdict: [bold]no fault[/] (insufficient evidence, {_pct(top.confidence)}); "
                 "the hypotheses ranked under it are candidates to check, not claims"
             )
         else:
-            console.print(f"verdict: [bold]{top.fault}[/] on {top.entity} ({top.confidence:.2f})")
+            console.print(f"verdict: [bold]{top.fault}[/] on {top.entity} ({_pct(top.confidence)})")
         hyp = Table(
             "#",
             "fault",
@@ -97,7 +141,7 @@ def show(
                 str(rank),
                 h.fault + (f" (partner {h.partner})" if h.partner else ""),
                 h.entity,
-                f"{h.confidence:.2f}",
+                _pct(h.confidence),
                 ", ".join(h.evidence_ids),
                 ", ".join(h.refuted_by),
                 ", ".join(h.references),
@@ -119,21 +163,28 @@ def show(
                 e.kpi,
                 _utc(e.start),
                 _utc(e.end),
-                " ".join(f"{v:.4g}" for v in e.values),
+                _values(e),
                 e.summary,
             )
         console.print(ev)
     table = Table(
-        "time (UTC)", "entity", "KPI", "observed", "expected", "score", "id", title="Findings"
+        "time (UTC)",
+        "entity",
+        "KPI",
+        "observed",
+        "expected",
+        "severity (score)",
+        "id",
+        title="Findings",
     )
     for f in store.findings_for(inc.id):
         table.add_row(
             _utc(f.ts),
             f.entity,
             f.kpi,
-            f"{f.observed:.4g}",
-            f"{f.expected_low:.4g} … {f.expected_high:.4g}",
-            f"{f.score:.1f}",
+            present.value(f.kpi, f.observed),
+            present.band(f.kpi, f.expected_low, f.expected_high),
+            f"{present.severity(f.score)} ({f.score:.3g})",
             f.id
             + (f" (evidence, no page: under raised bar {f.held_by})" if f.held_by else "")
             + (" (evidence, no page)" if f.evidence_only and not f.held_by else ""),
@@ -169,8 +220,11 @@ def report(
         bool, typer.Option(help="Let the LLM write the summary (kept only if grounded).")
     ] = False,
     inventory: InventoryOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Print an incident's root-cause report (Markdown, from the diagnosis)."""
+    """Print an incident's root-cause report (Markdown, from the diagnosis); with ``--json``
+    the report's parts: ``narration`` (the model's summary, null when it was not used),
+    ``narration_withheld`` (why), ``summary``, ``body``, ``hypotheses``, ``evidence``."""
     store, drafter = _drafting(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
     from noc_assistant.history import concurrent_in_store, similar_in_store
@@ -179,6 +233,21 @@ def report(
     near = drafter.network_topology.neighbours
     beside = concurrent_in_store(store, inc, near, now=time.time())
     r = drafter.report(inc, diagnosis, narrate=narrate, review=review, seen=seen, beside=beside)
+    if json_out:
+        _print_json(
+            {
+                "incident_id": r.incident_id,
+                "title": r.title,
+                "narration": r.summary if r.generated_by == "llm" else None,
+                "narration_withheld": r.narration_withheld if narrate else None,
+                "summary": r.summary,
+                "generated_by": r.generated_by,
+                "body": r.body,
+                "hypotheses": [h.model_dump() for h in r.hypotheses],
+                "evidence": [e.model_dump() for e in r.evidence],
+            }
+        )
+        return
     console.print(r.body, markup=False, highlight=False, soft_wrap=True)
     if r.narration_withheld:
         err_console.print(f"narration withheld: {r.narration_withheld}", highlight=False)
@@ -193,18 +262,42 @@ def ask(
         str | None,
         typer.Option("--by", help="Your name: keep the question and answer in the incident's log"),
     ] = None,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Ask the triage assistant about an incident (answers come from its evidence and the
-    earlier incidents like it; the incident's kept chat is the conversation so far)."""
+    """Ask the triage assistant about an incident (answers come from its evidence, the
+    look-ups the model makes and the earlier incidents like it; the incident's kept chat is
+    the conversation so far). With ``--json``: ``answer``, ``source`` (``model`` or
+    ``fallback``), ``withheld_sentences``, ``tool_calls`` (each with its result), ``note``."""
     from noc_assistant.drafting import conversation
-    from noc_assistant.history import similar_in_store
+    from noc_assistant.history import concurrent_in_store, similar_in_store
 
     store, drafter = _drafting(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
     kept = conversation(store.chat_for(incident_id))
-    answer = drafter.answer(inc, diagnosis, question, kept, similar_in_store(store, inc))
+    beside = concurrent_in_store(store, inc, drafter.network_topology.neighbours, now=time.time())
+    answer = drafter.answer(
+        inc,
+        diagnosis,
+        question,
+        kept,
+        similar_in_store(store, inc),
+        findings=store.findings_for(incident_id),
+        beside=beside,
+    )
     if by is not None:
         store.save_chat(drafter.keep(incident_id, question, answer, by, time.time()))
+    if json_out:
+        _print_json(
+            {
+                "answer": answer.text,
+                "source": "model" if answer.generated_by == "llm" else "fallback",
+                "withheld_sentences": len(answer.removed),
+                "tool_calls": list(answer.tool_calls),
+                "cited": list(answer.cited),
+                "note": answer.note,
+            }
+        )
+        return
     console.print(answer.text, markup=False, highlight=False, soft_wrap=True)
     if answer.note:
         err_console.print(f"({answer.note})", highlight=False)
@@ -354,17 +447,23 @@ def email(
     inventory: InventoryOpt = None,
 ) -> None:
     """Draft an e-mail to the NOC of the roaming partner an incident implicates (stored as
-    a draft: `noc email approve` / `noc email send`)."""
+    a draft: `noc email approve` / `noc email send`). An open draft to that partner is shown
+    again instead of a second one."""
     store, drafter = _drafting(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
+    existing = store.list_emails(incident_id)
     draft = drafter.partner_email(
         inc,
         diagnosis,
         store.findings_for(incident_id),
         time.time(),
         review=store.get_review(incident_id),
+        existing=existing,
     )
-    store.save_email(draft)
+    if any(d.id == draft.id for d in existing):
+        err_console.print(f"{draft.id} is already open for this partner", highlight=False)
+    else:
+        store.save_email(draft)
     console.print(
         f"{draft.id} (draft) to {', '.join(draft.to)}\nSubject: {draft.subject}\n\n{draft.body}",
         markup=False,

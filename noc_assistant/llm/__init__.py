@@ -17,7 +17,7 @@ identifiers masked, untrusted text wrapped as data. This module sends what it is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
@@ -28,7 +28,7 @@ from noc_assistant.errors import LlmError
 if TYPE_CHECKING:
     from noc_assistant.settings import Settings
 
-__all__ = ["Answer", "LlmClient", "Message"]
+__all__ = ["Answer", "LlmClient", "Message", "ToolCall"]
 
 
 class Message(TypedDict):
@@ -39,13 +39,24 @@ class Message(TypedDict):
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for (``arguments`` as the JSON text it wrote)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Answer:
-    """The model's text, why it stopped, and the token counts it reported."""
+    """The model's text (or the tool calls it asked for), why it stopped, and the token
+    counts it reported."""
 
     text: str
     finish_reason: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass
@@ -108,21 +119,66 @@ class LlmClient:
 
     def chat(self, messages: Sequence[Message], max_tokens: int | None = None) -> Answer:
         """Send ``messages``; the answer (:class:`LlmError` when there is none)."""
+        return self.complete(messages, max_tokens=max_tokens)
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        schema: Mapping[str, Any] | None = None,
+        schema_name: str = "answer",
+        tools: Sequence[Mapping[str, Any]] = (),
+        tool_choice: str | Mapping[str, Any] | None = None,
+        max_tokens: int | None = None,
+        timeout_s: float | None = None,
+    ) -> Answer:
+        """Send ``messages`` (OpenAI chat messages, tool calls and tool results included).
+
+        With ``schema``, the answer must be a JSON object of that JSON Schema
+        (``response_format: {"type": "json_schema", ..., "strict": true}``, which the built-in
+        server, vLLM and SGLang all decode under); with ``tools``, the model may instead ask
+        for one of them (``tool_choice``: ``auto``, ``required``, ``none`` or one function).
+        An answer with neither text nor a tool call is an :class:`LlmError`.
+        """
+        extra: dict[str, Any] = {}
+        if schema is not None:
+            extra["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": schema_name, "schema": dict(schema), "strict": True},
+            }
+        if tools:
+            extra["tools"] = [dict(t) for t in tools]
+            extra["tool_choice"] = tool_choice or "auto"
+            extra["parallel_tool_calls"] = False
+        wait = timeout_s or self.timeout_s
         try:
-            r = self._openai().chat.completions.create(
-                model=self.model,
-                messages=[dict(m) for m in messages],  # type: ignore[misc]
-                max_tokens=max_tokens or self.max_tokens,
-                temperature=self.temperature,
+            r = (
+                self._openai()
+                .with_options(timeout=wait)
+                .chat.completions.create(
+                    model=self.model,
+                    messages=[dict(m) for m in messages],  # type: ignore[misc]
+                    max_tokens=max_tokens or self.max_tokens,
+                    temperature=self.temperature,
+                    **extra,
+                )
             )
         except openai.OpenAIError as exc:
-            raise self._failure(exc, f"model {self.model!r}", self.timeout_s) from None
-        if not r.choices or not (r.choices[0].message.content or "").strip():
+            raise self._failure(exc, f"model {self.model!r}", wait) from None
+        message = r.choices[0].message if r.choices else None
+        calls = tuple(
+            ToolCall(c.id, c.function.name, c.function.arguments or "{}")
+            for c in (message.tool_calls or [] if message is not None else [])
+            if c.type == "function"
+        )
+        text = (message.content or "") if message is not None else ""
+        if not text.strip() and not calls:
             raise LlmError(f"{self.base_url}: model {self.model!r} gave an empty answer")
         usage = r.usage
         return Answer(
-            text=r.choices[0].message.content or "",
+            text=text,
             finish_reason=r.choices[0].finish_reason or "",
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
+            tool_calls=calls,
         )

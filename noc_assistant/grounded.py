@@ -1,0 +1,238 @@
+"""Grounded text by construction: the JSON a model is allowed to write, and how it is read.
+
+The model does not write free text. It writes a JSON object of *claims*, each naming the one
+evidence item it rests on, and the server decodes under that JSON Schema (OpenAI
+``response_format: json_schema``; the built-in server, vLLM and SGLang all enforce it). The
+schema is built per incident so that
+
+* a claim's ``evidence`` is one of the incident's evidence ids (an enum): a citation can only
+  point at something that exists;
+* a claim's ``text`` contains no digit: numbers are not typed by the model but *referenced*
+  as placeholders — ``{observed}``, ``{expected}``, ``{at}``, ``{confidence}`` — and filled in
+  from the cited evidence with its unit and precision (:func:`render`);
+* entity names (which contain digits: ``amf-1``) can be written only if they are the
+  incident's own, so a claim cannot name an entity outside it;
+* no sentence punctuation inside a claim (``.``, ``!``, ``?``): each claim is one sentence and
+  its citation closes it, so no number ends up in a sentence without its citation;
+* a narration's headline must name the diagnosed entity.
+
+The rendered text then goes through the same grounding check and vetting as before
+(:mod:`guardrails.grounding`, :meth:`noc_assistant.drafting.Drafter.vet`): the last line of
+defence stays, and against a server that does not enforce schemas it still refuses whatever
+does not hold up (:class:`StructuredOutputError` for JSON that does not parse or fit).
+
+>>> s = answer_schema(["ev-f-1", "ev-rca"], ["amf-1"])
+>>> claims = parse_claims('{"answer": [{"evidence": "ev-f-1", "text": "it fell to '
+...                       '{observed} on amf-1"}]}', s)
+>>> render(claims, lambda ev, field: "45 %" if field == "observed" else None)
+'It fell to 45 % on amf-1 [ev-f-1].'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from noc_assistant.errors import LlmError
+
+__all__ = [
+    "PLACEHOLDERS",
+    "RANK_FIELD",
+    "RANK_ID",
+    "Claim",
+    "StructuredOutputError",
+    "answer_schema",
+    "claim_pattern",
+    "narration_schema",
+    "parse_claims",
+    "render",
+]
+
+PLACEHOLDERS = ("observed", "expected", "at", "confidence")
+"""What a claim may reference instead of typing a number: the cited item's value, its
+expected range, its time, and the ranking's confidence in the top cause."""
+RANK_ID = "ev-rca"
+"""The pseudo evidence item holding the ranking's confidences."""
+RANK_FIELD = "confidence"
+"""The placeholder that always cites the ranking (``[ev-rca]``), whatever the claim cites."""
+
+_PLAIN = r"[A-Za-z ,;:()'%/&+-]"
+"""Characters a claim may type: letters, spaces and punctuation that does not end a
+sentence; no digit, quote, backslash, bracket, brace or angle bracket."""
+_SLOT = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+MAX_CLAIM_CHARS = 120
+
+
+class StructuredOutputError(LlmError):
+    """The model's JSON does not parse or does not fit the schema it was asked for."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One sentence of the model's, with the evidence id it rests on."""
+
+    evidence: str
+    text: str
+
+
+def _units(names: Iterable[str]) -> str:
+    alternatives = [re.escape(n) for n in sorted(set(names), key=lambda n: (-len(n), n)) if n]
+    slots = r"\{(?:" + "|".join(PLACEHOLDERS) + r")\}"
+    return "(?:" + "|".join([_PLAIN, slots, *alternatives]) + ")"
+
+
+def claim_pattern(
+    names: Iterable[str], must_name: str | None = None, max_chars: int = MAX_CLAIM_CHARS
+) -> str:
+    """The regular expression a claim's text must match (anchored; Rust-regex compatible).
+
+    ``names`` are the entity names the text may contain; ``must_name`` one it must contain.
+    Lengths count units (a letter, a placeholder or a whole name).
+
+    >>> p = re.compile(claim_pattern(["amf-1"], must_name="amf-1"))
+    >>> bool(p.match("hang on amf-1 at {confidence}")), bool(p.match("load is high"))
+    (True, False)
+    >>> bool(p.match("amf-2 lost amf-1")), bool(p.match("amf-1 at 45 %"))
+    (False, False)
+    """
+    unit = _units([*names, *([must_name] if must_name else [])])
+    if must_name is None:
+        return f"^{unit}{{1,{max_chars}}}$"
+    half = max_chars // 2
+    return f"^{unit}{{0,{half}}}{re.escape(must_name)}{unit}{{0,{half}}}$"
+
+
+def _claims_schema(ids: Sequence[str], names: Iterable[str], lo: int, hi: int) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "minItems": lo,
+        "maxItems": hi,
+        "items": {
+            "type": "object",
+            "properties": {
+                "evidence": {"type": "string", "enum": list(dict.fromkeys(ids))},
+                "text": {"type": "string", "pattern": claim_pattern(names)},
+            },
+            "required": ["evidence", "text"],
+            "additionalProperties": False,
+        },
+    }
+
+
+def narration_schema(
+    ids: Sequence[str], names: Iterable[str], root: str | None, sentences: int = 2
+) -> dict[str, Any]:
+    """A narration: a headline naming ``root`` (the diagnosed entity; None for a no-fault
+    answer), cited for the ranking, then 1..``sentences`` claims on the evidence ``ids``."""
+    names = list(names)
+    return {
+        "type": "object",
+        "properties": {
+            "headline": {"type": "string", "pattern": claim_pattern(names, must_name=root)},
+            "details": _claims_schema(ids, names, 1, max(1, sentences)),
+        },
+        "required": ["headline", "details"],
+        "additionalProperties": False,
+    }
+
+
+def answer_schema(ids: Sequence[str], names: Iterable[str], claims: int = 2) -> dict[str, Any]:
+    """A chat answer: 1..``claims`` claims, each on one of ``ids``."""
+    return {
+        "type": "object",
+        "properties": {"answer": _claims_schema(ids, list(names), 1, max(1, claims))},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
+def _fits(value: Any, schema: Mapping[str, Any], where: str) -> None:
+    """Check ``value`` against the small JSON-Schema subset this module writes."""
+    kind = schema.get("type")
+    if kind == "object":
+        if not isinstance(value, dict):
+            raise StructuredOutputError(f"{where}: expected an object")
+        props: Mapping[str, Any] = schema.get("properties", {})
+        missing = [k for k in schema.get("required", ()) if k not in value]
+        extra = [k for k in value if k not in props]
+        if missing or extra:
+            raise StructuredOutputError(f"{where}: missing {missing} or unexpected {extra}")
+        for k, v in value.items():
+            _fits(v, props[k], f"{where}.{k}")
+    elif kind == "array":
+        if not isinstance(value, list):
+            raise StructuredOutputError(f"{where}: expected an array")
+        if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
+            raise StructuredOutputError(f"{where}: {len(value)} items")
+        for i, v in enumerate(value):
+            _fits(v, schema["items"], f"{where}[{i}]")
+    elif kind == "string":
+        if not isinstance(value, str):
+            raise StructuredOutputError(f"{where}: expected a string")
+        if "enum" in schema and value not in schema["enum"]:
+            raise StructuredOutputError(f"{where}: {value!r} is not allowed")
+        if "pattern" in schema and not re.fullmatch(schema["pattern"].strip("^$"), value):
+            raise StructuredOutputError(f"{where}: text outside the allowed form")
+
+
+def parse_claims(text: str, schema: Mapping[str, Any]) -> list[Claim]:
+    """The claims of a model's JSON answer to ``schema`` (a narration's headline first, as a
+    claim on the ranking), checked against the schema: a server that did not enforce it gets
+    the same refusal as an invalid answer.
+
+    >>> s = answer_schema(["ev-1"], [])
+    >>> parse_claims('{"answer": [{"evidence": "ev-2", "text": "x"}]}', s)
+    Traceback (most recent call last):
+    ...
+    noc_assistant.grounded.StructuredOutputError: $.answer[0].evidence: 'ev-2' is not allowed
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StructuredOutputError(f"the answer is not JSON: {exc.msg}") from None
+    _fits(value, schema, "$")
+    claims: list[Claim] = []
+    if "headline" in value:
+        claims.append(Claim(RANK_ID, value["headline"]))
+    for item in value.get("details", value.get("answer", [])):
+        claims.append(Claim(item["evidence"], item["text"]))
+    return claims
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(text.split()).strip(" ,;:-")
+    return text[:1].upper() + text[1:]
+
+
+def render(
+    claims: Sequence[Claim],
+    fill: Callable[[str, str], str | None],
+    rank_id: str = RANK_ID,
+) -> str:
+    """The claims as sentences, each closed by its citations, placeholders filled by
+    ``fill(evidence_id, field)`` (None: the item has no such value, written ``n/a``).
+    ``{confidence}`` is the ranking's and cites ``rank_id`` too.
+
+    >>> fill = {("ev-rca", "confidence"): "97 %", ("ev-2", "at"): "10:05 UTC"}
+    >>> render([Claim("ev-2", "sessions dropped at {at}, confidence {confidence}"),
+    ...         Claim("ev-3", "nothing else {observed}")], lambda e, f: fill.get((e, f)))
+    'Sessions dropped at 10:05 UTC, confidence 97 % [ev-2] [ev-rca]. Nothing else n/a [ev-3].'
+    """
+    out = []
+    for claim in claims:
+        cites = [claim.evidence]
+
+        def slot(m: re.Match[str], claim: Claim = claim, cites: list[str] = cites) -> str:
+            field = m.group(1)
+            source = rank_id if field == RANK_FIELD else claim.evidence
+            if source not in cites:
+                cites.append(source)
+            return fill(source, field) or "n/a"
+
+        body = _sentence(_SLOT.sub(slot, claim.text))
+        if body:
+            out.append(body + " " + " ".join(f"[{c}]" for c in cites) + ".")
+    return " ".join(out)
