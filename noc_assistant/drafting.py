@@ -289,7 +289,7 @@ def _chat_evidence(
     top = diagnosis.top
     order = {i: n for n, i in enumerate([*top.evidence_ids, *top.refuted_by])}
     ranked = sorted(evidence, key=lambda e: order.get(e["id"], len(order)))
-    return ranked[:10]
+    return ranked[:6]
 
 
 @dataclass
@@ -310,7 +310,7 @@ class Drafter:
     narrate_sentences: int = 3
     narrate_tokens: int = 160
     """The most tokens a narration may take (its JSON included)."""
-    max_tool_calls: int = 2
+    max_tool_calls: int = 1
     """The most read-only look-ups the triage chat's model may make for one answer."""
     chat_budget_s: float = 30.0
     """The most time one chat answer may take, look-ups included; then the fallback."""
@@ -871,30 +871,35 @@ class Drafter:
         names = self._names(incident, diagnosis)
         deadline = time.monotonic() + self.chat_budget_s
         first = next((tool for ask, tool in _FIRST_TOOL if asks[ask]), None)
+        # One tool list for the whole answer: every round resends the same prompt, which the
+        # server then reuses from its cache up to the new messages (a changed tool list would
+        # change the system prompt and cost a full prefill). A question that names what it
+        # wants gets that tool alone, called first; any other gets them all, at the model's
+        # choice.
+        specs = tools.specs([first] if first else None) if self.max_tool_calls > 0 else []
         try:
-            steps_left = self.max_tool_calls
-            for step in range(self.max_tool_calls + 1):
+            calls_left = self.max_tool_calls if specs else 0
+            while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise LlmError(f"no answer within {self.chat_budget_s:g} s")
-                specs = tools.specs() if step < steps_left else []
-                offered = {s["function"]["name"] for s in specs}
-                choice: str | dict[str, Any] = "auto"
-                if step == 0 and first in offered:
+                choice: str | dict[str, Any] = "auto" if calls_left > 0 else "none"
+                if calls_left > 0 and first is not None and not tools.calls:
                     choice = {"type": "function", "function": {"name": first}}
                 schema = answer_schema(ids + [t.id for t in tools.calls], names)
                 reply = self.llm.complete(
                     messages,
                     schema=schema,
                     tools=specs,
-                    tool_choice=choice,
+                    tool_choice=choice if specs else None,
                     max_tokens=self.narrate_tokens,
                     timeout_s=left,
                 )
-                if reply.tool_calls and specs:
+                if reply.tool_calls and calls_left > 0:
                     call = reply.tool_calls[0]
+                    calls_left -= 1
                     if any(_same_call(t, call.name, call.arguments) for t in tools.calls):
-                        steps_left = 0  # the same look-up again: answer from what it read
+                        calls_left = 0  # the same look-up again: answer from what it read
                         again = self._env.get_template("chat_repeat.txt.j2").render()
                         messages.append({"role": "user", "content": again})
                         continue
@@ -915,10 +920,10 @@ class Drafter:
                         {"role": "tool", "tool_call_id": call.id, "content": tools.wrapped(result)},
                     ]
                     continue
+                if reply.tool_calls:  # a server that ignored tool_choice "none"
+                    raise LlmError("the model asked for another look-up after its last")
                 claims = parse_claims(reply.text, schema)
                 break
-            else:  # pragma: no cover - the last step offers no tool
-                raise LlmError("the model asked for tools and never answered")
         except LlmError as exc:
             return self._fallback(
                 view, diagnosis, question, f"the language model failed: {exc}", tools.calls

@@ -42,9 +42,12 @@ class Settings(BaseSettings):
     llm_timeout_s: float = 120.0
     """How long a report's narration or a chat answer waits for the model before the
     answer falls back to the template (the diagnosis alone)."""
-    chat_max_tool_calls: int = Field(default=2, ge=0, le=8)
+    chat_max_tool_calls: int = Field(default=1, ge=0, le=8)
     """How many read-only look-ups (KPI readings, an evidence item, neighbours, similar
-    incidents, a fault's rule) the triage chat's model may make for one answer."""
+    incidents, a fault's rule) the triage chat's model may make for one answer. Each costs a
+    round of generation over its result: on two CPU cores with the default model about 2 s,
+    and the 135M model mostly repeats its first look-up; a larger model on a GPU server
+    makes good use of more."""
     chat_timeout_s: float = Field(default=30.0, gt=0)
     """The most one chat answer may take, look-ups included, before the diagnosis-alone
     answer is given instead."""
