@@ -447,26 +447,7 @@ def email(
     inventory: InventoryOpt = None,
 ) -> None:
     """Draft an e-mail to the NOC of the roaming partner an incident implicates (stored as
-    a draft: `noc email approve` / `noc email send`). An open draft to that partner is shown
-    again instead of a second one."""
-    store, drafter = _drafting(inventory)
-    inc, diagnosis = store.diagnosed_incident(incident_id)
-    existing = store.list_emails(incident_id)
-    draft = drafter.partner_email(
-        inc,
-        diagnosis,
-        store.findings_for(incident_id),
-        time.time(),
-        review=store.get_review(incident_id),
-        existing=existing,
-    )
-    if any(d.id == draft.id for d in existing):
-        err_console.print(f"{draft.id} is already open for this partner", highlight=False)
-    else:
-        store.save_email(draft)
-    console.print(
-        f"{draft.id} (draft) to {', '.join(draft.to)}\nSubject: {draft.subject}\n\n{draft.body}",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
+    a draft: `noc email approve` / `noc email send`); the same as `noc email draft`."""
+    from noc_assistant.cli.email import draft
+
+    draft(incident_id, inventory)
