@@ -1,9 +1,27 @@
-"""Mask subscriber identifiers (IMSI/SUPI, SUCI, MSISDN/GPSI, IMEI/PEI) before text leaves.
+"""Mask subscriber identifiers (IMSI/SUPI, SUCI, MSISDN/GPSI, IMEI/PEI, GUTI, TMSI, UE IP
+addresses) before text leaves.
 
-The patterns are the pack's (``knowledge/guardrails/masking.yaml``); this module only enforces
-them. :meth:`Masker.mask` applies every pattern in file order, each to the output of the one
-before, and replaces each match by the pattern's ``replacement`` (``\\1``-style group
-references allowed). The other fields mean:
+The patterns are the pack's (``knowledge/guardrails/masking.yaml``): one recogniser per
+identifier class, each with its own label in the mask; this module only enforces them, and
+holds what is code rather than pattern: the Luhn check, and the normalisation that lets a
+pattern written for plain digits see an identifier however it is written.
+
+Normalisation (before matching; the output keeps the text as it was outside the matches)
+    Percent-encoding is decoded (``%2B49…`` is ``+49…``, ``imsi%3D…`` is ``imsi=…``, double
+    encoding too), digits of other scripts read as ASCII digits, and separators inside a
+    digit group are folded (``+49 (170) 123-4567``, ``+49.170.1234567``, ``001-01-0123456789``,
+    ``35 345678 901234 8``): a pattern matches the *view* ``+491701234567`` and the whole
+    original span is replaced. Folding leaves alone what only looks like a digit group: dates,
+    IPv4 addresses, decimals, and two numbers side by side (a sample's value and its
+    timestamp). Each pattern runs on the decoded text first and on the folded text after, so
+    folding can add matches but never lose one (a SUCI's dashes are structure, not separators).
+
+:meth:`Masker.mask` applies every pattern in file order, each to the output of the one before,
+and replaces each match by the pattern's ``replacement`` (``\\1``-style group references
+allowed). A group that is all digits is written as the normalised digits (a kept MCC-MNC reads
+``00101`` whether it was written ``001-01`` or percent-encoded); any other group (a label, a
+separator, a JSON key's quotes) is written as the original text, so ``{"imsi":"…"}`` stays
+JSON. The other fields mean:
 
 ``keep: plmn``
     MCC+MNC stay readable (they are diagnostic); the regex's groups and the replacement carry
@@ -18,9 +36,15 @@ references allowed). The other fields mean:
     masked: when in doubt, mask.
 ``context_words``
     A match is masked only if it contains one of these words (whole word, any case), and the
-    pattern is skipped for text holding none of them. In :meth:`Masker.mask_mapping` a mapping
-    key with a context word among its words (``imsi``, ``ue_imsi``, ``subscriber-id``) is
-    context for its value too.
+    pattern is skipped for text holding none of them.
+``replacement: '\\g<0>'`` (a *hold*)
+    The match is kept as it is, and no pattern after it may touch it: the text is known not to
+    be an identifier (a counter's value: ``bytes_total 123456789012345`` is a count, not an
+    IMSI). Holds come after the labelled recognisers (``imsi=…`` is masked whatever follows:
+    labelled contexts win) and before the unlabelled ones (bare 15 digits).
+
+In :meth:`Masker.mask_mapping` a mapping key is read as the label of its value:
+``{"imsi": 262011234567890}`` masks as ``imsi 262011234567890`` would.
 
 Masking is idempotent (masked text masks to itself) as long as no replacement produces text
 a pattern matches again; :func:`check_examples` checks that, and the pack's own ``examples``
@@ -30,20 +54,25 @@ and ``non_examples`` (``noc pack test`` runs it).
 >>> masker = Masker.from_pack(load_pack())
 >>> result = masker.mask("UE imsi-262011234567890 failed registration, IMEI: 490154203237518")
 >>> result.text
-'UE imsi-26201<masked> failed registration, IMEI 49015420<imei-masked>'
+'UE imsi-26201<masked> failed registration, IMEI: 49015420<imei-masked>'
 >>> dict(result.counts)
 {'supi-imsi': 1, 'bare-imei': 1}
 >>> masker.mask(result.text).text == result.text
 True
+>>> masker.mask('{"msisdn":"%2B49 (170) 123-4567","bytes_total":310260123456789}').text
+'{"msisdn":"<msisdn-masked>","bytes_total":310260123456789}'
 >>> masker.mask_mapping({"imsi": "262011234567890", "msisdn": ["+4915112345678"], "n": 3})
 {'imsi': '26201<masked>', 'msisdn': ['<msisdn-masked>'], 'n': 3}
 """
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterable, Mapping
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +88,7 @@ __all__ = [
     "Masker",
     "check_examples",
     "luhn_valid",
+    "normalise",
 ]
 
 _TAC_DIGITS = 8
@@ -67,10 +97,29 @@ _KEPT_DIGITS = {"none": 0, "plmn": 6, "tac": _TAC_DIGITS}
 """Most identifier digits a ``keep`` mode may leave readable (PLMN: MCC 3 + MNC up to 3)."""
 _LUHN_DIGITS = 15
 """Length of an IMEI, whose last digit is a Luhn check digit."""
+_HOLD = r"\g<0>"
+"""The replacement that marks a pattern as a hold (see the module docstring)."""
 _PLACEHOLDER = re.compile(r"(?<!\\g)<[^<>\\]*>")
 """The ``<…>`` placeholder inside a replacement (not a ``\\g<name>`` group reference)."""
 _DIGITS = re.compile(r"\d+")
-_WORDS = re.compile(r"[^\W_]+")
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+_TEMPLATE_TOKEN = re.compile(r"\\(?:g<([^<>]*)>|([1-9][0-9]?)|(.))", re.DOTALL)
+_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+_PERCENT = re.compile(r"%(?:25)*([0-9A-Fa-f]{2})")
+"""A percent-encoded byte, double encoding (``%252B``) included."""
+_CHAIN = re.compile(r"[0-9]+(?:(?: ?\( ?| ?\) ?| - |[ ./-])[0-9]+)+")
+"""Digit groups joined by single separators: the candidates for folding."""
+_CHAIN_ALONE = re.compile(r"(?<![^\W\d_])(?<![^\W\d_]-)" + _CHAIN.pattern)
+"""A chain that does not start with a name's number (``gpu-srv-1 35 345678 901234 8``,
+``/v1/0049 170 1234567``): folded too, in a view of its own."""
+_DATE = re.compile(
+    r"(?:19|20)[0-9]{2}[-/.][0-9]{2}[-/.][0-9]{2}|[0-9]{2}[-/.][0-9]{2}[-/.](?:19|20)"
+)
+_FOLD_DIGITS = (10, 17)
+"""Digits a folded group may have: a national MSISDN (10) to an IMEISV with slack (17)."""
+_FOLD_GROUPS = 6
+"""Most groups a folded chain may have (``+49 (0) 170 123 45 67``); a SUCI has seven."""
 
 
 def luhn_valid(digits: str) -> bool:
@@ -94,6 +143,186 @@ def _identifier(matched: str) -> str:
     return max(_DIGITS.findall(re.sub(r"(?<=\d)-(?=\d)", "", matched)), key=len, default="")
 
 
+def _foldable(chain: str, before: str) -> bool:
+    """Whether the separators of a chain of digit groups (:data:`_CHAIN`) are separators of one
+    number, to be folded, rather than structure between numbers.
+
+    ``before`` is the character in front of the chain (a ``+`` or ``(`` says phone number).
+
+    >>> [_foldable(c, " ") for c in ("001 01 0123456789", "35-345678-901234-8", "0170/1234567")]
+    [True, True, True]
+    >>> [_foldable(c, "+") for c in ("49 (170) 1234567", "49.170.1234567", "49 1701234567")]
+    [True, True, True]
+    >>> [_foldable(c, " ") for c in ("2024-05-01 10", "192.168.100.200", "1714559531.123456")]
+    [False, False, False]
+    >>> [_foldable(c, " ") for c in ("42 1714559531000", "262-01", "0 0 0 0 0 0 0 0 0 0 0 0")]
+    [False, False, False]
+    """
+    if len(chain) < _FOLD_DIGITS[0]:
+        return False
+    groups = _ASCII_DIGITS.findall(chain)
+    digits = sum(len(g) for g in groups)
+    if not 2 <= len(groups) <= _FOLD_GROUPS or not _FOLD_DIGITS[0] <= digits <= _FOLD_DIGITS[1]:
+        return False
+    kinds = {s.strip() or " " for s in re.findall(r"[^0-9]+", chain)}
+    if "." in kinds:
+        # +49.170.1234567 is a number; 1.5, 10.0.0.1 and a dotted mix are not
+        if kinds != {"."} or len(groups) < 3:
+            return False
+        if len(groups) == 4 and all(len(g) <= 3 for g in groups):
+            return False
+    if _DATE.match(chain):
+        return False
+    if kinds == {" "} and len(groups) == 2:
+        # two numbers side by side (a value and its timestamp) unless the first is a
+        # country/trunk prefix or a PLMN id: +49 1701234567, 0170 1234567, 26201 0123456789
+        first = groups[0]
+        return before in ("+", "(") or first.startswith("0") or len(first) in (5, 6)
+    return True
+
+
+@dataclass(frozen=True)
+class _View:
+    """Text as the patterns see it, and where each of its characters came from.
+
+    Either the text itself (``starts`` and ``runs`` None), or identity runs (``runs``: the view
+    offset and the original offset where each run of unchanged characters starts: a folded
+    view of plain text), or one original span per character (``starts``/``ends``: decoded
+    percent-encoding, where one character stands for three). Folded separators have no
+    character of their own: they lie inside the span of a match that covers the digits on both
+    sides.
+    """
+
+    text: str
+    starts: Sequence[int] | None = None
+    ends: Sequence[int] | None = None
+    runs: tuple[list[int], list[int]] | None = None
+
+    def origin(self, index: int) -> tuple[int, int]:
+        """The original span of the view's character ``index``."""
+        if self.runs is not None:
+            views, origins = self.runs
+            i = bisect.bisect_right(views, index) - 1
+            at = origins[i] + index - views[i]
+            return at, at + 1
+        if self.starts is None or self.ends is None:
+            return index, index + 1
+        return self.starts[index], self.ends[index]
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The original span of the view's ``[start, end)`` (not empty)."""
+        return self.origin(start)[0], self.origin(end - 1)[1]
+
+
+_HELD = "\x00"
+"""What a held character is in a view: no pattern takes it for a digit or a letter."""
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _decoded(text: str, held: Sequence[tuple[int, int]]) -> _View:
+    """The view with held spans hidden, percent-encoding decoded and digits made ASCII."""
+    hidden = text
+    if held:
+        pieces: list[str] = []
+        at = 0
+        for s, e in held:
+            pieces.append(text[at:s])
+            pieces.append(_HELD * (e - s))
+            at = e
+        pieces.append(text[at:])
+        hidden = "".join(pieces)
+    if "%" not in hidden and not any(c.isdigit() for c in _NON_ASCII.findall(hidden)):
+        return _View(hidden)
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    i, n = 0, len(hidden)
+    while i < n:
+        char = hidden[i]
+        if char == "%":
+            m = _PERCENT.match(hidden, i)
+            if m is not None and 0x20 <= int(m.group(1), 16) < 0x7F:
+                chars.append(chr(int(m.group(1), 16)))
+                starts.append(i)
+                ends.append(m.end())
+                i = m.end()
+                continue
+        elif char > "\x7f" and char.isdigit():
+            char = str(unicodedata.digit(char, 0))
+        chars.append(char)
+        starts.append(i)
+        ends.append(i + 1)
+        i += 1
+    return _View("".join(chars), starts, ends)
+
+
+@lru_cache(maxsize=64)
+def _fold_drops(text: str, alone: bool) -> tuple[tuple[int, int], ...]:
+    """The separator spans of ``text`` that folding removes (cached: every pattern folds the
+    same text until one of them changes it)."""
+    drop: list[tuple[int, int]] = []
+    for m in (_CHAIN_ALONE if alone else _CHAIN).finditer(text):
+        before = text[m.start() - 1] if m.start() else ""
+        if _foldable(m.group(), before):
+            drop.extend(
+                (m.start() + sep.start(), m.start() + sep.end())
+                for sep in re.finditer(r"[^0-9]+", m.group())
+            )
+    return tuple(drop)
+
+
+def _folded(view: _View, alone: bool = False) -> _View | None:
+    """``view`` with the separators of number-like digit groups removed (:func:`_foldable`);
+    None when there are none. ``alone``: chains that do not start with a name's number."""
+    drop = _fold_drops(view.text, alone)
+    if not drop:
+        return None
+    kept: list[tuple[int, int]] = []
+    at = 0
+    for s, e in drop:
+        kept.append((at, s))
+        at = e
+    kept.append((at, len(view.text)))
+    text = "".join(view.text[s:e] for s, e in kept)
+    if view.starts is None or view.ends is None:
+        views: list[int] = []
+        origins: list[int] = []
+        length = 0
+        for s, e in kept:
+            if e > s:
+                views.append(length)
+                origins.append(s)
+                length += e - s
+        return _View(text, runs=(views, origins))
+    starts = [view.starts[i] for s, e in kept for i in range(s, e)]
+    ends = [view.ends[i] for s, e in kept for i in range(s, e)]
+    return _View(text, starts, ends)
+
+
+def _views(text: str, held: Sequence[tuple[int, int]]) -> Iterator[_View]:
+    """The decoded view, then the folded ones where folding changes anything (chains taken
+    greedily, then chains that do not start with a name's number)."""
+    decoded = _decoded(text, held)
+    yield decoded
+    seen = {decoded.text}
+    for alone in (False, True):
+        folded = _folded(decoded, alone)
+        if folded is not None and folded.text not in seen:
+            seen.add(folded.text)
+            yield folded
+
+
+def normalise(text: str) -> str:
+    """What the patterns match: ``text`` percent-decoded, its digits ASCII and the separators
+    of its number-like digit groups folded (see the module docstring).
+
+    >>> normalise("msisdn=%2B49%20(170)%20123-4567 at 2024-05-01 10:32, imsi 001 01 0123456789")
+    'msisdn=+491701234567 at 2024-05-01 10:32, imsi 001010123456789'
+    """
+    views = list(_views(text, ()))
+    return views[-1].text
+
+
 @dataclass(frozen=True)
 class MaskResult:
     """Masked text and how many identifiers each pattern masked (ids with none left out)."""
@@ -107,6 +336,17 @@ class MaskResult:
         return sum(self.counts.values())
 
 
+@dataclass(frozen=True)
+class _Group:
+    """A group reference of a replacement (``\\1``, ``\\g<name>``)."""
+
+    ref: int | str
+
+
+_Part = str | _Group
+"""A parsed replacement: literal text, or a group to write."""
+
+
 class _Compiled:
     """One pattern ready to apply: regex, replacement parts, context words."""
 
@@ -118,7 +358,8 @@ class _Compiled:
         except re.error as exc:
             raise GuardrailPolicyError(f"regex does not compile: {exc}", pattern_id=pid) from None
         self._check_template(pattern.replacement)
-        self.head, self.placeholder, self.tail = pattern.replacement, "", ""
+        self.hold = pattern.replacement == _HOLD
+        head, placeholder, tail = pattern.replacement, "", ""
         if pattern.keep == "tac":
             found = _PLACEHOLDER.search(pattern.replacement)
             if found is None:
@@ -126,9 +367,10 @@ class _Compiled:
                     "keep: tac needs a <…> placeholder in the replacement to put the TAC before",
                     pattern_id=pid,
                 )
-            self.head = pattern.replacement[: found.start()]
-            self.placeholder = found.group()
-            self.tail = pattern.replacement[found.end() :]
+            head = pattern.replacement[: found.start()]
+            placeholder = found.group()
+            tail = pattern.replacement[found.end() :]
+        self.head, self.placeholder, self.tail = (_parse(t) for t in (head, placeholder, tail))
         words = [w for w in pattern.context_words if w.strip()]
         self.context: re.Pattern[str] | None = None
         if words:
@@ -146,7 +388,7 @@ class _Compiled:
                 f"replacement {template!r} is invalid: {exc}", pattern_id=self.pattern.id
             ) from None
 
-    def _replace(self, match: re.Match[str]) -> str | None:
+    def _replace(self, match: re.Match[str], view: _View, original: str) -> str | None:
         """The replacement of one match, or None where the pattern does not apply to it."""
         matched = match.group()
         if self.context is not None and not self.context.search(matched):
@@ -154,29 +396,117 @@ class _Compiled:
         digits = _identifier(matched)
         if self.pattern.luhn and len(digits) == _LUHN_DIGITS and not luhn_valid(digits):
             return None
+        if self.hold:
+            return original[slice(*view.span(*match.span()))]
+        head = _expand(self.head, match, view, original)
         if self.pattern.keep != "tac":
-            return match.expand(self.head)
-        return (
-            match.expand(self.head)
-            + digits[:_TAC_DIGITS]
-            + match.expand(self.placeholder)
-            + match.expand(self.tail)
-        )
+            return head
+        placeholder = _expand(self.placeholder, match, view, original)
+        return head + digits[:_TAC_DIGITS] + placeholder + _expand(self.tail, match, view, original)
 
-    def apply(self, text: str) -> tuple[str, int]:
-        if self.context is not None and not self.context.search(text):
-            return text, 0
+    def apply(
+        self, text: str, held: list[tuple[int, int]]
+    ) -> tuple[str, int, list[tuple[int, int]]]:
+        """``text`` with this pattern applied on each view in turn (:func:`_views`): its
+        matches masked, and the held spans after it."""
+        if self.context is not None and not self.context.search(_decoded(text, held).text):
+            return text, 0, held
         count = 0
+        views = list(_views(text, held))
+        done = 0
+        while done < len(views):
+            text, n, held, changed = self._apply_view(text, held, views[done])
+            count += n
+            done += 1
+            if changed:
+                views = list(_views(text, held))
+        return text, count, held
 
-        def substitute(match: re.Match[str]) -> str:
-            nonlocal count
-            replaced = self._replace(match)
-            if replaced is None:
-                return match.group()
-            count += 1
-            return replaced
+    def _apply_view(
+        self, text: str, held: list[tuple[int, int]], view: _View
+    ) -> tuple[str, int, list[tuple[int, int]], bool]:
+        edits: list[tuple[int, int, str]] = []
+        for m in self.regex.finditer(view.text):
+            if m.start() == m.end():
+                continue
+            start, end = view.span(m.start(), m.end())
+            if held and _HELD in m.group() and _overlaps(held, start, end):
+                continue
+            replaced = self._replace(m, view, text)
+            if replaced is not None:
+                edits.append((start, end, replaced))
+        if not edits:
+            return text, 0, held, False
+        if self.hold:
+            return text, 0, sorted([*held, *((s, e) for s, e, _ in edits)]), True
+        text, held = _splice(text, edits, held)
+        return text, len(edits), held, True
 
-        return self.regex.sub(substitute, text), count
+
+def _overlaps(held: Sequence[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether ``[start, end)`` overlaps one of the (sorted, disjoint) held spans."""
+    for s, e in held:
+        if s >= end:
+            return False
+        if e > start:
+            return True
+    return False
+
+
+def _parse(template: str) -> list[_Part]:
+    """A replacement as literal text and group references (validated by the regex first)."""
+    parts: list[_Part] = []
+    at = 0
+    for m in _TEMPLATE_TOKEN.finditer(template):
+        if m.start() > at:
+            parts.append(template[at : m.start()])
+        name, number, char = m.groups()
+        if name is not None:
+            parts.append(_Group(int(name) if name.isdigit() else name))
+        elif number is not None:
+            parts.append(_Group(int(number)))
+        else:
+            parts.append(_ESCAPES.get(char, char))
+        at = m.end()
+    if at < len(template):
+        parts.append(template[at:])
+    return [p for p in parts if p != ""]
+
+
+def _expand(parts: list[_Part], match: re.Match[str], view: _View, original: str) -> str:
+    """A replacement written out: a group of digits as its normalised digits, any other group
+    as the original text it came from (labels and separators stay as they were written)."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        value = match.group(part.ref)
+        if not value:
+            continue
+        if _ASCII_DIGITS.fullmatch(value):
+            out.append(value)
+        else:
+            out.append(original[slice(*view.span(*match.span(part.ref)))])
+    return "".join(out)
+
+
+def _splice(
+    text: str, edits: list[tuple[int, int, str]], held: list[tuple[int, int]]
+) -> tuple[str, list[tuple[int, int]]]:
+    """``text`` with the (sorted, disjoint) edits made, and the held spans moved with it."""
+    pieces: list[str] = []
+    at = 0
+    for start, end, new in edits:
+        pieces.append(text[at:start])
+        pieces.append(new)
+        at = end
+    pieces.append(text[at:])
+    moved: list[tuple[int, int]] = []
+    for s, e in held:
+        shift = sum(len(new) - (end - start) for start, end, new in edits if end <= s)
+        moved.append((s + shift, e + shift))
+    return "".join(pieces), moved
 
 
 class Masker:
@@ -184,7 +514,6 @@ class Masker:
 
     def __init__(self, patterns: Iterable[MaskingPattern]) -> None:
         self._rules = tuple(_Compiled(p) for p in patterns)
-        self._context_words = frozenset(w for r in self._rules for w in r.context_words)
 
     @classmethod
     def from_pack(cls, pack: Pack) -> Masker:
@@ -198,8 +527,9 @@ class Masker:
     def mask(self, text: str) -> MaskResult:
         """Mask every identifier in ``text``."""
         counts: dict[str, int] = {}
+        held: list[tuple[int, int]] = []
         for rule in self._rules:
-            text, n = rule.apply(text)
+            text, n, held = rule.apply(text, held)
             if n:
                 counts[rule.pattern.id] = counts.get(rule.pattern.id, 0) + n
         return MaskResult(text, MappingProxyType(counts))
@@ -209,10 +539,10 @@ class Masker:
 
         Dicts (any mapping; the copy is a ``dict``), lists, tuples, sets and frozensets are
         walked; ``int``, ``float``, ``bool`` and ``None`` pass through, except that a number or
-        string under a key naming a context word (``{"imsi": 262011234567890}``) is masked with
-        that word as context and then comes back as a string. Anything else (models, bytes,
-        dates) raises :class:`MaskingError`: dump models to JSON-compatible data first. Two keys
-        that mask to the same text raise too rather than lose an entry.
+        string whose key labels it as an identifier (``{"imsi": 262011234567890}``) is masked
+        with its key as the label and then comes back as a string. Anything else (models,
+        bytes, dates) raises :class:`MaskingError`: dump models to JSON-compatible data first.
+        Two keys that mask to the same text raise too rather than lose an entry.
         """
         return self._walk(obj, None)
 
@@ -245,16 +575,14 @@ class Masker:
         )
 
     def _mask_value(self, value: str, key: str | None) -> str:
-        masked = self.mask(value).text
-        if masked != value or key is None:
-            return masked
-        for word in _WORDS.findall(key):
-            if word.casefold() not in self._context_words:
-                continue
-            joint = self.mask(f"{word} {value}").text
-            if joint != f"{word} {value}":
-                return joint[len(word) :].lstrip() if joint.startswith(word) else joint
-        return masked
+        """``value`` masked with its key as its label (``imsi`` says what 15 digits are, and
+        ``bytes_total`` that they are a count): labelled contexts win."""
+        if key is not None and key.strip():
+            label = key.strip()
+            joint = self.mask(f"{label} {value}").text
+            if joint.startswith(label + " "):
+                return joint[len(label) + 1 :]
+        return self.mask(value).text
 
 
 @dataclass(frozen=True)
@@ -268,25 +596,46 @@ class ExampleResult:
     detail: str
 
 
+_LEAK_RUN = 3
+"""Shortest run of identifier digits that counts as a leak (a label's ``5`` of ``5G`` does not)."""
+
+
 def _leaked_digits(rule: _Compiled, original: str, masked: str) -> list[str]:
-    """Digit runs of ``masked`` that are neither context nor a kept identifier prefix."""
-    idents = [_identifier(m.group()) for m in rule.regex.finditer(original)]
-    context = set(_DIGITS.findall(rule.regex.sub(" ", original)))
+    """Digit runs of ``masked`` that are part of an identifier the rule matched and neither
+    context nor a kept identifier prefix."""
+    view = list(_views(original, ()))[-1]
+    idents = [_identifier(m.group()) for m in rule.regex.finditer(view.text) if m.group()]
+    context = set(_DIGITS.findall(rule.regex.sub(" ", view.text)))
     kept = _KEPT_DIGITS[rule.pattern.keep]
     return [
         run
         for run in _DIGITS.findall(masked)
         if run not in context
+        and len(run) >= _LEAK_RUN
+        and any(run in ident for ident in idents)
         and not any(len(run) <= kept and ident.startswith(run) for ident in idents)
     ]
+
+
+def _check_hold(masker: Masker, rule: _Compiled, text: str) -> ExampleResult:
+    """A hold's example passes if the hold matches it and the masker leaves it unchanged."""
+    pid = rule.pattern.id
+    problems: list[str] = []
+    if not any(rule.regex.search(v.text) for v in _views(text, ())):
+        problems.append("not matched by this pattern")
+    result = masker.mask(text)
+    if result.text != text:
+        problems.append(f"masked by {', '.join(result.counts)}: {result.text}")
+    return ExampleResult(pid, text, True, not problems, "; ".join(problems) or "kept")
 
 
 def check_examples(masker: Masker) -> list[ExampleResult]:
     """Run every pattern's own examples through the whole masker.
 
     An example passes if its pattern masks it, no identifier digit beyond the kept prefix
-    (``keep``) survives and masking the result changes nothing; a non-example passes if the
-    masker leaves it unchanged.
+    (``keep``) survives and masking the result changes nothing (a hold's example: if the hold
+    matches it and the masker leaves it unchanged); a non-example passes if the masker leaves
+    it unchanged.
 
     >>> from knowledge.pack import load_pack
     >>> results = check_examples(Masker.from_pack(load_pack()))
@@ -297,6 +646,9 @@ def check_examples(masker: Masker) -> list[ExampleResult]:
     for rule in masker._rules:
         pid = rule.pattern.id
         for text in rule.pattern.examples:
+            if rule.hold:
+                results.append(_check_hold(masker, rule, text))
+                continue
             result = masker.mask(text)
             problems: list[str] = []
             if not result.counts.get(pid):
