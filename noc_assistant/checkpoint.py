@@ -16,9 +16,17 @@ Format: ``MAGIC``, a 4-byte header length, a JSON header (pack, KPI fingerprints
 metadata such as a bus sequence), an HMAC-SHA256 over all of it and the payload, then the
 zlib-compressed pickle. The HMAC key comes from settings (``NOC_STATE_KEY``), never from the
 repository; a snapshot whose signature does not verify is refused before anything is
-unpickled, and the unpickler only resolves classes of this project, numpy and the standard
-containers. What is referenced, not held (the pack, KPIs, sinks), is pickled as a call of
-:func:`_ref` that the running restore resolves (snapshots of earlier versions used pickle's
+unpickled. Even a signed payload is not trusted to name what runs: the unpickler resolves only
+the (module, name) pairs of :data:`_ALLOWED` (the state's own classes, numpy's array
+rebuilders, the standard containers), each looked up as a plain attribute of its module, never
+a dotted path (``find_class("noc_assistant.checkpoint", "os.system")`` would otherwise reach
+``os`` through this module's imports); and the bound methods a state holds
+(``Pipeline._related`` and the correlator's other callbacks) come from :func:`_bound`, not
+from ``getattr``, which would let a payload walk from any allowed class to ``__globals__``.
+A payload that names anything else is refused before it runs.
+
+What is referenced, not held (the pack, KPIs, sinks), is pickled as a call of :func:`_ref`
+that the running restore resolves (snapshots of earlier versions used pickle's
 persistent ids, which are still read): a persistent-id hook would run for every number of
 the state, and snapshots took three times as long.
 """
@@ -28,6 +36,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import hmac
+import importlib
 import io
 import json
 import os
@@ -36,7 +45,9 @@ import struct
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import FunctionType, MethodType
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack
@@ -58,22 +69,115 @@ __all__ = [
 MAGIC = b"NOC-CKPT\x01"
 _MAC = 32
 
-#: modules the unpickler may import from (after the signature has been checked)
-_ALLOWED_PREFIXES = (
-    "noc_assistant.",
-    "detectors.",
-    "knowledge.",
-    "numpy",
-    "collections",
-    "pathlib",
-    "datetime",
-    "zoneinfo",
-    "copyreg",
-    "_codecs",
-    "itertools",
+#: what the unpickler may resolve, exactly: (module, name) pairs, never a dotted name. A class
+#: added to the pipeline's state goes here too (the snapshot tests fail naming it until then).
+_ALLOWED: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("builtins", name)
+        for name in ("set", "frozenset", "dict", "list", "tuple", "bytearray", "complex", "slice")
+    }
+    | {
+        ("collections", "deque"),
+        ("collections", "OrderedDict"),
+        ("collections", "defaultdict"),
+        ("collections", "Counter"),
+        ("itertools", "count"),
+        ("pathlib", "PosixPath"),
+        ("pathlib", "PurePosixPath"),
+        ("datetime", "datetime"),
+        ("datetime", "date"),
+        ("datetime", "timedelta"),
+        ("datetime", "timezone"),
+        ("zoneinfo", "ZoneInfo"),
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        ("numpy", "float64"),
+        ("numpy", "float32"),
+        ("numpy", "int64"),
+        ("numpy", "int32"),
+        ("numpy", "bool_"),
+        # numpy 2 and numpy 1 spell the array rebuilders' module differently
+        ("numpy._core.numeric", "_frombuffer"),
+        ("numpy.core.numeric", "_frombuffer"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "scalar"),
+        ("noc_assistant.checkpoint", "_ref"),
+        ("noc_assistant.checkpoint", "_bound"),
+        ("noc_assistant.checkpoint", "_zone"),
+        ("noc_assistant.pipeline", "Pipeline"),
+        ("noc_assistant.correlate", "Correlator"),
+        ("noc_assistant.correlate", "_Open"),
+        ("noc_assistant.correlate", "MaintenanceWindow"),
+        ("noc_assistant.models", "SeriesKey"),
+        ("noc_assistant.models", "Sample"),
+        ("noc_assistant.models", "Finding"),
+        ("noc_assistant.models", "Evidence"),
+        ("noc_assistant.models", "Hypothesis"),
+        ("noc_assistant.models", "Incident"),
+        ("noc_assistant.rca", "Diagnosis"),
+        ("noc_assistant.ingest.point", "Point"),
+        ("noc_assistant.ingest.quarantine", "Quarantine"),
+        ("noc_assistant.ingest.quarantine", "QuarantineRecord"),
+        ("noc_assistant.ingest.reorder", "ReorderBuffer"),
+        ("noc_assistant.ingest.series", "SeriesState"),
+        ("noc_assistant.ingest.series", "SeriesStore"),
+        ("noc_assistant.fanin", "FanIn"),
+        ("noc_assistant.fanin", "TickRecorder"),
+        ("noc_assistant.fanin", "Seen"),
+        ("noc_assistant.fanin", "Clear"),
+        ("noc_assistant.fanin", "Tick"),
+        ("noc_assistant.fanin", "Batch"),
+        ("knowledge.topology", "Topology"),
+        ("knowledge.topology", "PartnerLink"),
+        ("detectors._bank_kernel", "KernelParams"),
+        ("detectors.bank", "EnsembleBank"),
+        ("detectors.bank", "BankResult"),
+        ("detectors.params", "EnsembleParams"),
+        ("detectors.clock", "LocalClock"),
+        ("detectors.monitor", "MonitorBank"),
+        ("detectors.monitor", "SeriesMonitor"),
+        ("detectors.monitor", "Observation"),
+        ("detectors.monitor", "MonitorEvent"),
+        ("detectors.alerting", "Alerter"),
+        ("detectors.calibrate", "AdaptiveThreshold"),
+        ("detectors.cusum", "Cusum"),
+        ("detectors.ensemble", "Ensemble"),
+        ("detectors.forecast", "ForecastResidual"),
+        ("detectors.ratio", "BinomialRatio"),
+        ("detectors.robust_zscore", "RobustZScore"),
+        ("detectors.seasonal", "SeasonalProfile"),
+        ("detectors.spot", "PeaksOverThreshold"),
+        ("detectors.window_outlier", "WindowOutlier"),
+        ("detectors.energy", "EnergyPerRequest"),
+        ("detectors.kv_cache", "KvCacheSaturation"),
+        ("detectors.latency_load", "LatencyLoadRegression"),
+        ("detectors.spec_accept", "SpecAcceptCollapse"),
+    }
 )
-_ALLOWED_BUILTINS = frozenset(
-    {"set", "frozenset", "dict", "list", "tuple", "bytearray", "complex", "slice", "getattr"}
+
+#: pairs that earlier snapshots name by a dotted path, each mapped to a function of this
+#: module that does the one thing the path did (never resolved as a path)
+_LEGACY: dict[tuple[str, str], str] = {("zoneinfo", "ZoneInfo._unpickle"): "_zone"}
+
+#: the bound methods a state may hold: (class, method name); a snapshot of one is written as
+#: a call of :func:`_bound`, as pickle writes it as ``getattr(obj, name)``
+_BOUND_METHODS: frozenset[tuple[str, str]] = frozenset(
+    ("noc_assistant.pipeline.Pipeline", name) for name in ("_related", "_scope", "_aftermath")
+)
+
+
+#: what rebuilding a payload the allowlist lets through may still raise (wrong arguments, a
+#: truncated stream): a damaged snapshot, exit 2, not an internal error
+_DAMAGE = (
+    pickle.UnpicklingError,
+    EOFError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    LookupError,
+    RecursionError,
 )
 
 
@@ -114,6 +218,32 @@ def _ref(*pid: str) -> Any:
     return resolve(pid)
 
 
+def _bound(obj: Any, name: str) -> Any:
+    """The bound method ``obj.name`` for a pair of :data:`_BOUND_METHODS`, refused for
+    anything else: the one lookup a snapshot may make on an object. The function is taken from
+    the class itself (not the instance, whose state the payload wrote), then bound."""
+    if obj is ZoneInfo and name == "_unpickle":  # how earlier snapshots rebuilt a time zone
+        return _zone
+    cls = type(obj)
+    func = vars(cls).get(name)
+    if (f"{cls.__module__}.{cls.__qualname__}", name) not in _BOUND_METHODS or not isinstance(
+        func, FunctionType
+    ):
+        raise CheckpointError(f"refuses to look up {cls.__qualname__}.{name}")
+    return MethodType(func, obj)
+
+
+def _zone(key: str, *_cache: object) -> ZoneInfo:
+    """A time zone by its IANA key (a detector's local clock holds one); pickled as this
+    call, as ``ZoneInfo`` pickles itself under a dotted name (``ZoneInfo._unpickle``)."""
+    if not isinstance(key, str):
+        raise CheckpointError(f"time zone key {key!r} is not text")
+    try:
+        return ZoneInfo(key)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise CheckpointError(f"unknown time zone {key!r}: {exc}") from None
+
+
 class _Pickler(pickle.Pickler):
     def __init__(self, fh: io.BytesIO, pipe: Pipeline, kpis: dict[str, str]) -> None:
         super().__init__(fh, protocol=5)
@@ -131,6 +261,10 @@ class _Pickler(pickle.Pickler):
             return _ref, ("sink", "finding")
         if obj is not None and obj is self._pipe.on_incident:
             return _ref, ("sink", "incident")
+        if isinstance(obj, MethodType) and isinstance(obj.__self__, Pipeline):
+            return _bound, (obj.__self__, obj.__func__.__name__)
+        if isinstance(obj, ZoneInfo) and obj.key is not None:
+            return _zone, (obj.key,)
         return NotImplemented
 
 
@@ -162,12 +296,25 @@ class _Unpickler(pickle.Unpickler):
         raise CheckpointError(f"unknown reference {pid!r}", source=self._source)
 
     def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins":
-            if name in _ALLOWED_BUILTINS:
-                return super().find_class(module, name)
-        elif module.startswith(_ALLOWED_PREFIXES):
-            return super().find_class(module, name)
-        raise CheckpointError(f"refuses to load {module}.{name}", source=self._source)
+        """The one object a (module, name) pair of :data:`_ALLOWED` names, as a plain attribute
+        of the module (no dotted path, no ``getattr`` chain); anything else is refused.
+
+        Snapshots written before bound methods were pickled through :func:`_bound` name
+        ``builtins.getattr``: they get :func:`_bound`, which looks up only what it allows.
+        """
+        if (module, name) == ("builtins", "getattr"):
+            return _bound
+        if (module, name) in _LEGACY:
+            return globals()[_LEGACY[module, name]]
+        if (module, name) not in _ALLOWED:
+            raise CheckpointError(f"refuses to load {module}.{name}", source=self._source)
+        try:
+            namespace = vars(importlib.import_module(module))
+        except ImportError:
+            raise CheckpointError(f"cannot import {module}", source=self._source) from None
+        if name not in namespace:
+            raise CheckpointError(f"{module} has no {name}", source=self._source)
+        return namespace[name]
 
 
 def snapshot(pipe: Pipeline, key: bytes, meta: Mapping[str, Any] | None = None) -> bytes:
@@ -259,7 +406,12 @@ def restore(
     except zlib.error as exc:
         raise CheckpointError(f"payload does not decompress: {exc}", source=source) from None
     sinks = {"finding": on_finding, "incident": on_incident}
-    pipe = _Unpickler(io.BytesIO(raw), pack, sinks, source).load()
+    try:
+        pipe = _Unpickler(io.BytesIO(raw), pack, sinks, source).load()
+    except _DAMAGE as exc:  # signed, but not a state this version can rebuild
+        raise CheckpointError(
+            f"payload does not unpickle: {type(exc).__name__}: {str(exc)[:200]}", source=source
+        ) from None
     if not isinstance(pipe, Pipeline):
         raise CheckpointError("payload is not a pipeline", source=source)
     pipe.on_finding = on_finding

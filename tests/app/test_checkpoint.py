@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import io
+import json
 import pickle
+import re
+import struct
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -222,3 +227,127 @@ def test_forgetting_what_is_resolved_changes_nothing_that_follows(
     assert set(pipe.diagnoses) <= set(pipe.correlator.incidents)
     pipe.replay(points[cut:])
     assert events == whole
+
+
+def _signed(payload: bytes, key: bytes = KEY) -> bytes:
+    """A snapshot around any pickle, signed with the right key (as a stolen key would)."""
+    header = json.dumps({"pack": "noc-default@1", "kpis": {}, "meta": {}}).encode()
+    head = checkpoint.MAGIC + struct.pack(">I", len(header)) + header
+    body = zlib.compress(payload)
+    return head + hmac.new(key, head + body, hashlib.sha256).digest() + body
+
+
+def _call(module: str, name: str, *args: str) -> bytes:
+    """A protocol-0 pickle that calls ``module.name(*args)``."""
+    strings = "".join(f"S{a!r}\n" for a in args)
+    return f"c{module}\n{name}\n({strings}tR.".encode()
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("os", "system"),
+        ("posix", "system"),
+        ("builtins", "eval"),
+        ("builtins", "exec"),
+        ("subprocess", "Popen"),
+        ("noc_assistant.checkpoint", "os.system"),  # a dotted name inside an allowed module
+        ("noc_assistant.checkpoint", "os"),
+        ("noc_assistant.pipeline", "Pipeline.__init__"),
+        ("noc_assistant.checkpoint", "write_file"),  # a function of an allowed module
+        ("collections", "os.system"),
+        ("numpy", "load"),
+    ],
+)
+def test_a_signed_payload_naming_another_callable_is_refused(
+    tmp_path: Path, module: str, name: str
+) -> None:
+    """The signature says who wrote a snapshot, not what it may run: only the classes of the
+    state resolve, and nothing the payload names runs."""
+    mark = tmp_path / "pwned"
+    blob = _signed(_call(module, name, f"touch {mark}"))
+    with pytest.raises(CheckpointError, match=f"refuses to load {re.escape(module)}"):
+        restore(blob, KEY, pack=load_pack(), source="evil.ckpt")
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        # getattr on an allowed class or function, the first step of a walk to __globals__
+        b"cbuiltins\ngetattr\n(cnoc_assistant.pipeline\nPipeline\nS'__init__'\ntR.",
+        b"cbuiltins\ngetattr\n(cnoc_assistant.checkpoint\n_ref\nS'__globals__'\ntR.",
+        b"cnoc_assistant.checkpoint\n_bound\n(cnoc_assistant.checkpoint\n_ref\nS'__call__'\ntR.",
+        # a bound method the state does not hold, of an allowed class
+        b"cnoc_assistant.checkpoint\n_bound\n(cnoc_assistant.ingest.quarantine\nQuarantine\n"
+        b")RS'add'\ntR.",
+    ],
+)
+def test_a_signed_payload_cannot_walk_attributes(payload: bytes) -> None:
+    with pytest.raises(CheckpointError, match="refuses to look up"):
+        restore(_signed(payload), KEY, pack=load_pack())
+
+
+def test_the_allowlist_names_no_dotted_path_and_resolves_plain_attributes() -> None:
+    import importlib
+
+    for module, name in checkpoint._ALLOWED:
+        assert "." not in name, (module, name)
+        if module.startswith(("noc_assistant.", "detectors.", "knowledge.")):
+            assert name in vars(importlib.import_module(module)), (module, name)
+    assert ("builtins", "getattr") not in checkpoint._ALLOWED
+
+
+def test_every_kind_of_pipeline_restores_under_the_allowlist(
+    scenario: dict[str, Path],
+    replayed: tuple[list[Point], list[Event], Pipeline],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bus worker's (an outbox), the correlator's (a fan-in), one on a local wall clock (a
+    time zone) and one quarantining to a file: each class their state holds is on the list."""
+    from noc_assistant.fanin import FanIn, TickRecorder
+    from noc_assistant.ingest import Quarantine
+    from noc_assistant.settings import get_settings
+
+    monkeypatch.setenv("NOC_LOCAL_TZ", "Europe/Berlin")
+    get_settings.cache_clear()
+    try:
+        pack = load_pack()
+        topology = load_topology(scenario["inventory"], pack)
+        points = replayed[0][: len(replayed[0]) // 3]
+        for kwargs in (
+            {"outbox": TickRecorder()},
+            {"fan_in": FanIn()},
+            {"quarantine": Quarantine(path=tmp_path / "q.jsonl")},
+        ):
+            pipe = Pipeline(pack=pack, topology=topology, **kwargs)  # type: ignore[arg-type]
+            pipe.feed_all(points)
+            second, _ = restore(snapshot(pipe, KEY), KEY, pack=pack)
+            assert second.samples == pipe.samples
+    finally:
+        get_settings.cache_clear()
+
+
+def test_an_earlier_snapshots_time_zone_is_read_without_its_dotted_path() -> None:
+    """``ZoneInfo`` pickles itself as ``getattr(zoneinfo.ZoneInfo, "_unpickle")`` (or, by
+    qualified name, ``zoneinfo.ZoneInfo._unpickle``): earlier snapshots hold that, and it maps
+    to a function of the checkpoint module, not to an attribute walked."""
+    from zoneinfo import ZoneInfo
+
+    unpickler = checkpoint._Unpickler(
+        io.BytesIO(pickle.dumps(ZoneInfo("Europe/Berlin"))), load_pack(), {}, "t"
+    )
+    assert unpickler.find_class("zoneinfo", "ZoneInfo._unpickle") is checkpoint._zone
+    assert unpickler.load() == ZoneInfo("Europe/Berlin")
+    with pytest.raises(CheckpointError, match="refuses to load zoneinfo"):
+        unpickler.find_class("zoneinfo", "ZoneInfo.from_file")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"\x80\x05garbage", b"", b"cnoc_assistant.ingest.point\nPoint\n(tR.", b"(" * 10_000],
+)
+def test_a_signed_payload_that_does_not_rebuild_is_a_checkpoint_error(payload: bytes) -> None:
+    with pytest.raises(CheckpointError):
+        restore(_signed(payload), KEY, pack=load_pack())
