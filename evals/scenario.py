@@ -119,6 +119,12 @@ class _Interval:
     """An incident's root-cause fault class (``unknown`` where its label names none)."""
 
 
+_FIRST = 0.0
+_LAST = 253_402_300_799.0
+"""A label's time in epoch seconds: from 1970 to the end of year 9999 (what a date can be
+written as); NaN, infinity and 1e20 are damage, not times."""
+
+
 def parse_time(value: Any, *, source: str = "labels") -> float:
     """RFC 3339 text or epoch seconds → epoch seconds.
 
@@ -129,14 +135,22 @@ def parse_time(value: Any, *, source: str = "labels") -> float:
     """
     if isinstance(value, bool):
         raise BadInputError(f"bad time {value!r}", source=source)
+    seconds: float | None = None
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            pass
-    raise BadInputError(f"bad time {value!r}", source=source)
+            seconds = float(value)
+        except OverflowError:  # an integer past any float
+            raise BadInputError(f"bad time {value:.6g}", source=source) from None
+    elif isinstance(value, str):
+        try:
+            seconds = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except (ValueError, OverflowError):
+            seconds = None
+    if seconds is None:
+        raise BadInputError(f"bad time {str(value)[:100]!r}", source=source)
+    if not math.isfinite(seconds) or not _FIRST <= seconds <= _LAST:
+        raise BadInputError(f"bad time {value!r} (not a time a label can hold)", source=source)
+    return seconds
 
 
 def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from evals._io import json_safe
 from noc_assistant.cli._console import console
 from noc_assistant.errors import BadInputError, NocError
+from noc_assistant.ingest.files import reading
 
 __all__ = ["app"]
 
@@ -136,15 +137,26 @@ def run(
     from evals.rca import Labels, cases_from_run, report_keys, score_rca
     from evals.scenario import alerts_raised, score_scenario
 
-    label_doc = read_json_object(labels)
+    with reading(str(labels)):
+        label_doc = read_json_object(labels)
     try:
         label_set = Labels.model_validate(label_doc)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise BadInputError(f"field {where}: {first['msg']}", source=str(labels)) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a validator's own error (1e400)
+        raise BadInputError(f"labels do not hold: {exc}", source=str(labels)) from None
     if not telemetry.is_file():
-        raise BadInputError("file not found", source=str(telemetry))
+        raise BadInputError(
+            "is a folder, not a file" if telemetry.is_dir() else "file not found",
+            source=str(telemetry),
+        )
+    if inventory is not None:
+        from noc_assistant.inventory import load_topology
+
+        with reading(str(inventory)):  # its errors named before the replay starts
+            load_topology(inventory)
     try:
         pipeline = importlib.import_module("noc_assistant.pipeline")
     except ImportError:
@@ -155,7 +167,9 @@ def run(
     try:
         maintenance = [
             correlate.MaintenanceWindow(
-                str(m["entity"]), parse_time(m["start"]), parse_time(m["end"])
+                str(m["entity"]),
+                parse_time(m["start"], source=str(labels)),
+                parse_time(m["end"], source=str(labels)),
             )
             for m in label_doc.get("maintenance", []) or []
         ]

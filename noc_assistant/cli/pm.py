@@ -37,6 +37,12 @@ def convert(
     from noc_assistant.ingest.replay import write_replay
     from noc_assistant.settings import get_settings
 
+    if inventory is not None:
+        from noc_assistant.ingest.files import reading
+        from noc_assistant.inventory import load_topology
+
+        with reading(str(inventory)):  # what the inventory's parser lets through, named
+            load_topology(inventory)
     pack, topology = load_pack_and_topology(get_settings(), inventory)
     names = ldn_names(topology.types, topology.attributes) if topology is not None else None
 

@@ -9,13 +9,17 @@ from noc_assistant.ingest.quarantine import Quarantine, QuarantineRecord
 from noc_assistant.ingest.reorder import ReorderBuffer
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.ingest.series import SeriesStore
+from noc_assistant.ingest.window import LIVE_WINDOW, REPLAY_WINDOW, TimeWindow
 
 __all__ = [
+    "LIVE_WINDOW",
+    "REPLAY_WINDOW",
     "Point",
     "Quarantine",
     "QuarantineRecord",
     "ReorderBuffer",
     "SeriesStore",
+    "TimeWindow",
     "canonical_metric",
     "read_replay",
 ]

@@ -37,8 +37,10 @@ which follow the same measurements:
   lost period are gaps, not low values. Means, maxima and numbers (``…Mean``, ``…Max``,
   ``…Nbr…``) are gauges.
 - A file that is not well-formed XML, or not a PM file, is quarantined whole (the file and the
-  parser's line); a value that is not a number likewise, with its measInfo and object. Nothing
-  is read as zero.
+  parser's line); a value that is not a finite number likewise, with its measInfo and object, a
+  measurement type or result whose position ``p`` is not a number (``<r p="three">``: that
+  one entry, not the file or the conversion), and a period that ends outside the reader's
+  :class:`~noc_assistant.ingest.window.TimeWindow` (that measInfo). Nothing is read as zero.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from typing import Any
 
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
+from noc_assistant.ingest.window import REPLAY_WINDOW, TimeWindow
 
 __all__ = [
     "FUNCTION_CLASSES",
@@ -117,7 +120,7 @@ def _time(text: str | None, where: str) -> float:
         raise ValueError(f"{where}: missing time")
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ValueError(f"{where}: {text!r} is not an ISO 8601 time with offset") from None
 
 
@@ -132,11 +135,26 @@ def _number(text: str) -> float | None:
     if text.strip().upper() == "NIL":
         return None
     number = float(text)  # ValueError names the text
+    if math.isinf(number):
+        raise ValueError(text)
     return None if math.isnan(number) else number
 
 
-def read_pm_file(path: Path, quarantine: Quarantine) -> list[PmValue]:
-    """The measurements of one PM file; a file that cannot be read is quarantined whole."""
+def _position(raw: str | None) -> int | None:
+    """A ``p`` attribute (a measurement's position in its measInfo), None if it is no number.
+
+    >>> _position("3"), _position("three"), _position(None), _position("-1")
+    (3, None, None, None)
+    """
+    text = (raw or "").strip()
+    return int(text) if text.isdecimal() and text.isascii() else None
+
+
+def read_pm_file(
+    path: Path, quarantine: Quarantine, window: TimeWindow | None = REPLAY_WINDOW
+) -> list[PmValue]:
+    """The measurements of one PM file; a file that cannot be read is quarantined whole, a
+    period ending outside ``window`` (None: any time) that period."""
     source = str(path)
     try:
         root = ET.parse(path).getroot()
@@ -144,7 +162,10 @@ def read_pm_file(path: Path, quarantine: Quarantine) -> list[PmValue]:
         quarantine.add(source, exc.position[0], f"not well-formed XML: {exc}", "")
         return []
     except OSError as exc:
-        quarantine.add(source, None, f"cannot read: {exc.strerror}", "")
+        quarantine.add(source, None, f"cannot read: {exc.strerror or exc}", "")
+        return []
+    except (ValueError, LookupError) as exc:  # an encoding the parser does not know
+        quarantine.add(source, None, f"not readable XML: {exc}", "")
         return []
     if _local(root.tag) not in ("measCollecFile", "MeasDataFile"):
         quarantine.add(source, None, f"root <{_local(root.tag)}> is not a 3GPP PM file", "")
@@ -158,26 +179,37 @@ def read_pm_file(path: Path, quarantine: Quarantine) -> list[PmValue]:
                 if not gran:
                     raise ValueError("no granPeriod")
                 end = _time(gran[0].get("endTime"), f"measInfo {info_id} granPeriod")
+                if window is not None:
+                    window.check(end)
                 duration = _duration(gran[0].get("duration"))
             except ValueError as exc:
                 quarantine.add(source, None, f"measInfo {info_id}: {exc}", "")
                 continue
             listed = _children(info, "measTypes")
+            names: dict[int, str] = {}
             if listed:
                 names = dict(enumerate((listed[0].text or "").split(), start=1))
-            else:
-                names = {
-                    int(t.get("p", "0")): (t.text or "").strip()
-                    for t in _children(info, "measType")
-                }
+            for t in [] if listed else _children(info, "measType"):
+                p = _position(t.get("p"))
+                if p is None:
+                    reason = f"measInfo {info_id}: measType p={t.get('p')!r} is not a position"
+                    quarantine.add(source, None, reason, (t.text or "").strip())
+                    continue
+                names[p] = (t.text or "").strip()
             for mv in _children(info, "measValue"):
                 ldn = mv.get("measObjLdn", "")
                 suspect = any((s.text or "").strip() == "true" for s in _children(mv, "suspect"))
                 results = _children(mv, "measResults")
+                raw: dict[int, str] = {}
                 if results:
                     raw = dict(enumerate((results[0].text or "").split(), start=1))
-                else:
-                    raw = {int(r.get("p", "0")): (r.text or "") for r in _children(mv, "r")}
+                for r in [] if results else _children(mv, "r"):
+                    p = _position(r.get("p"))
+                    if p is None:
+                        reason = f"measInfo {info_id} {ldn}: r p={r.get('p')!r} is not a position"
+                        quarantine.add(source, None, reason, r.text or "")
+                        continue
+                    raw[p] = r.text or ""
                 for p, text in sorted(raw.items()):
                     name = names.get(p)
                     if name is None:
@@ -191,7 +223,7 @@ def read_pm_file(path: Path, quarantine: Quarantine) -> list[PmValue]:
                         quarantine.add(
                             source,
                             None,
-                            f"measInfo {info_id} {ldn} {name}: {text!r} is not a number",
+                            f"measInfo {info_id} {ldn} {name}: {text!r} is not a finite number",
                             text,
                         )
                         continue
@@ -305,14 +337,16 @@ def pm_points(
     quarantine: Quarantine | None = None,
     names: Mapping[str, str] | None = None,
     vendor: VendorNames | None = None,
+    window: TimeWindow | None = REPLAY_WINDOW,
 ) -> Iterator[Point]:
     """The points of a set of PM files (see the module docstring), in period order; a
     function whose LDN ``names`` holds (:func:`ldn_names`) is named by its inventory id, a
-    measurement ``vendor`` names (:meth:`knowledge.pack.Pack.pm_names`) by its metric."""
+    measurement ``vendor`` names (:meth:`knowledge.pack.Pack.pm_names`) by its metric; a
+    period ending outside ``window`` is quarantined."""
     q = quarantine if quarantine is not None else Quarantine()
     values: list[PmValue] = []
     for path in paths:
-        values.extend(read_pm_file(path, q))
+        values.extend(read_pm_file(path, q, window))
     values.sort(key=lambda v: (v.end, v.ldn, v.meas_type))
     totals: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, float]] = {}
     for v in values:

@@ -1,17 +1,23 @@
 """Replay files (FORMATS.md §1): JSONL, one sample per line, or CSV.
 
-A line that does not parse is quarantined with its line number and the reason; a file that
-cannot be read as a whole (missing, wrong CSV header) raises :class:`ReplayFormatError`.
+A line that does not parse is quarantined with its line number and the reason: not JSON, not
+UTF-8, a CSV field past the csv module's limit, a line longer than :data:`MAX_LINE_BYTES`, a
+label with a control character (a NUL in an instance name), a timestamp outside the reader's
+:class:`~noc_assistant.ingest.window.TimeWindow`. A file that cannot be read as a whole
+(missing, a folder, wrong CSV header, a ``.gz`` that is not gzip or ends mid-stream) raises
+:class:`ReplayFormatError` naming the file and the line it got to. A UTF-8 byte order mark in
+front of the first line is read past, not taken for part of it.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
-import io
 import json
 import math
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from functools import lru_cache
@@ -23,8 +29,10 @@ import orjson
 from noc_assistant.errors import ReplayFormatError
 from noc_assistant.ingest.point import METRIC_TYPES, Point
 from noc_assistant.ingest.quarantine import Quarantine
+from noc_assistant.ingest.window import REPLAY_WINDOW, TimeWindow
 
 __all__ = [
+    "MAX_LINE_BYTES",
     "LineError",
     "epoch_seconds",
     "jsonl_lines",
@@ -38,6 +46,13 @@ __all__ = [
 
 _METRIC_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _CSV_REQUIRED = ("ts", "metric", "instance", "value")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""A control character: no label (an entity's name) holds one; a NUL truncates it in C and
+PostgreSQL refuses it."""
+
+MAX_LINE_BYTES = 1 << 20
+"""A line longer than this (1 MiB; a sample is about 200 bytes) is quarantined unread: one
+line without a newline must not load a whole file into memory."""
 
 
 class LineError(ValueError):
@@ -58,9 +73,12 @@ def parse_ts(raw: object) -> float:
     if isinstance(raw, bool):
         raise _LineError("ts must be RFC 3339 text or epoch seconds")
     if isinstance(raw, int | float):
-        if not math.isfinite(raw):
-            raise _LineError("ts is not finite")
-        return float(raw)
+        try:
+            if not math.isfinite(raw):
+                raise _LineError("ts is not finite")
+            return float(raw)
+        except OverflowError:  # an integer past any float
+            raise _LineError(f"ts {raw:.6g} is not a time") from None
     if isinstance(raw, str):
         return _text_ts(raw)
     raise _LineError("ts missing or not text/number")
@@ -118,7 +136,10 @@ def _text_ts(raw: str) -> float:
         raise _LineError(f"ts {raw!r} is not RFC 3339") from None
     if dt.tzinfo is None:
         raise _LineError(f"ts {raw!r} has no time zone (use Z or +00:00)")
-    return dt.timestamp()
+    try:
+        return dt.timestamp()
+    except (OverflowError, ValueError):  # year 1 shifted before the epoch's range
+        raise _LineError(f"ts {raw!r} is out of range") from None
 
 
 @lru_cache(maxsize=65536)
@@ -154,7 +175,14 @@ _ABSURD = 1e30
 _COUNTS_UP = frozenset({"counter", "histogram_bucket", "histogram_count"})
 
 
-def _point(ts: object, metric: object, labels: object, value: object, type_: object) -> Point:
+def _point(
+    ts: object,
+    metric: object,
+    labels: object,
+    value: object,
+    type_: object,
+    window: TimeWindow | None = None,
+) -> Point:
     if not isinstance(metric, str) or not _metric_ok(metric):
         raise _LineError(f"metric {metric!r} is not a Prometheus metric name")
     if not isinstance(labels, dict):
@@ -177,16 +205,24 @@ def _point(ts: object, metric: object, labels: object, value: object, type_: obj
         # read as a reset, a negative sample would make a negative rate, then a burst as
         # large as the counter when the next good sample "restarts" it
         raise _LineError(f"{type_} value {number!r} is negative (a counter counts up from 0)")
-    return Point(parse_ts(ts), metric, label_key, number, str(type_))
+    seconds = parse_ts(ts)
+    if window is not None:
+        window.check(seconds, _LineError)
+    return Point(seconds, metric, label_key, number, str(type_))
 
 
 @lru_cache(maxsize=65536)
 def _label_key(items: tuple[tuple[object, object], ...]) -> tuple[tuple[str, str], ...]:
     """Checked, sorted label pairs (cached: every scrape repeats a series' label set, and the
     one tuple it returns is shared by all that series' points)."""
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in items):
-        raise _LineError("labels must be an object of string → string")
-    return tuple(sorted(items))  # type: ignore[arg-type]
+    checked: list[tuple[str, str]] = []
+    for k, v in items:
+        if not (isinstance(k, str) and isinstance(v, str)):
+            raise _LineError("labels must be an object of string → string")
+        if _CONTROL.search(k) or _CONTROL.search(v):
+            raise _LineError(f"label {k!r} holds a control character: {v!r}")
+        checked.append((k, v))
+    return tuple(sorted(checked))
 
 
 def _loads(raw: bytes) -> Any:
@@ -201,6 +237,8 @@ def _loads(raw: bytes) -> Any:
 
 
 def _open(path: Path) -> IO[bytes]:
+    if path.is_dir():
+        raise ReplayFormatError("is a folder, not a replay file", source=str(path))
     try:
         if path.suffix == ".gz":
             return gzip.open(path, "rb")  # type: ignore[return-value]
@@ -209,8 +247,40 @@ def _open(path: Path) -> IO[bytes]:
         raise ReplayFormatError(f"cannot open: {exc.strerror}", source=str(path)) from None
 
 
-def parse_json_line(raw: bytes) -> Point:
-    """One FORMATS §1 JSONL sample; :class:`LineError` says what is wrong with it.
+#: what reading a (gzip) file can fail with past its opening: not gzip, cut short, damaged
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+_TOO_LONG = b"\x00too long\x00"
+"""Stands for a line longer than :data:`MAX_LINE_BYTES` (no line of a text file is this)."""
+
+
+def _binary_lines(fh: IO[bytes], source: str) -> Iterator[bytes]:
+    """The lines of ``fh``, each at most :data:`MAX_LINE_BYTES` (a longer one is read past
+    and stands as :data:`_TOO_LONG`); a read that fails raises :class:`ReplayFormatError`
+    naming the line it got to."""
+    lineno = 0
+    while True:
+        try:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):
+                    raw = fh.readline(MAX_LINE_BYTES)
+                raw = _TOO_LONG
+        except _READ_ERRORS as exc:
+            raise ReplayFormatError(
+                f"cannot read past line {lineno}: {exc}", source=source, line=lineno + 1
+            ) from None
+        if not raw:
+            return
+        lineno += 1
+        if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8) :]
+        yield raw
+
+
+def parse_json_line(raw: bytes, window: TimeWindow | None = None) -> Point:
+    """One FORMATS §1 JSONL sample; :class:`LineError` says what is wrong with it (its
+    timestamp outside ``window`` too, when one is given).
 
     >>> parse_json_line(b'{"ts": 60, "metric": "up", "labels": {"instance": "amf-1"}, "value": 1}')
     Point(ts=60.0, metric='up', labels=(('instance', 'amf-1'),), value=1.0, type='gauge')
@@ -225,8 +295,10 @@ def parse_json_line(raw: bytes) -> Point:
     """
     try:
         obj: Any = _loads(raw)
-    except ValueError as exc:
+    except ValueError as exc:  # not UTF-8 either (UnicodeDecodeError is a ValueError)
         raise LineError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise LineError("invalid JSON: nested too deeply") from None
     if not isinstance(obj, dict):
         raise LineError("line is not a JSON object")
     for key in ("ts", "metric", "value"):
@@ -234,7 +306,7 @@ def parse_json_line(raw: bytes) -> Point:
             raise LineError(f"missing required field {key!r}")
     try:
         return _point(
-            obj["ts"], obj["metric"], obj.get("labels", {}), obj["value"], obj.get("type")
+            obj["ts"], obj["metric"], obj.get("labels", {}), obj["value"], obj.get("type"), window
         )
     except LineError:
         raise
@@ -243,28 +315,37 @@ def parse_json_line(raw: bytes) -> Point:
 
 
 def parse_lines(
-    lines: Iterable[bytes], source: str, quarantine: Quarantine
+    lines: Iterable[bytes],
+    source: str,
+    quarantine: Quarantine,
+    window: TimeWindow | None = None,
 ) -> Iterator[tuple[int, bytes, Point]]:
     """(line number, raw line, point) of each JSONL sample in ``lines``; blank lines are
-    skipped, bad ones quarantined under ``source`` with their number. A replay file, a bus
-    message and a publisher all read their lines through this."""
+    skipped, bad ones (a timestamp outside ``window`` too, when one is given) quarantined
+    under ``source`` with their number. A replay file, a bus message and a publisher all read
+    their lines through this."""
     for lineno, raw in enumerate(lines, start=1):
+        if raw is _TOO_LONG:
+            quarantine.add(source, lineno, f"line longer than {MAX_LINE_BYTES} bytes", "")
+            continue
         if not raw.strip():
             continue
         try:
-            yield lineno, raw, parse_json_line(raw)
+            yield lineno, raw, parse_json_line(raw, window)
         except LineError as exc:
             quarantine.add(source, lineno, str(exc), _text(raw))
 
 
-def jsonl_lines(path: Path, quarantine: Quarantine) -> Iterator[tuple[int, bytes, Point]]:
-    """:func:`parse_lines` of a JSONL file (``.gz`` too)."""
+def jsonl_lines(
+    path: Path, quarantine: Quarantine, window: TimeWindow | None = REPLAY_WINDOW
+) -> Iterator[tuple[int, bytes, Point]]:
+    """:func:`parse_lines` of a JSONL file (``.gz`` too), its timestamps in ``window``."""
     with _open(path) as fh:
-        yield from parse_lines(fh, str(path), quarantine)
+        yield from parse_lines(_binary_lines(fh, str(path)), str(path), quarantine, window)
 
 
-def _read_jsonl(path: Path, quarantine: Quarantine) -> Iterator[Point]:
-    for _, _, point in jsonl_lines(path, quarantine):
+def _read_jsonl(path: Path, quarantine: Quarantine, window: TimeWindow | None) -> Iterator[Point]:
+    for _, _, point in jsonl_lines(path, quarantine, window):
         yield point
 
 
@@ -299,24 +380,64 @@ def _csv_extra_columns(header: list[str], source: str) -> tuple[int | None, list
     return type_col, labels
 
 
-def _read_csv(path: Path, quarantine: Quarantine) -> Iterator[Point]:
+class _CsvLines:
+    """The decoded lines of a CSV file for :mod:`csv`, and the number of the last one read:
+    a line that is not UTF-8 (or too long) is quarantined here and never reaches the reader."""
+
+    def __init__(self, lines: Iterator[bytes], source: str, quarantine: Quarantine) -> None:
+        self._lines = lines
+        self._source = source
+        self._quarantine = quarantine
+        self.lineno = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for raw in self._lines:
+            self.lineno += 1
+            if raw is _TOO_LONG:
+                reason = f"line longer than {MAX_LINE_BYTES} bytes"
+                self._quarantine.add(self._source, self.lineno, reason, "")
+                continue
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if self.lineno == 1:
+                    raise ReplayFormatError(
+                        f"CSV header is not UTF-8: {exc.reason}", source=self._source, line=1
+                    ) from None
+                reason = f"line is not UTF-8 ({exc.reason} at byte {exc.start})"
+                self._quarantine.add(self._source, self.lineno, reason, _text(raw))
+
+
+def _read_csv(path: Path, quarantine: Quarantine, window: TimeWindow | None) -> Iterator[Point]:
     source = str(path)
     with _open(path) as binary:
-        text = io.TextIOWrapper(binary, encoding="utf-8", newline="")
-        reader = csv.reader(text)
-        header = next(reader, None)
+        lines = _CsvLines(_binary_lines(binary, source), source, quarantine)
+        reader = csv.reader(iter(lines))
+        try:
+            header = next(reader, None)
+        except csv.Error as exc:
+            raise ReplayFormatError(f"CSV header: {exc}", source=source, line=1) from None
         if header is None:
             raise ReplayFormatError("empty CSV file (no header)", source=source, line=1)
         header = [h.strip() for h in header]
         if tuple(header[:4]) != _CSV_REQUIRED:
+            shown = ",".join(header)
+            shown = shown if len(shown) <= 200 else shown[:200] + "…"
             raise ReplayFormatError(
-                f"CSV header must start with {','.join(_CSV_REQUIRED)}, got {','.join(header)}",
+                f"CSV header must start with {','.join(_CSV_REQUIRED)}, got {shown!r}",
                 source=source,
                 line=1,
             )
         type_col, label_cols = _csv_extra_columns(header, source)
-        for row in reader:
-            lineno = reader.line_num
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:  # a field past the csv module's limit, a quote left open
+                quarantine.add(source, lines.lineno, f"not a CSV row: {exc}", "")
+                continue
+            lineno = lines.lineno
             if not row:
                 continue
             try:
@@ -327,7 +448,7 @@ def _read_csv(path: Path, quarantine: Quarantine) -> Iterator[Point]:
                     if row[col] != "":
                         labels[name] = row[col]
                 type_ = (row[type_col] or None) if type_col is not None else None
-                yield _point(row[0], row[1], labels, row[3], type_)
+                yield _point(row[0], row[1], labels, row[3], type_, window)
             except _LineError as exc:
                 quarantine.add(source, lineno, str(exc), ",".join(row))
 
@@ -363,8 +484,13 @@ def write_replay(points: Iterable[Point], path: Path) -> tuple[int, int]:
     return n, len(series)
 
 
-def read_replay(path: Path, quarantine: Quarantine | None = None) -> Iterator[Point]:
-    """Yield the points of a replay file in file order; bad lines go to ``quarantine``.
+def read_replay(
+    path: Path,
+    quarantine: Quarantine | None = None,
+    window: TimeWindow | None = REPLAY_WINDOW,
+) -> Iterator[Point]:
+    """Yield the points of a replay file in file order; bad lines go to ``quarantine``, a
+    sample whose timestamp lies outside ``window`` too (None: any time).
 
     The format is chosen by suffix: ``.csv`` (optionally ``.csv.gz``) is CSV, anything else
     JSONL.
@@ -372,7 +498,9 @@ def read_replay(path: Path, quarantine: Quarantine | None = None) -> Iterator[Po
     q = quarantine if quarantine is not None else Quarantine()
     if not path.exists():
         raise ReplayFormatError("file not found", source=str(path))
+    if path.is_dir():
+        raise ReplayFormatError("is a folder, not a replay file", source=str(path))
     suffixes = [s.lower() for s in path.suffixes]
     if ".csv" in suffixes:
-        return _read_csv(path, q)
-    return _read_jsonl(path, q)
+        return _read_csv(path, q, window)
+    return _read_jsonl(path, q, window)

@@ -27,6 +27,7 @@ import httpx
 
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
+from noc_assistant.ingest.window import LIVE_WINDOW, TimeWindow
 
 __all__ = [
     "ScrapeResult",
@@ -104,9 +105,11 @@ def parse_exposition(
     ts: float,
     source: str,
     quarantine: Quarantine | None = None,
+    window: TimeWindow | None = LIVE_WINDOW,
 ) -> Iterator[Point]:
     """The samples of one scrape as points of ``instance`` at ``ts`` (a sample's own time
-    stamp, in milliseconds, wins); bad lines go to ``quarantine``.
+    stamp, in milliseconds, wins, where it lies in ``window``); bad lines go to
+    ``quarantine``, a sample stamped outside ``window`` too (an exporter's garbage clock).
 
     >>> text = '''# TYPE reqs counter
     ... reqs_total{nf="amf"} 1027
@@ -143,6 +146,9 @@ def parse_exposition(
             name, label_text, value_text, stamp = m.groups()
             labels = _labels(label_text) if label_text else {}
             value = _value(value_text)
+            at = float(stamp) / 1000.0 if stamp else ts
+            if stamp and window is not None:
+                window.check(at)
         except ValueError as exc:
             if quarantine is not None:
                 quarantine.add(source, lineno, str(exc), raw)
@@ -153,7 +159,6 @@ def parse_exposition(
         if "instance" in labels:
             labels["exported_instance"] = labels["instance"]
         labels["instance"] = instance
-        at = float(stamp) / 1000.0 if stamp else ts
         yield Point(at, name, tuple(sorted(labels.items())), value, kind)
 
 

@@ -10,6 +10,8 @@ import pytest
 from noc_assistant.errors import ReplayFormatError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, read_replay
 
+T0 = 1_795_946_400  # 2026-11-29T09:20:00Z
+
 
 def _line(ts: str, metric: str, value: object, **extra: object) -> str:
     obj = {"ts": ts, "metric": metric, "labels": {"instance": "amf-1", "nf": "amf"}, "value": value}
@@ -210,12 +212,12 @@ def test_conflicting_repeat_is_quarantined() -> None:
 def test_bad_labels_are_quarantined_every_time(tmp_path: Path) -> None:
     good = {"instance": "amf-1", "nf": "amf"}
     rows = [
-        {"ts": 0, "metric": "gnb", "labels": good, "value": 1.0},
-        {"ts": 15, "metric": "gnb", "labels": {"instance": 7}, "value": 1.0},
-        {"ts": 30, "metric": "gnb", "labels": {"instance": ["a"]}, "value": 1.0},
-        {"ts": 45, "metric": "gnb", "labels": ["instance", "amf-1"], "value": 1.0},
-        {"ts": 60, "metric": "gnb", "labels": {"instance": 7}, "value": 1.0},  # again
-        {"ts": 75, "metric": "gnb", "labels": {"nf": "amf", "instance": "amf-1"}, "value": 2.0},
+        {"ts": T0, "metric": "gnb", "labels": good, "value": 1.0},
+        {"ts": T0 + 15, "metric": "gnb", "labels": {"instance": 7}, "value": 1.0},
+        {"ts": T0 + 30, "metric": "gnb", "labels": {"instance": ["a"]}, "value": 1.0},
+        {"ts": T0 + 45, "metric": "gnb", "labels": ["instance", "amf-1"], "value": 1.0},
+        {"ts": T0 + 60, "metric": "gnb", "labels": {"instance": 7}, "value": 1.0},  # again
+        {"ts": T0 + 75, "metric": "gnb", "labels": {"nf": "amf", "instance": "amf-1"}, "value": 2},
     ]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
