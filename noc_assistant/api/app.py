@@ -6,14 +6,26 @@ those beside it. JSON: ``/api/incidents``, ``/api/incidents/{id}``,
 ``/api/incidents/{id}/similar``, ``/api/incidents/{id}/concurrent``,
 ``/health``, and the drafting endpoints of
 :mod:`noc_assistant.api.drafts` (reports, chat, partner-NOC e-mails).
+
+Every response carries security headers (:data:`SECURITY_HEADERS`, and a
+``Content-Security-Policy`` whose nonce is new for each response: the console's inline
+``<script>`` and ``<style>`` blocks get it when their template is loaded, so a script that
+reaches a page any other way does not run). Every JSON body is read strictly before an
+endpoint sees it (:class:`StrictJsonBodies`): ``NaN``, ``Infinity``, numbers past a float and
+nesting past the parser's depth answer 422, a body over :data:`MAX_BODY_BYTES` 413, instead of
+reaching a model or the store as a value no JSON reader can write back (a 500).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
+import math
+import re
+import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Annotated, Any
@@ -21,8 +33,9 @@ from zoneinfo import ZoneInfo
 
 import jinja2
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from noc_assistant import present
 from noc_assistant.alertmanager import Silences
@@ -45,7 +58,7 @@ from noc_assistant.models import Finding, Incident, Review
 from noc_assistant.rca import Diagnosis
 from noc_assistant.storage import Store
 
-__all__ = ["create_app"]
+__all__ = ["MAX_BODY_BYTES", "SECURITY_HEADERS", "StrictJsonBodies", "create_app"]
 
 LookbackDays = Annotated[float, Query(gt=0, le=366, description="how many days back")]
 
@@ -65,9 +78,159 @@ def _local(ts: float | None, zone: ZoneInfo | None) -> str:
     return f" ({at.strftime('%H:%M')} {at.tzname() or zone.key})"
 
 
+SECURITY_HEADERS: dict[str, str] = {
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Permissions-Policy": "camera=(), microphone=(), geolocation=()",
+}
+"""Headers of every response: no framing (clickjacking), no content sniffing, no referrer
+(an incident's URL names the incident)."""
+
+_CSP = (
+    "default-src 'self'; script-src 'self' 'nonce-{nonce}'; style-src 'self' 'nonce-{nonce}'; "
+    "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'; form-action 'self'"
+)
+"""The console's policy: its own origin, and inline blocks only with this response's nonce."""
+
+_DOCS = ("/docs", "/redoc")
+"""FastAPI's API docs load their script from a CDN: no Content-Security-Policy there (they
+hold no data of ours); the other headers apply."""
+
+MAX_BODY_BYTES = 1 << 20
+"""Largest request body read (an e-mail edit is a few kB)."""
+
+_NONCE: contextvars.ContextVar[str] = contextvars.ContextVar("noc_csp_nonce", default="")
+_INLINE = re.compile(r"<(script|style)(?=[\s>])")
+
+
+class _NoncedLoader(jinja2.FileSystemLoader):
+    """Templates with the response's CSP nonce on each inline ``<script>`` and ``<style>``
+    (added to the template's source, so text rendered into a page never gets it)."""
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str, Callable[[], bool]]:
+        source, filename, uptodate = super().get_source(environment, template)
+        return _INLINE.sub(r'<\1 nonce="{{ csp_nonce() }}"', source), filename, uptodate
+
+
+class _NotStrictJson(ValueError):
+    """A JSON body that parses only leniently (``NaN``, ``Infinity``, 1e400)."""
+
+
+def _constant(name: str) -> Any:
+    raise _NotStrictJson(f"{name} is not a JSON number")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotStrictJson(f"{text[:40]} is past the largest number")
+    return value
+
+
+def _int(text: str) -> int:
+    if len(text) > 100:  # Python refuses 4,300 digits with a ValueError FastAPI does not map
+        raise _NotStrictJson(f"an integer of {len(text)} digits")
+    return int(text)
+
+
+def strict_json_problem(body: bytes) -> str | None:
+    """Why ``body`` is no strict JSON a model can hold (None: it is, or it is no JSON at all,
+    which the endpoint's own parsing answers).
+
+    >>> strict_json_problem(b'{"duration_s": NaN}'), strict_json_problem(b'{"a": 1e400}')
+    ('NaN is not a JSON number', '1e400 is past the largest number')
+    >>> strict_json_problem(b'{"by": "ana"}') is None, strict_json_problem(b"{oops") is None
+    (True, True)
+    """
+    try:
+        json.loads(body, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    except _NotStrictJson as exc:
+        return str(exc)
+    except RecursionError:
+        return "nested too deeply"
+    except ValueError:  # not JSON (or not UTF-8): the endpoint says so, as 422
+        return None
+    return None
+
+
+class StrictJsonBodies:
+    """ASGI middleware: the security headers on every response, and every request body read
+    whole (up to :data:`MAX_BODY_BYTES`) and refused with 422 where it is JSON only a lenient
+    parser reads, before any endpoint (its pydantic model would take ``NaN`` for a float)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        nonce = secrets.token_urlsafe(18)
+        token = _NONCE.set(nonce)
+        path: str = scope.get("path", "")
+        csp = None if path.startswith(_DOCS) else _CSP.format(nonce=nonce)
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, v)
+                    for k, v in message.get("headers", [])
+                    if k.decode("latin-1").lower() != "content-security-policy"
+                ]
+                extra = dict(SECURITY_HEADERS)
+                if csp is not None:
+                    extra["Content-Security-Policy"] = csp
+                headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            if scope.get("method") in ("POST", "PUT", "PATCH", "DELETE"):
+                await self._checked(scope, receive, send_with_headers)
+            else:
+                await self.app(scope, receive, send_with_headers)
+        finally:
+            _NONCE.reset(token)
+
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = bytearray()
+        pending: list[Message] = []
+        while True:
+            message = await receive()
+            pending.append(message)
+            if message["type"] != "http.request":
+                break
+            body += message.get("body", b"")
+            if len(body) > MAX_BODY_BYTES:
+                detail = f"request body over {MAX_BODY_BYTES} bytes"
+                await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        problem = strict_json_problem(bytes(body)) if body else None
+        if problem is not None:
+            detail = f"request body is not strict JSON: {problem}"
+            await JSONResponse({"detail": detail}, status_code=422)(scope, receive, send)
+            return
+        whole: Message = {"type": "http.request", "body": bytes(body), "more_body": False}
+        replay = [whole] if pending and pending[-1]["type"] == "http.request" else pending
+
+        async def receive_again() -> Message:
+            if replay:
+                return replay.pop(0)
+            return await receive()
+
+        await self.app(scope, receive_again, send)
+
+
 def _templates(local_tz: str | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(resources.files("noc_assistant.api") / "templates")),
+        loader=_NoncedLoader(str(resources.files("noc_assistant.api") / "templates")),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
@@ -75,6 +238,7 @@ def _templates(local_tz: str | None = None) -> jinja2.Environment:
     env.filters["utc"] = _utc
     env.globals.update(present.template_helpers())  # numbers in their units (noc_assistant.present)
     env.filters["local"] = lambda ts: _local(ts, zone)
+    env.globals["csp_nonce"] = _NONCE.get  # this response's (StrictJsonBodies sets it)
     return env
 
 
@@ -109,6 +273,7 @@ def create_app(
     503), ``mailer`` sends approved e-mails, ``api_token`` guards the write endpoints,
     ``silences`` mirrors maintenance windows in Alertmanager."""
     app = FastAPI(title="noc-assistant", version="0.1.0")
+    app.add_middleware(StrictJsonBodies)
     hub = broadcaster or Broadcaster()
     env = _templates(local_tz)
     app.state.store = store

@@ -1,7 +1,8 @@
 """What the console's endpoints depend on: the application's store, and the write token.
 
 Write endpoints take :data:`Writer`: ``Authorization: Bearer <NOC_API_TOKEN>`` or 401; with no
-token configured they are disabled (503), never open.
+token configured they are disabled (503), never open. The scheme is matched in any case
+(``bearer``, ``BEARER``: RFC 7235 §2.1 makes auth-schemes case-insensitive), the token exactly.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from fastapi import Depends, Header, HTTPException, Request
 
 from noc_assistant.storage import Store
 
-__all__ = ["StoreDep", "Writer", "get_store", "locked_step", "require_writer"]
+__all__ = [
+    "StoreDep",
+    "Writer",
+    "bearer_token",
+    "get_store",
+    "locked_step",
+    "require_writer",
+]
 
 T = TypeVar("T")
 
@@ -26,14 +34,24 @@ def get_store(request: Request) -> Store:
     return store
 
 
+def bearer_token(authorization: str | None) -> tuple[str, str]:
+    """(scheme in lower case, credentials) of an ``Authorization`` header.
+
+    >>> bearer_token("Bearer t0ken"), bearer_token("bearer  t0ken "), bearer_token(None)
+    (('bearer', 't0ken'), ('bearer', 't0ken'), ('', ''))
+    """
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    return scheme.lower(), given.strip()
+
+
 def require_writer(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
     """401 unless the request carries the application's bearer token (``app.state.api_token``),
     compared in constant time; 503 when the application has none."""
     token: str | None = request.app.state.api_token
     if token is None:
         raise HTTPException(503, "write endpoints are disabled: set NOC_API_TOKEN")
-    scheme, _, given = (authorization or "").partition(" ")
-    if scheme != "Bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+    scheme, given = bearer_token(authorization)
+    if scheme != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
         raise HTTPException(
             401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
         )

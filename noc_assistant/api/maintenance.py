@@ -23,6 +23,7 @@ from noc_assistant.alertmanager import Silences
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
 from noc_assistant.drafting import Drafter
 from noc_assistant.errors import MaintenanceError
+from noc_assistant.ingest.window import TimeWindow
 from noc_assistant.maintenance import declare, end_early, new_window
 from noc_assistant.models import Maintenance
 
@@ -41,6 +42,12 @@ class Declaration(BaseModel):
     duration_s: float | None = Field(default=None, gt=0)
 
 
+PLAN_AHEAD_S = 100 * 365.25 * 86_400.0
+"""How far ahead a window may start: a century (work planned for 2100 is odd, not damage), not
+a date past any page's calendar (a start of 1e20 was stored, and every page that showed it
+answered 500)."""
+
+
 class Ending(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -56,6 +63,7 @@ def maintenance_router(
     declared entity exists, and ``silences`` mirrors each window in Alertmanager."""
     router = APIRouter()
     lock = threading.Lock()
+    plan = TimeWindow(ahead_s=PLAN_AHEAD_S, clock=clock)
 
     @router.get("/api/maintenance")
     def windows(s: StoreDep, current: bool = False) -> list[Maintenance]:
@@ -80,6 +88,10 @@ def maintenance_router(
             )
         except MaintenanceError as exc:
             raise HTTPException(422, str(exc)) from None
+        try:
+            plan.check(window.start)
+        except ValueError as exc:
+            raise HTTPException(422, f"start: {exc}") from None
         return declare(s, window, silences)
 
     @router.post("/api/maintenance/{window_id}/end")

@@ -28,6 +28,7 @@ from noc_assistant.drafting import Drafter
 from noc_assistant.errors import ReviewError
 from noc_assistant.handover import handover, render
 from noc_assistant.ingest.replay import parse_time
+from noc_assistant.ingest.window import TimeWindow
 from noc_assistant.models import Review, Verdict
 from noc_assistant.storage import Store
 
@@ -53,6 +54,10 @@ class Judgement(BaseModel):
 
 TimeParam = Annotated[str | None, Query(description="RFC 3339 time or epoch seconds")]
 
+QUERY_AHEAD_S = 100 * 365.25 * 86_400.0
+"""How far past now a report's period may reach (``until=2100-01-01`` reads "from then on");
+1e20 or year 9999 are no period (they answered 500 where a date was written)."""
+
 
 def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.time) -> APIRouter:
     """The endpoints; the pack's fault classes (through ``drafter``) check a verdict's root
@@ -72,11 +77,21 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
             lock, lambda: review_of(s, incident_id), step, s.save_review, ReviewError, 422
         )
 
+    window = TimeWindow(ahead_s=QUERY_AHEAD_S, clock=clock)
+
+    def within(name: str, ts: float) -> float:
+        """``ts`` if a report may start or end there (since 2000, not a century ahead)."""
+        try:
+            return window.check(ts)
+        except ValueError as exc:
+            raise HTTPException(422, f"{name}: {exc}") from None
+
     def span(since: str | None, until: str | None) -> tuple[float, float]:
         try:
-            return period(since, until, clock())
+            start, end = period(since, until, clock())
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
+        return within("since", start), within("until", end)
 
     @router.get("/api/incidents/{incident_id}/review")
     def get_review(s: StoreDep, incident_id: str) -> Review:
@@ -130,13 +145,14 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
         s: StoreDep, hours: float = 8.0, until: TimeParam = None, format: str = "markdown"
     ) -> Any:
         """The shift handover (:mod:`noc_assistant.handover`): Markdown, or ``format=json``."""
-        if not 0 < hours <= 24 * 7:
+        if not 0 < hours <= 24 * 7:  # NaN too
             raise HTTPException(422, "hours: between 0 and 168")
         try:
             end = parse_time(until, clock(), "until")
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
-        data = handover(s, end - hours * 3600.0, end)
+        end = within("until", end)
+        data = handover(s, within("until - hours", end - hours * 3600.0), end)
         if format == "json":
             return data
         return PlainTextResponse(render(data), media_type="text/markdown; charset=utf-8")
