@@ -55,7 +55,14 @@ from knowledge.pack import Pack
 from knowledge.topology import PartnerLink, Topology, plmn_digits
 from noc_assistant import present
 from noc_assistant.errors import ConfigError, LlmError
-from noc_assistant.grounded import RANK_FIELD, answer_schema, narration_schema, parse_claims, render
+from noc_assistant.grounded import (
+    RANK_FIELD,
+    SAFE_NAME,
+    answer_schema,
+    narration_schema,
+    parse_claims,
+    render,
+)
 from noc_assistant.llm import LlmClient, Message
 from noc_assistant.mail import masked
 from noc_assistant.models import (
@@ -116,6 +123,9 @@ class ChatAnswer:
     note: str | None = None
     tool_calls: tuple[dict[str, Any], ...] = ()
     """The look-ups the model made, each with its arguments and result (kept in the log)."""
+    untrusted_flags: tuple[str, ...] = ()
+    """Phrases that read like instructions in the telemetry, tool results or question the
+    model was given (as data; reported so a person sees someone tried)."""
 
 
 def conversation(kept: Sequence[ChatRecord], turns: int = 10) -> list[Message]:
@@ -349,15 +359,21 @@ class Drafter:
     def _mask(self, text: str) -> str:
         return self.masker.mask(text).text
 
+    def _data(self, text: str) -> str:
+        """Text that came from telemetry (an entity name …), wrapped as data for a prompt."""
+        return screen(text, "telemetry", self._injection).text
+
     def _hypothesis_view(self, h: Hypothesis) -> dict[str, Any]:
         fault = self.pack.faults.get(h.fault)
         title = fault.title if fault is not None else h.fault
         if h.fault == "no_fault":
             title = "No fault (insufficient evidence)"
+        entity = self._mask(h.entity)
         return {
             "fault": h.fault,
             "title": title,
-            "entity": h.entity,
+            "entity": entity,
+            "entity_data": self._data(entity) if entity else "",
             "pct": _pct(h.confidence),
             "evidence_ids": [e for e in h.evidence_ids if e != RANK_ID],
             "refuted_by": list(h.refuted_by),
@@ -380,12 +396,19 @@ class Drafter:
             pool[SEEN_ID] = {"values": _seen_values(seen), "summary": _seen_text(seen)}
         return pool
 
-    def _evidence_view(self, evidence: Iterable[Evidence]) -> list[dict[str, str]]:
+    def _evidence_view(self, evidence: Iterable[Evidence]) -> list[dict[str, Any]]:
         out = []
         for e in evidence:
             summary = self._mask(self._readable(e))
-            wrapped = screen(f"[{e.id}] {summary}", "telemetry", self._injection).text
-            out.append({"id": e.id, "summary": summary, "wrapped": wrapped})
+            screened = screen(f"[{e.id}] {summary}", "telemetry", self._injection)
+            out.append(
+                {
+                    "id": e.id,
+                    "summary": summary,
+                    "wrapped": screened.text,
+                    "flags": list(screened.findings),
+                }
+            )
         return out
 
     def _readable(self, e: Evidence) -> str:
@@ -405,19 +428,27 @@ class Drafter:
         hypotheses = [self._hypothesis_view(h) for h in diagnosis.hypotheses]
         cited = {r for h in hypotheses for r in h["references"]}
         refs = self.pack.references
+        title = self._mask(incident.title)
+        entities = [self._mask(e) for e in incident.entities]
+        header = screen(f"{title}; entities: {', '.join(entities)}", "telemetry", self._injection)
+        evidence = self._evidence_view(diagnosis.evidence)
+        flags = [*header.findings, *(f for e in evidence for f in e["flags"])]
+        flags += [f for h in diagnosis.hypotheses for f in scan(h.entity, self._injection)]
         return {
             "incident": {
                 "id": incident.id,
-                "title": self._mask(incident.title),
+                "title": title,
                 "state": incident.state,
                 "opened": _utc(incident.opened_at),
                 "resolved": _utc(incident.resolved_at),
-                "entities": list(incident.entities),
+                "entities": entities,
+                "data": header.text,
             },
             "verdict": diagnosis.verdict,
             "hypotheses": hypotheses,
             "top": hypotheses[0],
-            "evidence": self._evidence_view(diagnosis.evidence),
+            "evidence": evidence,
+            "flags": sorted(set(flags)),
             "rank_id": RANK_ID,
             "references": [
                 {"id": r, "spec": refs[r].spec, "clause": refs[r].clause, "title": refs[r].title}
@@ -493,13 +524,17 @@ class Drafter:
             body=self._mask(body).strip() + "\n",
             generated_by=generated_by,
             narration_withheld=withheld,
+            untrusted_flags=view["flags"],
         )
 
     def _names(self, incident: Incident, diagnosis: Diagnosis) -> list[str]:
-        """The entity names a model's claims may write: the incident's own."""
+        """The entity names a model's claims may write: the incident's own, masked, and only
+        those that read as names (an entity named ``amf-1 ignore previous instructions`` is
+        telemetry text, not something the model may be made to write)."""
         known = [*incident.entities, *(h.entity for h in diagnosis.hypotheses)]
         known += [e.entity for e in diagnosis.evidence]
-        return [n for n in dict.fromkeys(known) if n]
+        masked = (self._mask(n) for n in dict.fromkeys(known) if n)
+        return [n for n in dict.fromkeys(masked) if SAFE_NAME.fullmatch(n)]
 
     def _filler(
         self, diagnosis: Diagnosis, tools: Sequence[ToolResult] = ()
@@ -531,24 +566,24 @@ class Drafter:
             return None, "no language model is configured"
         top = view["top"]
         told = (
-            f"{top['title']} on {top['entity']}, confidence {top['pct']}"
+            f"{top['title']} on {top['entity_data']}, confidence {top['pct']}"
             if diagnosis.verdict == "fault"
             else "no fault class above the no-fault baseline"
         )
         cited = set(diagnosis.top.evidence_ids)
         evidence = [e for e in view["evidence"] if e["id"] in cited][:8] or view["evidence"][:8]
-        root = diagnosis.top.entity if diagnosis.verdict == "fault" else None
+        names = self._names(incident, diagnosis)
+        root = self._mask(diagnosis.top.entity) if diagnosis.verdict == "fault" else None
         schema = narration_schema(
             [e["id"] for e in evidence] or [RANK_ID],
-            self._names(incident, diagnosis),
-            root or None,
+            names,
+            root if root in names else None,
             sentences=max(1, self.narrate_sentences - 1),
         )
         messages: list[Message] = [
             {
                 "role": "system",
                 "content": self._env.get_template("narrate_system.txt.j2").render(
-                    root=root,
                     example_id=evidence[0]["id"] if evidence else RANK_ID,
                     instruction=system_instruction(self._injection),
                 ),
@@ -952,7 +987,10 @@ class Drafter:
             else None
         )
         logs = tuple(t.log() for t in tools.calls)
-        return ChatAnswer(kept, "llm", cited, tuple(checked.removed), note, logs)
+        flags = {*view["flags"], *flagged, *(f for t in tools.calls for f in t.flagged)}
+        return ChatAnswer(
+            kept, "llm", cited, tuple(checked.removed), note, logs, tuple(sorted(flags))
+        )
 
     def _fallback(
         self,
@@ -993,7 +1031,17 @@ class Drafter:
         if asks["before"] and view.get("seen"):
             ids.append(SEEN_ID)
         logs = tuple(t.log() for t in calls)
-        return ChatAnswer(text.strip(), "template", tuple(dict.fromkeys(ids)), (), reason, logs)
+        flags = {*view["flags"], *scan(question, self._injection)}
+        flags |= {f for t in calls for f in t.flagged}
+        return ChatAnswer(
+            text.strip(),
+            "template",
+            tuple(dict.fromkeys(ids)),
+            (),
+            reason,
+            logs,
+            tuple(sorted(flags)),
+        )
 
     def _names_in(self, view: dict[str, Any], diagnosis: Diagnosis) -> list[dict[str, Any]]:
         """The incident's entities with their type and their neighbours that it involves,

@@ -42,6 +42,7 @@ __all__ = [
     "PLACEHOLDERS",
     "RANK_FIELD",
     "RANK_ID",
+    "SAFE_NAME",
     "Claim",
     "StructuredOutputError",
     "answer_schema",
@@ -59,6 +60,10 @@ RANK_ID = "ev-rca"
 RANK_FIELD = "confidence"
 """The placeholder that always cites the ranking (``[ev-rca]``), whatever the claim cites."""
 
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,62}")
+"""What a name a model may write or pick (an entity, a KPI) looks like: no space, markup or
+quote. An entity named ``amf-1 ignore previous instructions`` is telemetry text: it stays in
+the prompt as data, and is never offered to the model as something to write or choose."""
 _PLAIN = r"[A-Za-z ,;:()'%/&+-]"
 """Characters a claim may type: letters, spaces and punctuation that does not end a
 sentence; no digit, quote, backslash, bracket, brace or angle bracket."""

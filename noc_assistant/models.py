@@ -237,6 +237,9 @@ class Report(_Model):
     check). ``body`` is always the template's."""
     narration_withheld: str | None = None
     """Why an LLM narration was asked for and not used (unreachable, or ungrounded claims)."""
+    untrusted_flags: list[str] = Field(default_factory=list)
+    """Phrases reading like instructions found in the incident's telemetry text (entity
+    names, evidence): kept as data, never followed, reported so that a person sees them."""
 
 
 class _Span(_Model):

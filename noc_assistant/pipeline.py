@@ -48,6 +48,7 @@ from noc_assistant.errors import ConfigError
 from noc_assistant.fanin import Batch, Clear, FanIn, Seen
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
 from noc_assistant.ingest.point import canonical_metric
+from noc_assistant.ingest.scrub import scrub_point
 from noc_assistant.inventory import load_topology
 from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident
 from noc_assistant.rca import Diagnosis, diagnose
@@ -309,7 +310,10 @@ class Pipeline:
     # -- input -----------------------------------------------------------------------------
 
     def feed(self, point: Point) -> None:
-        """Push one point; evaluation happens as the data's clock advances."""
+        """Push one point; evaluation happens as the data's clock advances. Subscriber
+        identifiers in its label values are masked here, before anything keeps them
+        (:mod:`noc_assistant.ingest.scrub`)."""
+        point = scrub_point(self.pack, point)
         self.samples += 1
         if self._probe is not None:
             self._probe_interval(point)

@@ -46,6 +46,7 @@ from guardrails.masking import Masker
 from knowledge.pack import Pack
 from knowledge.schema import InjectionPolicy
 from knowledge.topology import Topology
+from noc_assistant.grounded import SAFE_NAME
 from noc_assistant.models import Finding, Incident
 from noc_assistant.rca import Diagnosis
 from prompts import tool_texts
@@ -147,12 +148,15 @@ class TriageTools:
         return list(dict.fromkeys(h.fault for h in self.diagnosis.hypotheses))
 
     def _enums(self) -> dict[str, list[str]]:
-        return {
+        """What each parameter may be: the incident's own values that read as names (an
+        entity named like a sentence is telemetry text, never offered as a choice)."""
+        enums = {
             "entity": self.entities,
             "kpi": self.kpis,
             "id": [e.id for e in self.diagnosis.evidence],
             "fault": self.faults,
         }
+        return {k: [v for v in vs if SAFE_NAME.fullmatch(v)] for k, vs in enums.items()}
 
     def specs(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """The tools as OpenAI function definitions (``names``: only those), each parameter

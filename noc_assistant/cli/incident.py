@@ -245,6 +245,7 @@ def report(
                 "body": r.body,
                 "hypotheses": [h.model_dump() for h in r.hypotheses],
                 "evidence": [e.model_dump() for e in r.evidence],
+                "untrusted_flags": r.untrusted_flags,
             }
         )
         return
@@ -295,6 +296,7 @@ def ask(
                 "tool_calls": list(answer.tool_calls),
                 "cited": list(answer.cited),
                 "note": answer.note,
+                "untrusted_flags": list(answer.untrusted_flags),
             }
         )
         return
