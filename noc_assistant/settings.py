@@ -28,6 +28,17 @@ class Settings(BaseSettings):
     http_port: int = 8080
     api_token: SecretStr | None = None
     """Bearer token required by write endpoints; without one they answer 401/503."""
+    api_read_token: SecretStr | None = None
+    """Bearer token that reads of drafting (a report, a chat answer, the kept chat) need when
+    set (the write token also does): they call the model, which anyone on the network could
+    otherwise keep busy. Unset: those reads are open."""
+    chat_rate_per_min: int = Field(default=12, ge=1)
+    """Chat answers and narrated reports one caller (a token, else a client address) may ask
+    for per minute; the next gets 429 with ``Retry-After``. One answer holds the model for
+    seconds: a few callers must not starve everyone else."""
+    chat_max_concurrent: int = Field(default=4, ge=1)
+    """Model calls of the console at once (chat, narrated reports); more wait their turn, so
+    they never take all the web server's worker threads."""
     data_dir: Path = Path("data")
     """Where `noc demo` writes its simulated telemetry, labels and inventory."""
     pack_dir: Path | None = None

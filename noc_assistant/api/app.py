@@ -291,7 +291,9 @@ def create_app(
         return inc
 
     @app.get("/health")
-    def health() -> dict[str, str]:
+    async def health() -> dict[str, str]:
+        """On the event loop, not the threadpool: it answers while every worker thread waits
+        for the model."""
         return {"status": "ok"}
 
     metrics_registry = registry(store)

@@ -1,7 +1,12 @@
 """Reports, triage chat and partner-NOC e-mails over HTTP (mounted by :func:`create_app`).
 
 Reading (no credentials): an incident's root-cause report, the e-mail drafts with their
-history, the incident's kept chat, a chat answer that is not kept (it changes nothing).
+history, the incident's kept chat, a chat answer that is not kept (it changes nothing). With a
+read token (``NOC_API_READ_TOKEN``) the report, the kept chat and chat answers need it or the
+write token (401). Chat answers and narrated reports call the model: each caller (token, else
+address) may ask for ``NOC_CHAT_RATE_PER_MIN`` a minute (429 with ``Retry-After`` beyond), and
+at most ``NOC_CHAT_MAX_CONCURRENT`` run at once, in worker threads, never on the event loop
+(others wait their turn without holding a thread).
 Writing needs ``Authorization: Bearer <NOC_API_TOKEN>``: a chat turn kept in the incident's
 log (``keep``, with the asker's name), drafting an e-mail, editing, approving, rejecting and
 sending it. Without a configured token the write endpoints answer 503 (disabled), with a wrong
@@ -19,15 +24,25 @@ the others are kept as ``undelivered``.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from noc_assistant.api.deps import StoreDep, Writer, locked_step, require_writer
+from noc_assistant.api.deps import (
+    RateLimiter,
+    StoreDep,
+    Writer,
+    caller_key,
+    locked_step,
+    require_reader,
+    require_writer,
+)
 from noc_assistant.drafting import Drafter, DraftingError, conversation
 from noc_assistant.errors import EmailStateError, NotFoundError
 from noc_assistant.history import concurrent_in_store, similar_in_store
@@ -48,6 +63,7 @@ from noc_assistant.storage import Store
 __all__ = ["ChatRequest", "drafts_router"]
 
 AuthHeader = Annotated[str | None, Header()]
+T = TypeVar("T")
 KEPT_HISTORY = 10
 """Kept turns given to the model as the conversation so far when a request brings none."""
 
@@ -105,12 +121,28 @@ def drafts_router(
     drafter: Drafter | None,
     mailer: Mailer | None,
     clock: Callable[[], float] = time.time,
+    *,
+    rate_per_min: int | None = None,
+    max_concurrent: int | None = None,
 ) -> APIRouter:
     """The endpoints, around the application's drafter and mailer (the store and the write
-    token are the application's: ``app.state.store``, ``app.state.api_token``)."""
+    token are the application's: ``app.state.store``, ``app.state.api_token``).
+
+    ``rate_per_min`` and ``max_concurrent`` bound the model calls (default:
+    ``NOC_CHAT_RATE_PER_MIN``, ``NOC_CHAT_MAX_CONCURRENT``)."""
     router = APIRouter()
     send_lock = threading.Lock()
     draft_lock = threading.Lock()
+    settings = get_settings()
+    limiter = RateLimiter(rate_per_min or settings.chat_rate_per_min)
+    model_slots = asyncio.Semaphore(max_concurrent or settings.chat_max_concurrent)
+
+    async def call_model(request: Request, authorization: str | None, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (which calls the model) in a worker thread, within the caller's rate
+        and the concurrency bound (a wait for a slot holds no thread)."""
+        limiter.take(caller_key(request, authorization), "model calls")
+        async with model_slots:
+            return await run_in_threadpool(fn)
 
     def need_drafter() -> Drafter:
         if drafter is None:
@@ -132,22 +164,40 @@ def drafts_router(
         return draft
 
     @router.get("/api/incidents/{incident_id}/report")
-    def report(s: StoreDep, incident_id: str, narrate: bool = False) -> Report:
+    async def report(
+        s: StoreDep,
+        request: Request,
+        incident_id: str,
+        narrate: bool = False,
+        authorization: AuthHeader = None,
+    ) -> Report:
+        require_reader(request, authorization)
         d = need_drafter()
-        inc, diagnosis = incident_and_diagnosis(s, incident_id)
-        review, seen = s.get_review(incident_id), similar_in_store(s, inc)
-        near = d.network_topology.neighbours
-        beside = concurrent_in_store(s, inc, near, now=clock())
-        return d.report(inc, diagnosis, narrate=narrate, review=review, seen=seen, beside=beside)
+
+        def write() -> Report:
+            inc, diagnosis = incident_and_diagnosis(s, incident_id)
+            review, seen = s.get_review(incident_id), similar_in_store(s, inc)
+            near = d.network_topology.neighbours
+            beside = concurrent_in_store(s, inc, near, now=clock())
+            return d.report(
+                inc, diagnosis, narrate=narrate, review=review, seen=seen, beside=beside
+            )
+
+        if narrate:  # the model writes the narration
+            return await call_model(request, authorization, write)
+        return await run_in_threadpool(write)
 
     @router.get("/api/incidents/{incident_id}/chat")
-    def kept_chat(s: StoreDep, incident_id: str) -> list[ChatRecord]:
+    def kept_chat(
+        s: StoreDep, request: Request, incident_id: str, authorization: AuthHeader = None
+    ) -> list[ChatRecord]:
+        require_reader(request, authorization)
         if s.get_incident(incident_id) is None:
             raise HTTPException(404, f"incident {incident_id} not found")
         return s.chat_for(incident_id)
 
     @router.post("/api/incidents/{incident_id}/chat")
-    def chat(
+    async def chat(
         s: StoreDep,
         request: Request,
         incident_id: str,
@@ -156,35 +206,42 @@ def drafts_router(
     ) -> dict[str, Any]:
         if req.keep:
             require_writer(request, authorization)
+        else:
+            require_reader(request, authorization)
         d = need_drafter()
-        inc, diagnosis = incident_and_diagnosis(s, incident_id)
-        history: list[Message] = [{"role": t.role, "content": t.content} for t in req.history]
-        if not history:  # the conversation so far: the incident's kept log
-            history = conversation(s.chat_for(incident_id), KEPT_HISTORY)
-        beside = concurrent_in_store(s, inc, d.network_topology.neighbours, now=clock())
-        answer = d.answer(
-            inc,
-            diagnosis,
-            req.question,
-            history,
-            similar_in_store(s, inc),
-            findings=s.findings_for(incident_id),
-            beside=beside,
-        )
-        kept = None
-        if req.keep:
-            record = d.keep(incident_id, req.question, answer, req.asked_by or "", clock())
-            s.save_chat(record)
-            kept = record.id
-        return {
-            "answer": answer.text,
-            "generated_by": answer.generated_by,
-            "cited": list(answer.cited),
-            "removed": list(answer.removed),
-            "note": answer.note,
-            "tool_calls": list(answer.tool_calls),
-            "kept": kept,
-        }
+
+        def answer_it() -> dict[str, Any]:
+            inc, diagnosis = incident_and_diagnosis(s, incident_id)
+            history: list[Message] = [{"role": t.role, "content": t.content} for t in req.history]
+            if not history:  # the conversation so far: the incident's kept log
+                history = conversation(s.chat_for(incident_id), KEPT_HISTORY)
+            beside = concurrent_in_store(s, inc, d.network_topology.neighbours, now=clock())
+            answer = d.answer(
+                inc,
+                diagnosis,
+                req.question,
+                history,
+                similar_in_store(s, inc),
+                findings=s.findings_for(incident_id),
+                beside=beside,
+            )
+            kept = None
+            if req.keep:
+                record = d.keep(incident_id, req.question, answer, req.asked_by or "", clock())
+                s.save_chat(record)
+                kept = record.id
+            return {
+                "answer": answer.text,
+                "generated_by": answer.generated_by,
+                "cited": list(answer.cited),
+                "removed": list(answer.removed),
+                "note": answer.note,
+                "tool_calls": list(answer.tool_calls),
+                "untrusted_flags": list(answer.untrusted_flags),
+                "kept": kept,
+            }
+
+        return await call_model(request, authorization, answer_it)
 
     @router.post("/api/incidents/{incident_id}/emails", status_code=201)
     def draft_email(s: StoreDep, _: Writer, response: Response, incident_id: str) -> EmailDraft:

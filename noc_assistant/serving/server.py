@@ -5,8 +5,18 @@ Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (SSE streamin
 
 Requests are queued behind an asyncio lock and run one at a time in a worker thread. Errors
 come back as OpenAI error bodies ``{"error": {"message", "type", "param", "code"}}`` with 4xx
-codes: 400 for malformed JSON, wrong types and prompts longer than the context, 404 for an
-unknown model. ``temperature`` defaults to 0 (greedy, lossless speculative decoding).
+codes: 400 for malformed JSON, wrong types, a ``seed`` outside 0..2**63-1 and prompts longer
+than the context, 404 for an unknown model.
+
+Load is bounded, because one slow model is shared by every client: a body over
+``max_body_bytes`` (1 MiB) is refused with 413 before it is parsed; at most ``max_waiting``
+(16) requests wait behind the running one, the next gets 429 with ``Retry-After``; parsing,
+tokenisation and grammar compilation run in worker threads so ``/health`` (an async route that
+takes no lock) answers while a big prompt is tokenised. A client that goes away is noticed
+(``request.is_disconnected()`` polled while queued and while generating): a queued request
+never starts, a running one stops after the decode round in flight.
+
+``temperature`` defaults to 0 (greedy, lossless speculative decoding).
 Responses carry ``usage`` and, as an extension, ``noc`` (speculative-decoding counters, the
 SIMPLE energy estimate, ``constrained`` and ``forced_tokens``).
 
@@ -31,7 +41,8 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,7 +71,7 @@ from noc_assistant.serving.grammar import (
 )
 from noc_assistant.serving.speculative import GenerationStats
 
-__all__ = ["ServerThread", "create_app"]
+__all__ = ["BodyLimit", "ClientGone", "ServerThread", "create_app"]
 
 
 class ContentPart(BaseModel):
@@ -141,7 +152,8 @@ class _Common(BaseModel):
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    """torch's generator takes 64-bit seeds; a bigger one was a 500."""
     stream: bool = False
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
@@ -170,6 +182,7 @@ class ApiError(Exception):
         type_: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = (
@@ -179,13 +192,73 @@ class ApiError(Exception):
             param,
             code,
         )
+        self.headers = headers
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready (nobody to answer)."""
 
 
 def _error(
-    status: int, message: str, type_: str, param: str | None, code: str | None
+    status: int,
+    message: str,
+    type_: str,
+    param: str | None,
+    code: str | None,
+    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
-    return JSONResponse(status_code=status, content=body)
+    return JSONResponse(status_code=status, content=body, headers=headers)
+
+
+class BodyLimit:
+    """ASGI middleware: a POST body over ``limit`` bytes is answered 413 before any route reads
+    it (a 5 MB prompt used to be parsed and tokenised on the event loop, holding half a GB).
+
+    The declared ``Content-Length`` is refused at once; a chunked body is read up to the limit
+    and replayed to the app, so only ``limit`` bytes are ever held."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            msg = await receive()
+            if msg["type"] != "http.request":  # gone before the body was in
+                return
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await self._refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not msg.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Any, receive: Any, send: Any) -> None:
+        msg = f"request body is larger than {self.limit} bytes"
+        resp = _error(413, msg, "invalid_request_error", None, "request_too_large")
+        await resp(scope, receive, send)
 
 
 def _stops(stop: str | list[str] | None) -> list[str]:
@@ -277,11 +350,24 @@ def _tool_call_message(text: str) -> dict[str, Any] | None:
     }
 
 
-def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
-    """Build the FastAPI app serving ``engine`` under the model id ``engine.name``."""
+def create_app(
+    engine: Engine,
+    *,
+    max_tokens_default: int = 256,
+    max_body_bytes: int = 1 << 20,
+    max_waiting: int = 16,
+    disconnect_poll_s: float = 0.05,
+) -> FastAPI:
+    """Build the FastAPI app serving ``engine`` under the model id ``engine.name``.
+
+    ``max_body_bytes``: larger request bodies get 413. ``max_waiting``: how many requests may
+    wait behind the running one before the next gets 429. ``disconnect_poll_s``: how often a
+    waiting or running request checks that its client is still there."""
     app = FastAPI(title="noc-assistant LLM server")
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
     queue_lock = asyncio.Lock()
     waiting = engine.metrics.waiting.labels(engine.name)
+    queued = 0  # requests waiting for queue_lock (the gauge above is for Prometheus only)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -297,7 +383,11 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
 
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.message, exc.type, exc.param, exc.code)
+        return _error(exc.status, exc.message, exc.type, exc.param, exc.code, exc.headers)
+
+    @app.exception_handler(ClientGone)
+    async def _gone(_: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nginx's "client closed request": nobody reads it
 
     @app.exception_handler(RequestError)
     async def _req(_: Request, exc: RequestError) -> JSONResponse:
@@ -328,43 +418,103 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
         }
         return {"object": "list", "data": [card]}
 
-    async def run_stream(req: GenRequest, stats: GenerationStats) -> AsyncIterator[list[int]]:
-        """Queue behind other requests, then pump the engine's thread into this coroutine."""
+    def admit() -> None:
+        """429 when ``max_waiting`` requests already wait (checked again on queueing)."""
+        if queued >= max_waiting:
+            raise ApiError(
+                429,
+                f"the server is busy: {queued} requests are waiting; retry later",
+                type_="rate_limit_error",
+                code="queue_full",
+                headers={"Retry-After": "1"},
+            )
+
+    async def watch(request: Request, gone: asyncio.Event, stop: threading.Event) -> None:
+        """Set ``gone`` and ``stop`` once the client has disconnected."""
+        while not await request.is_disconnected():
+            await asyncio.sleep(disconnect_poll_s)
+        gone.set()
+        stop.set()
+
+    async def enter_queue(gone: asyncio.Event) -> None:
+        """Wait for ``queue_lock``; :class:`ClientGone` (lock not held) if the client leaves
+        first, so a request whose client left never starts."""
+        nonlocal queued
+        admit()
+        queued += 1
+        waiting.inc()
+        acq = asyncio.ensure_future(queue_lock.acquire())
+        left = asyncio.ensure_future(gone.wait())
+        held = False
+        try:
+            await asyncio.wait({acq, left}, return_when=asyncio.FIRST_COMPLETED)
+            held = acq.done() and not acq.cancelled()
+        finally:
+            queued -= 1
+            waiting.dec()
+            left.cancel()
+            if not acq.done():
+                acq.cancel()
+            elif not acq.cancelled() and not held:  # granted while we were being cancelled
+                queue_lock.release()
+        if gone.is_set() or not held:
+            if held:
+                queue_lock.release()
+            raise ClientGone
+
+    async def run_stream(
+        req: GenRequest, stats: GenerationStats, request: Request | None = None
+    ) -> AsyncGenerator[list[int], None]:
+        """Queue behind other requests, then pump the engine's thread into this coroutine.
+
+        The worker checks ``stop_flag`` after every decode round: it is set when the consumer
+        stops (a stop string, a closed stream) or the client disconnects (``watch``)."""
         loop = asyncio.get_running_loop()
         q: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop_flag = threading.Event()
+        gone = asyncio.Event()
 
         def work() -> None:
+            gen = engine.stream(req, stats)
             try:
-                for part in engine.stream(req, stats):
+                for part in gen:
                     loop.call_soon_threadsafe(q.put_nowait, ("tok", part))
                     if stop_flag.is_set():
                         break
                 loop.call_soon_threadsafe(q.put_nowait, ("end", None))
             except Exception as exc:  # handed to the request coroutine
                 loop.call_soon_threadsafe(q.put_nowait, ("err", exc))
-
-        waiting.inc()
-        try:
-            await queue_lock.acquire()
-        finally:
-            waiting.dec()
-        try:
-            fut = loop.run_in_executor(None, work)
-            try:
-                while True:
-                    kind, val = await q.get()
-                    if kind == "tok":
-                        yield val
-                    elif kind == "err":
-                        raise val
-                    else:
-                        break
             finally:
-                stop_flag.set()
-                await fut
+                close = getattr(gen, "close", None)
+                if close is not None:
+                    close()  # releases the engine lock now, not when collected
+
+        watcher = (
+            asyncio.create_task(watch(request, gone, stop_flag)) if request is not None else None
+        )
+        try:
+            await enter_queue(gone)
+            try:
+                fut = loop.run_in_executor(None, work)
+                try:
+                    while True:
+                        kind, val = await q.get()
+                        if kind == "tok":
+                            yield val
+                        elif kind == "err":
+                            raise val
+                        else:
+                            break
+                finally:
+                    stop_flag.set()
+                    await fut
+            finally:
+                queue_lock.release()
+            if gone.is_set():
+                raise ClientGone
         finally:
-            queue_lock.release()
+            if watcher is not None:
+                watcher.cancel()
 
     def prepare(body: _Common, prompt: list[int]) -> GenRequest:
         check_model(body.model)
@@ -435,22 +585,30 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
             "total_tokens": st.prompt_tokens + st.output_tokens,
         }
 
-    async def complete(req: GenRequest, stops: list[str]) -> tuple[str, str, GenerationStats]:
+    async def complete(
+        req: GenRequest, stops: list[str], request: Request
+    ) -> tuple[str, str, GenerationStats]:
         st = GenerationStats()
         toks: list[int] = []
         text = ""
         reason: str | None = None
-        async for part in run_stream(req, st):
-            toks += part
-            text = engine.target.tokenizer.decode(toks)
-            cut = _first_stop(text, stops)
-            if cut is not None:
-                text, reason = text[:cut], "stop"
-                break
+        async with aclosing(run_stream(req, st, request)) as parts:  # a break frees the lock now
+            async for part in parts:
+                toks += part
+                text = engine.target.tokenizer.decode(toks)
+                cut = _first_stop(text, stops)
+                if cut is not None:
+                    text, reason = text[:cut], "stop"
+                    break
         return text, reason or st.finish_reason, st
 
     async def sse(
-        req: GenRequest, stops: list[str], chat: bool, body: _Common, tool_mode: bool = False
+        req: GenRequest,
+        stops: list[str],
+        chat: bool,
+        body: _Common,
+        request: Request,
+        tool_mode: bool = False,
     ) -> AsyncIterator[str]:
         """SSE chunks; with ``tool_mode`` a reply that begins with ``<`` (a tool call: the
         grammar keeps content from beginning so) is held back and sent as one final delta."""
@@ -497,7 +655,7 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
         reason: str | None = None
         holding: bool | None = None if tool_mode else False  # None: not known yet
         try:
-            async for part in run_stream(req, st):
+            async for part in run_stream(req, st, request):
                 toks += part
                 text = engine.target.tokenizer.decode(toks)
                 cut = _first_stop(text, stops)
@@ -518,11 +676,14 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
                     sent = safe
                 if reason is not None:
                     break
-        except RequestError as exc:
+        except ClientGone:
+            return
+        except (RequestError, ApiError) as exc:  # a 429 here: the queue filled since admit()
+            api = exc if isinstance(exc, ApiError) else None
             err = {
                 "error": {
-                    "message": str(exc),
-                    "type": "invalid_request_error",
+                    "message": api.message if api else str(exc),
+                    "type": api.type if api else "invalid_request_error",
                     "param": exc.param,
                     "code": exc.code,
                 }
@@ -549,18 +710,25 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
             yield f"data: {json.dumps(msg)}\n\n"
         yield "data: [DONE]\n\n"
 
-    @app.post("/v1/chat/completions", response_model=None)
-    async def chat(body: ChatRequest) -> JSONResponse | StreamingResponse:
-        check_model(body.model)
+    def plan_and_encode(body: ChatRequest) -> tuple[_ChatPlan, list[int]]:
         plan = _plan_chat(body)
-        req = prepare(body, encode_messages(plan.messages))
+        return plan, encode_messages(plan.messages)
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat(body: ChatRequest, request: Request) -> JSONResponse | StreamingResponse:
+        check_model(body.model)
+        admit()  # before tokenising: a full queue costs the server nothing more
+        plan, prompt = await asyncio.to_thread(plan_and_encode, body)
+        req = prepare(body, prompt)
         await constrain(req, plan.grammar, plan.param, plan)
         stops = _stops(body.stop)
         if body.stream:
+            admit()
             return StreamingResponse(
-                sse(req, stops, True, body, plan.tool_mode), media_type="text/event-stream"
+                sse(req, stops, True, body, request, plan.tool_mode),
+                media_type="text/event-stream",
             )
-        text, reason, st = await complete(req, stops)
+        text, reason, st = await complete(req, stops, request)
         message: dict[str, Any] = {"role": "assistant", "content": text}
         call = _tool_call_message(text) if plan.tool_mode else None
         if call is not None:
@@ -586,14 +754,17 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
         )
 
     @app.post("/v1/completions", response_model=None)
-    async def completions(body: CompletionRequest) -> JSONResponse | StreamingResponse:
+    async def completions(
+        body: CompletionRequest, request: Request
+    ) -> JSONResponse | StreamingResponse:
         check_model(body.model)
         prompt = body.prompt
         if isinstance(prompt, list):
             if len(prompt) != 1:
                 raise ApiError(400, "only one prompt per request is supported", param="prompt")
             prompt = prompt[0]
-        req = prepare(body, engine.target.tokenizer.encode(prompt))
+        admit()
+        req = prepare(body, await asyncio.to_thread(engine.target.tokenizer.encode, prompt))
         rf = body.response_format.model_dump() if body.response_format is not None else None
         schema = response_format_schema(rf)
         if schema is not None:
@@ -601,8 +772,11 @@ def create_app(engine: Engine, *, max_tokens_default: int = 256) -> FastAPI:
             await constrain(req, grammar, "response_format", _ChatPlan([]))
         stops = _stops(body.stop)
         if body.stream:
-            return StreamingResponse(sse(req, stops, False, body), media_type="text/event-stream")
-        text, reason, st = await complete(req, stops)
+            admit()
+            return StreamingResponse(
+                sse(req, stops, False, body, request), media_type="text/event-stream"
+            )
+        text, reason, st = await complete(req, stops, request)
         return JSONResponse(
             {
                 "id": "cmpl-" + uuid.uuid4().hex[:24],
