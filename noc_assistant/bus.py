@@ -521,6 +521,8 @@ class BusWorker:
             try:
                 msgs = await sub.fetch(self.fetch_batch, timeout=0.5)
             except (TimeoutError, NatsTimeout):  # nats-py raises either, by where it waited
+                msgs = []
+            if not msgs:  # (a fetch may also come back empty: idle all the same)
                 if self.idle_s is not None and time.monotonic() - idle_from >= self.idle_s:
                     break
                 continue
@@ -555,7 +557,7 @@ class BusWorker:
             await out.confirm()
         if since or self.finish_on_idle:
             previous = await self._checkpoint(kv, obs, pipe, last_seq, previous, stats)
-            if last_msg is not None:
+            if last_msg is not None and since:  # (at a checkpoint boundary: acked already)
                 await last_msg.ack()
         stats.last_seq = last_seq
         stats.quarantined = self.quarantine.count

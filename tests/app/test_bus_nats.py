@@ -124,6 +124,25 @@ def test_worker_restarted_after_a_crash_ends_as_one_that_never_stopped(
     third = worker().run()
     assert third.restored_seq == published.messages and third.messages == 0
 
+    # a feed whose length is a multiple of checkpoint_every: its last checkpoint acknowledged
+    # everything, and finishing on idle must not acknowledge again (it exited 2); idle stops
+    # it about idle_s after the last message
+    exact = BusWorker(
+        url=URL,
+        stream=name,
+        durable=durable + "-exact",
+        key=KEY,
+        pack=load_pack(),
+        make_pipeline=lambda: Pipeline(
+            pack=pack, topology=topology, lateness_intervals=REPLAY_LATENESS_INTERVALS
+        ),
+        prefix=prefix,
+        checkpoint_every=published.messages,
+        idle_s=1.0,
+        finish_on_idle=True,
+    ).run()
+    assert exact.messages == published.messages and exact.last_seq == published.messages
+
 
 def test_bad_lines_are_quarantined_with_their_origin(
     tmp_path: Path, stream: tuple[str, str, str]
