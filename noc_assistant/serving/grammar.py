@@ -27,6 +27,7 @@ has no native tool format):
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -128,6 +129,11 @@ def ll_tokenizer(target: TargetModel) -> llguidance.LLTokenizer:
                 raise RequestError(
                     f"structured output needs a fast tokenizer: {exc}", param="response_format"
                 ) from exc
+        elif hasattr(tok, "backend"):  # a tokenizers.Tokenizer driven directly (native.py)
+            backend = copy.copy(tok.backend)
+            backend.no_padding()
+            backend.no_truncation()
+            ll = llguidance.LLTokenizer(backend.to_str(), eos_token=eos)
         else:
             raise RequestError(
                 f"structured output is not supported for {type(tok).__name__}",
