@@ -599,7 +599,7 @@ class Drafter:
             answer = self.llm.complete(
                 messages, schema=schema, schema_name="narration", max_tokens=self.narrate_tokens
             )
-            claims = parse_claims(answer.text, schema)
+            claims = parse_claims(answer.text, schema, cut=answer.finish_reason == "length")
         except LlmError as exc:
             return None, f"the language model failed: {exc}"
         pool = self._grounding_pool(diagnosis)
@@ -957,7 +957,7 @@ class Drafter:
                     continue
                 if reply.tool_calls:  # a server that ignored tool_choice "none"
                     raise LlmError("the model asked for another look-up after its last")
-                claims = parse_claims(reply.text, schema)
+                claims = parse_claims(reply.text, schema, cut=reply.finish_reason == "length")
                 break
         except LlmError as exc:
             return self._fallback(

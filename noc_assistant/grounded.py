@@ -183,28 +183,82 @@ def _fits(value: Any, schema: Mapping[str, Any], where: str) -> None:
             raise StructuredOutputError(f"{where}: text outside the allowed form")
 
 
-def parse_claims(text: str, schema: Mapping[str, Any]) -> list[Claim]:
+def _relaxed(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with every array allowed to be empty (what a cut answer still holds)."""
+    out = dict(schema)
+    if out.get("type") == "array":
+        out["minItems"] = 0
+        out["items"] = _relaxed(out["items"])
+    if "properties" in out:
+        out["properties"] = {k: _relaxed(v) for k, v in out["properties"].items()}
+    return out
+
+
+def _salvage(text: str, schema: Mapping[str, Any]) -> Any:
+    """The complete claims of an answer the token budget cut short, or None.
+
+    Decoding under the schema, everything before the cut is valid; the claims that were
+    finished are whole. The answer is closed after the last finished one (``]}``), or after a
+    finished headline with no detail yet, and checked against the schema with its arrays
+    allowed to be empty.
+
+    >>> s = answer_schema(["ev-1"], [])
+    >>> _salvage('{"answer": [{"evidence": "ev-1", "text": "it fell"}, {"evidence": "ev', s)
+    {'answer': [{'evidence': 'ev-1', 'text': 'it fell'}]}
+    """
+    relaxed = _relaxed(schema)
+    for cut in range(len(text), 0, -1):
+        if text[cut - 1] not in '}"':
+            continue
+        for closer in ("]}", ', "details": []}', "}"):
+            try:
+                value = json.loads(text[:cut] + closer)
+                _fits(value, relaxed, "$")
+            except (json.JSONDecodeError, StructuredOutputError):
+                continue
+            return value
+    return None
+
+
+def parse_claims(text: str, schema: Mapping[str, Any], *, cut: bool = False) -> list[Claim]:
     """The claims of a model's JSON answer to ``schema`` (a narration's headline first, as a
     claim on the ranking), checked against the schema: a server that did not enforce it gets
-    the same refusal as an invalid answer.
+    the same refusal as an invalid answer. With ``cut`` (the model ran out of tokens), the
+    claims it finished (:func:`_salvage`). A claim that repeats an earlier one word for word
+    is dropped: it says nothing new, and a small model loops.
 
     >>> s = answer_schema(["ev-1"], [])
     >>> parse_claims('{"answer": [{"evidence": "ev-2", "text": "x"}]}', s)
     Traceback (most recent call last):
     ...
     noc_assistant.grounded.StructuredOutputError: $.answer[0].evidence: 'ev-2' is not allowed
+    >>> one = '{"evidence": "ev-1", "text": "a b"}'
+    >>> len(parse_claims(f'{{"answer": [{one}, {one}]}}', answer_schema(["ev-1"], [])))
+    1
     """
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise StructuredOutputError(f"the answer is not JSON: {exc.msg}") from None
-    _fits(value, schema, "$")
+        value = _salvage(text, schema) if cut else None
+        if value is None:
+            raise StructuredOutputError(f"the answer is not JSON: {exc.msg}") from None
+    else:
+        _fits(value, schema, "$")
     claims: list[Claim] = []
     if "headline" in value:
         claims.append(Claim(RANK_ID, value["headline"]))
     for item in value.get("details", value.get("answer", [])):
         claims.append(Claim(item["evidence"], item["text"]))
-    return claims
+    seen: set[str] = set()
+    kept = []
+    for c in claims:
+        said = " ".join(c.text.lower().split())
+        if said not in seen:
+            seen.add(said)
+            kept.append(c)
+    if not kept:
+        raise StructuredOutputError("the answer holds no finished claim")
+    return kept
 
 
 def _sentence(text: str) -> str:

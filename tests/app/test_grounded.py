@@ -159,3 +159,18 @@ def test_the_fallback_answers_which_entities(topo: Topology) -> None:
     for name in inc.entities:
         assert f"- {name} (" in text
     assert "Entities in this incident" not in d.answer(inc, diagnosis, "Why?").text
+
+
+def test_an_answer_cut_by_the_token_budget_keeps_its_finished_claims() -> None:
+    schema = narration_schema(["ev-1", "ev-2"], ["amf-1"], "amf-1")
+    head = '{"headline": "blame amf-1", "details": ['
+    done = '{"evidence": "ev-1", "text": "it fell to {observed}"}'
+    cut = head + done + ', {"evidence": "ev-2", "text": "and then it'
+    with pytest.raises(StructuredOutputError):
+        parse_claims(cut, schema)  # not cut by the budget: not JSON
+    claims = parse_claims(cut, schema, cut=True)
+    assert claims == [Claim(RANK_ID, "blame amf-1"), Claim("ev-1", "it fell to {observed}")]
+    only_head = parse_claims(head + '{"evidence": "ev-1", "te', schema, cut=True)
+    assert only_head == [Claim(RANK_ID, "blame amf-1")]
+    with pytest.raises(StructuredOutputError):
+        parse_claims('{"headline": "blame am', schema, cut=True)  # nothing finished
