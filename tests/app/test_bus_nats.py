@@ -149,8 +149,9 @@ def test_bad_lines_are_quarantined_with_their_origin(
 ) -> None:
     name, prefix, durable = stream
     good = '{"ts": %d, "metric": "up", "labels": {"instance": "amf-1"}, "value": 1}\n'
+    t0 = 1_764_000_000  # a real time: files outside the sane window are quarantined
     path = tmp_path / "t.jsonl"
-    path.write_text(good % 0 + "not json\n" + good % 15)
+    path.write_text(good % t0 + "not json\n" + good % (t0 + 15))
     q = Quarantine()
     stats = publish_replay(path, url=URL, stream=name, prefix=prefix, quarantine=q)
     assert stats.lines == 2 and stats.quarantined == 1
@@ -160,7 +161,7 @@ def test_bad_lines_are_quarantined_with_their_origin(
         nc = await nats.connect(URL)
         ack = await nc.jetstream().publish(
             entity_subject("amf-1", prefix),
-            (good % 30 + '{"ts": 45, "metric": "up", "value": "high"}\n').encode(),
+            (good % (t0 + 30) + f'{{"ts": {t0 + 45}, "metric": "up", "value": "high"}}\n').encode(),
             stream=name,
         )
         await nc.close()
