@@ -12,7 +12,7 @@ Two backends serve it (``backend=`` or ``NOC_LLM_BACKEND``):
 
 * ``native`` (the default on the CPU): the packaged Q4_1 GGUF read as it is and run by
   :mod:`noc_assistant.serving.native` (numba kernels, fp32 activations, a static KV cache;
-  ~5x the decode speed of the transformers path, and closer to the fp32 dequantisation of the
+  ~3.5x the decode speed of the transformers path, and closer to the fp32 dequantisation of the
   file than the bf16 cache below: bench/engine_results.md);
 * ``transformers``: the GGUF converted once to a bf16 safetensors folder under the model cache
   (``NOC_MODEL_CACHE`` or ``~/.cache/noc-assistant/models``) and run by transformers; on the

@@ -39,6 +39,7 @@ on disk.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import math
 import mmap
@@ -96,6 +97,9 @@ _GROUP = 4
 #: Forwards of at least this many tokens (prompts) multiply through BLAS on weights dequantised
 #: layer by layer; shorter ones (decoding, verify rounds) run the quantised kernels.
 PREFILL_MIN_TOKENS = 64
+
+#: Weight rows dequantised per BLAS call in a prefill (a slice that stays in L2).
+_BLAS_ROWS = 512
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -1026,6 +1030,30 @@ def _sync_threads() -> int:
     return n
 
 
+def _find_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        fn = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return cast(Callable[[int], int], fn)
+
+
+_MALLOC_TRIM = _find_malloc_trim()
+
+
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the OS (glibc only).
+
+    Loading (packing copies) and a BLAS prefill (dequantised weights, activations of every
+    prompt row) free tens of MB that glibc keeps in the heap for reuse; decoding never needs
+    them again, so without a trim they would stay resident (~25 MB for the default model).
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
 def _fresh_zeros(shape: tuple[int, ...]) -> F32:
     """A zero fp32 array in its own anonymous memory map.
 
@@ -1142,6 +1170,7 @@ class NativeLlama:
         self._kinds = np.array(
             [self.qkv.kind, self.o.kind, self.gu.kind, self.down.kind, self.head.kind], np.int64
         )
+        _trim_heap()
 
     @property
     def nbytes(self) -> int:
@@ -1192,6 +1221,7 @@ class NativeLlama:
         if t_new >= PREFILL_MIN_TOKENS:
             self._prefill(h, pos0, cache, taps, feats, logits)
             cache.length = pos0 + t_new
+            _trim_heap()
             return logits, feats
         hw = self.head
         _forward(
@@ -1233,31 +1263,36 @@ class NativeLlama:
         """The forward of a long run of tokens with BLAS matrix products.
 
         The quantised kernels compute every product in scalar-vector form; for many rows a
-        BLAS GEMM over the dequantised weights (exactly the reference's fp32 values, one
-        layer's at a time in a reused buffer) is several times faster. Rows differ from the
+        BLAS GEMM over the dequantised weights (exactly the reference's fp32 values, a slice of
+        rows at a time in a reused buffer) is several times faster. Rows differ from the
         kernels' only by summation order.
         """
         s = self.spec
         t_new, d = h.shape
         hd, ffn = s.head_dim, s.ffn
-        big = max(self.qkv.n_out * self.qkv.n_in, self.gu.n_out * self.gu.n_in, d * ffn, d * d)
-        buf = np.empty(big, np.float32)
+        buf = np.empty(_BLAS_ROWS * max(d, ffn, s.n_heads * hd), np.float32)
         xn = np.empty((t_new, d), np.float32)
         att = np.empty((t_new, s.n_heads * hd), np.float32)
         act = np.empty((t_new, ffn), np.float32)
+        qkv = np.empty((t_new, self.qkv.n_out), np.float32)
+        gu = np.empty((t_new, self.gu.n_out), np.float32)
+        tmp = np.empty((t_new, d), np.float32)
         th = torch.from_numpy
 
-        def matmul(x: F32, stack: _Stack, layer: int) -> F32:
-            w = buf[: stack.n_out * stack.n_in].reshape(stack.n_out, stack.n_in)
-            q4, q8, f, sc = stack.arrays
-            _dequantize_into(stack.kind, q4[layer], q8[layer], f[layer], sc[layer], w)
-            out: F32 = torch.mm(th(x), th(w).t()).numpy()
+        def matmul(x: F32, m: Matrix, out: F32) -> F32:
+            """out = x @ Wᵀ, W dequantised ``_BLAS_ROWS`` rows at a time (an L2-sized slice)."""
+            for r0 in range(0, m.n_out, _BLAS_ROWS):
+                r1 = min(m.n_out, r0 + _BLAS_ROWS)
+                t0, t1 = r0 // TILE, (r1 + TILE - 1) // TILE
+                w = buf[: (r1 - r0) * m.n_in].reshape(r1 - r0, m.n_in)
+                _dequantize_into(m.kind, m.q4[t0:t1], m.q8[t0:t1], m.f[t0:t1], m.sc[t0:t1], w)
+                torch.mm(th(x), th(w).t(), out=th(out)[:, r0:r1])
             return out
 
         tap_list = [int(t) for t in taps]
         for layer in range(s.n_layers):
             _rmsnorm(h, self.attn_norm[layer], s.eps, xn)
-            qkv = matmul(xn, self.qkv, layer)
+            matmul(xn, self.qkv.layer(layer), qkv)
             _attention(
                 qkv,
                 cache.k[layer],
@@ -1269,10 +1304,10 @@ class NativeLlama:
                 s.n_kv_heads,
                 att,
             )
-            h += matmul(att, self.o, layer)
+            h += matmul(att, self.o.layer(layer), tmp)
             _rmsnorm(h, self.ffn_norm[layer], s.eps, xn)
-            _swiglu(matmul(xn, self.gu, layer), ffn, act)
-            h += matmul(act, self.down, layer)
+            _swiglu(matmul(xn, self.gu.layer(layer), gu), ffn, act)
+            h += matmul(act, self.down.layer(layer), tmp)
             for k, tap in enumerate(tap_list):
                 if tap == layer:
                     feats[:, k * d : (k + 1) * d] = h
@@ -1281,14 +1316,8 @@ class NativeLlama:
         if logits.shape[0] < 16:  # the last token only: the kernel, no dequantised head
             x_last = np.ascontiguousarray(xn[t_new - logits.shape[0] :])
             _matmul(x_last, hw.kind, hw.q4, hw.q8, hw.f, hw.sc, logits)
-            return
-        chunk = max(TILE, (big // d) // TILE * TILE)  # head rows per dequantised slice
-        for r0 in range(0, hw.n_out, chunk):
-            r1 = min(hw.n_out, r0 + chunk)
-            t0, t1 = r0 // TILE, (r1 + TILE - 1) // TILE
-            w = buf[: (r1 - r0) * d].reshape(r1 - r0, d)
-            _dequantize_into(hw.kind, hw.q4[t0:t1], hw.q8[t0:t1], hw.f[t0:t1], hw.sc[t0:t1], w)
-            torch.mm(th(xn), th(w).t(), out=th(logits)[:, r0:r1])
+        else:
+            matmul(xn, hw, logits)
 
     def hf_config(self) -> Any:
         """A transformers ``LlamaConfig`` with this model's shape (for drafters and tools)."""
