@@ -33,19 +33,19 @@ from pathlib import Path
 from _machine import preamble  # bench/ helper, found beside this script
 
 from knowledge.pack import load_pack
-from noc_assistant.bus import (
+from noc_assistant.ingest.replay import read_replay
+from noc_assistant.integrations.bus import (
     BusWorker,
     CorrelatorWorker,
     partition_config,
     publish_replay,
     remove,
 )
-from noc_assistant.checkpoint import snapshot
-from noc_assistant.fanin import FanIn
-from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import load_topology
-from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+from noc_assistant.stream.checkpoint import snapshot
+from noc_assistant.stream.fanin import FanIn
+from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = "nats://127.0.0.1:4222"

@@ -34,11 +34,11 @@ import httpx
 from _machine import preamble  # bench/ helper, found beside this script
 
 from knowledge.pack import load_pack
-from noc_assistant.drafting import Drafter
+from noc_assistant.integrations.llm import LlmClient
 from noc_assistant.inventory import load_topology
-from noc_assistant.llm import LlmClient
-from noc_assistant.pipeline import run_replay
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+from noc_assistant.stream.pipeline import run_replay
+from noc_assistant.triage.drafting import Drafter
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = (

@@ -40,8 +40,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from noc_assistant.serving.corpus import noc_prompts
-from noc_assistant.serving.drafters import BlockDrafterModel, NeuralDrafter, load_drafter
-from noc_assistant.serving.models import TargetModel, load_default
+from noc_assistant.serving.draft_heads import BlockDrafterModel, NeuralDrafter, load_drafter
+from noc_assistant.serving.loading import TargetModel, load_default
 from noc_assistant.serving.speculative import generate
 
 ROOT = Path(__file__).resolve().parents[1]

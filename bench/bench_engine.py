@@ -50,7 +50,7 @@ CURVE = (1, 2, 3, 4, 6, 8, 16)
 def build_prompts(n: int, target_tokens: int) -> list[list[int]]:
     """``n`` chat prompts of about ``target_tokens`` tokens (SmolLM2 chat template)."""
     from noc_assistant.serving.corpus import noc_prompts
-    from noc_assistant.serving.models import default_gguf_path, model_cache_dir
+    from noc_assistant.serving.loading import default_gguf_path, model_cache_dir
     from noc_assistant.serving.native import gguf_tokenizer
 
     tok = gguf_tokenizer(default_gguf_path(), model_cache_dir() / "smollm2-135m-instruct-tokenizer")
@@ -86,7 +86,7 @@ def _run_llamacpp(threads: int, prompts: list[list[int]], new: int) -> dict[str,
     import numpy as np
     from llama_cpp import Llama
 
-    from noc_assistant.serving.models import default_gguf_path
+    from noc_assistant.serving.loading import default_gguf_path
 
     need = max(len(p) for p in prompts) + new + 8
     n_ctx = 512
@@ -133,7 +133,7 @@ def _run_target(
 ) -> dict[str, Any]:
     import torch
 
-    from noc_assistant.serving.models import load_default
+    from noc_assistant.serving.backends import load_default
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
@@ -197,8 +197,9 @@ def _run_fidelity(n_prompts: int, new: int) -> dict[str, Any]:
     safetensors cache, transformers) against the fp32 dequantisation of the GGUF."""
     import torch
 
+    from noc_assistant.serving.backends import load_default
     from noc_assistant.serving.corpus import noc_prompts
-    from noc_assistant.serving.models import default_gguf_path, load_default, load_gguf
+    from noc_assistant.serving.loading import default_gguf_path, load_gguf
 
     torch.set_num_threads(1)
     ref = load_gguf(default_gguf_path())

@@ -24,8 +24,8 @@ from noc_assistant.ingest import Point
 from noc_assistant.ingest.quarantine import Quarantine
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import topology_from_dict
-from noc_assistant.pipeline import Pipeline
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+from noc_assistant.stream.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 

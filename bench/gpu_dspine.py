@@ -72,12 +72,12 @@ DATA = ROOT / "bench" / "data" / "gpu_corpus_ids.json.gz"
 
 import torch  # noqa: E402
 
-from noc_assistant.serving.drafters import (  # noqa: E402
+from noc_assistant.serving.draft_heads import (  # noqa: E402
     BlockDrafterModel,
     DrafterConfig,
     NeuralDrafter,
 )
-from noc_assistant.serving.models import TargetModel, resolve_device  # noqa: E402
+from noc_assistant.serving.loading import TargetModel, resolve_device  # noqa: E402
 from noc_assistant.serving.speculative import generate  # noqa: E402
 from noc_assistant.serving.train import (  # noqa: E402
     Sample,
@@ -115,7 +115,7 @@ class IdTokenizer:
 def prepare(corpus: Path | None, out: Path, held_out: int, tiny: bool) -> None:
     """Write the ids the device needs: training samples, held-out prompts, EOS, vocabulary."""
     from noc_assistant.serving.corpus import noc_prompts
-    from noc_assistant.serving.models import load_default, tiny_qwen3
+    from noc_assistant.serving.loading import load_default, tiny_qwen3
 
     target = tiny_qwen3() if tiny else load_default()
     if corpus is not None:

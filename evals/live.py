@@ -24,7 +24,7 @@ week, with the report keys of FORMATS.md §5 where they mean the same thing:
 recording of the same telemetry can be re-scored by `noc eval run` with another detector
 version or knowledge pack: the operation's verdicts become its regression test.
 
->>> from noc_assistant.storage import SqliteStore
+>>> from noc_assistant.store import SqliteStore
 >>> from noc_assistant.models import Incident, Review
 >>> store = SqliteStore(":memory:")
 >>> for i in range(4):
@@ -53,8 +53,8 @@ from evals.rca import RcaCase, report_keys, score_rca
 from evals.scenario import wilson
 from noc_assistant.ingest.replay import parse_time
 from noc_assistant.models import Incident, Review
-from noc_assistant.storage import Store
-from noc_assistant.tuning import opening_finding
+from noc_assistant.ops.raised_bars import opening_finding
+from noc_assistant.store import Store
 
 __all__ = ["WEEK_S", "labels_from_reviews", "live_report", "period"]
 

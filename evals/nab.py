@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -45,7 +44,6 @@ __all__ = [
     "SeriesScore",
     "days_scored",
     "detect",
-    "evaluate",
     "governed_alarms",
     "load_corpus",
     "normalised_score",
@@ -605,37 +603,4 @@ def report(corpus: Sequence[NabSeries], results: Sequence[tuple[F64, Bool]]) -> 
     out["threshold_source"] = "label_free"
     out["series"] = len(corpus)
     out["per_category"] = per_cat
-    return out
-
-
-def evaluate(
-    root: Path, scores_out: Path | None = None, detector: str = "ensemble-bank", **params: Any
-) -> dict[str, Any]:
-    """Load the NAB corpus at ``root``, run the detectors, score; optionally write scores.
-
-    ``detector`` is the ensemble bank (default) or one name of
-    :data:`evals.single.DETECTORS`, scored alone under the same label-free rules (``params``
-    then takes ``target_rate`` and ``tz`` only).
-    """
-    corpus = load_corpus(root)
-    rate = float(params.get("target_rate", NAB_TARGET_RATE))
-    start = time.perf_counter()
-    if detector == "ensemble-bank":
-        results = detect(corpus, **params)
-    else:
-        from evals.single import detect_single
-
-        extra = sorted(set(params) - {"target_rate", "tz"})
-        if extra:
-            raise TypeError(f"a single detector takes no {', '.join(extra)}")
-        results = detect_single(corpus, detector, rate, params.get("tz"))
-    elapsed = time.perf_counter() - start
-    out = report(corpus, results)
-    samples = sum(len(s.values) for s in corpus)
-    out["samples"] = samples
-    out["samples_per_s"] = samples / elapsed if elapsed > 0 else 0.0
-    out["detector"] = detector
-    out["false_alarm_budget_per_series_day"] = rate
-    if scores_out is not None:
-        write_scores(scores_out, corpus, results)
     return out

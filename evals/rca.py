@@ -36,8 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from knowledge.pack import Pack, load_pack
 from knowledge.topology import plmn_digits
-from noc_assistant.models import Finding, Hypothesis, Incident
-from noc_assistant.rca import Diagnosis
+from noc_assistant.models import Diagnosis, Finding, Hypothesis, Incident
 
 __all__ = [
     "Labels",
@@ -400,10 +399,10 @@ def evaluate_replay(
 ) -> RcaScores:
     """Run the pipeline on a replay file, diagnose every incident, score against the labels.
 
-    Needs ``noc_assistant.pipeline.run_replay(path, inventory=...)`` returning an object with
+    Needs ``noc_assistant.stream.pipeline.run_replay(path, inventory=...)`` returning an object with
     ``incidents`` and ``findings``.
     """
-    from noc_assistant import pipeline
+    from noc_assistant.stream import pipeline
 
     loaded = pack if isinstance(pack, Pack) else load_pack(pack)
     label_set = labels if isinstance(labels, Labels) else load_labels(labels)

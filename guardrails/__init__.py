@@ -26,7 +26,6 @@ from guardrails.errors import (
     GuardrailPolicyError,
     InjectionDetectedError,
     MaskingError,
-    UngroundedError,
     UntrustedSourceError,
 )
 from guardrails.grounding import (
@@ -34,6 +33,7 @@ from guardrails.grounding import (
     GroundingIssue,
     GroundingReport,
     IssueKind,
+    UngroundedError,
     check_grounding,
     cite_numbers,
 )

@@ -16,19 +16,13 @@ True
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from noc_assistant.errors import ConfigError, NocError
-
-if TYPE_CHECKING:
-    from guardrails.grounding import GroundingReport
 
 __all__ = [
     "GuardrailError",
     "GuardrailPolicyError",
     "InjectionDetectedError",
     "MaskingError",
-    "UngroundedError",
     "UntrustedSourceError",
 ]
 
@@ -72,18 +66,4 @@ class InjectionDetectedError(GuardrailError):
         self.findings = findings
         super().__init__(
             f"{source} text rejected: suspicious phrases " + ", ".join(repr(f) for f in findings)
-        )
-
-
-class UngroundedError(GuardrailError):
-    """A draft makes unsupported claims and the policy says ``unsupported_claim: reject``.
-
-    ``report`` holds every issue found.
-    """
-
-    def __init__(self, report: GroundingReport) -> None:
-        self.report = report
-        kinds = sorted({issue.kind for issue in report.issues})
-        super().__init__(
-            f"draft rejected: {len(report.issues)} grounding issue(s) ({', '.join(kinds)})"
         )

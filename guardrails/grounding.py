@@ -34,7 +34,7 @@ seconds/milliseconds, and the citations themselves. ``%``, ``percent`` and a glu
 
 ``policy.unsupported_claim``: ``flag`` reports the issues and keeps the text; ``strip`` also
 removes every sentence with an issue (a line left empty goes too); ``reject`` raises
-:class:`~guardrails.errors.UngroundedError` carrying the report.
+:class:`UngroundedError` carrying the report.
 
 >>> from knowledge.pack import load_pack
 >>> from noc_assistant.models import Evidence
@@ -57,7 +57,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from guardrails.errors import GuardrailPolicyError, UngroundedError
+from guardrails.errors import GuardrailError, GuardrailPolicyError
 from knowledge.schema import GroundingPolicy
 
 __all__ = [
@@ -65,6 +65,7 @@ __all__ = [
     "GroundingIssue",
     "GroundingReport",
     "IssueKind",
+    "UngroundedError",
     "check_grounding",
     "cite_numbers",
 ]
@@ -140,6 +141,20 @@ class GroundingReport:
     issues: tuple[GroundingIssue, ...]
     text: str
     removed: tuple[str, ...] = ()
+
+
+class UngroundedError(GuardrailError):
+    """A draft makes unsupported claims and the policy says ``unsupported_claim: reject``.
+
+    ``report`` holds every issue found.
+    """
+
+    def __init__(self, report: GroundingReport) -> None:
+        self.report = report
+        kinds = sorted({issue.kind for issue in report.issues})
+        super().__init__(
+            f"draft rejected: {len(report.issues)} grounding issue(s) ({', '.join(kinds)})"
+        )
 
 
 @dataclass(frozen=True)

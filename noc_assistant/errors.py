@@ -13,10 +13,12 @@ Libraries raise these; only the CLI turns them into messages and exit codes::
     │   └── NotFoundError         an incident (…) the store does not hold, or not yet in the
     │                             form asked for (``ready`` False: no diagnosis yet)
     ├── ConfigError               settings or a knowledge pack that cannot be used (exit 2)
-    │   └── DraftingError         a draft with nothing to write from (noc_assistant.drafting)
+    │   └── DraftingError         a draft with nothing to write from (noc_assistant.triage.drafting)
+    ├── UnreachableError          a configured outside part (NATS, Alertmanager, SMTP …)
+    │                             refused or timed out (exit 2, naming what to check)
     ├── StorageError              the database refused or lost a write
     ├── LlmError                  the language model endpoint failed or answered unusably
-    └── MailError                 an e-mail not fit to send, or refused (noc_assistant.mail)
+    └── MailError                 an e-mail not fit to send, or refused (integrations.mail)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "ReviewError",
     "StorageError",
     "TuningError",
+    "UnreachableError",
 ]
 
 
@@ -95,6 +98,12 @@ class NotFoundError(BadInputError):
 
 class ConfigError(NocError):
     """Settings or a knowledge pack that cannot be used."""
+
+
+class UnreachableError(NocError):
+    """A configured outside part (NATS, Alertmanager, an SMTP server, Prometheus, a webhook)
+    that refused the connection or timed out: the settings or the part need checking, not
+    the code (exit 2). The message names the part and its address, never a secret."""
 
 
 class StorageError(NocError):

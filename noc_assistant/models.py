@@ -50,7 +50,7 @@ IncidentState = Literal["open", "resolved"]
 
 class _Model(BaseModel):
     """Base of the models: one pickled by an earlier version (a pipeline snapshot,
-    :mod:`noc_assistant.checkpoint`) that lacks a field added since gets its default, so an
+    :mod:`noc_assistant.stream.checkpoint`) that lacks a field added since gets its default, so an
     upgraded worker resumes from the state its previous version left.
 
     >>> import pickle
@@ -194,6 +194,33 @@ class Hypothesis(_Frozen):
     refuted_by: tuple[str, ...] = ()
     partner: str | None = None
     """Partner PLMN (``MCC-MNC``) when a roaming partner is involved."""
+
+
+class Diagnosis(BaseModel):
+    """The RCA answer for one incident: hypotheses best first, and every evidence item cited."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    incident_id: str
+    verdict: Literal["fault", "no_fault"]
+    hypotheses: list[Hypothesis] = Field(min_length=1)
+    evidence: list[Evidence] = Field(default_factory=list)
+    pack: str = ""
+    """``name@version`` of the knowledge pack that produced it."""
+
+    @property
+    def top(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+    @property
+    def evidence_ids(self) -> set[str]:
+        return {e.id for e in self.evidence}
+
+    def evidence_by_id(self, evidence_id: str) -> Evidence | None:
+        for e in self.evidence:
+            if e.id == evidence_id:
+                return e
+        return None
 
 
 class Incident(_Model):
@@ -446,7 +473,7 @@ class ChatRecord(_Model):
     note: str | None = None
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     """The read-only look-ups the model made for this answer, each with its arguments and
-    the result it read (:meth:`noc_assistant.triage_tools.ToolResult.log`)."""
+    the result it read (:meth:`noc_assistant.triage.tools.ToolResult.log`)."""
 
 
 EmailAction = Literal["drafted", "edited", "approved", "rejected", "sent", "send_failed"]

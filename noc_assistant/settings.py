@@ -23,7 +23,7 @@ class Settings(BaseSettings):
 
     db_url: str = "sqlite:///noc.db"
     """``sqlite:///PATH`` (embedded default) or ``postgresql://USER[:PASSWORD]@HOST/DB``
-    (:mod:`noc_assistant.postgres`); the password belongs in the environment, not the repo."""
+    (:mod:`noc_assistant.store.postgres`); the password belongs in the environment, not the repo."""
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     api_token: SecretStr | None = None
@@ -101,8 +101,8 @@ class Settings(BaseSettings):
     weekend_days: tuple[Annotated[int, Field(ge=0, le=6)], ...] = (5, 6)
     """The weekend's weekdays (Monday 0 … Sunday 6; ``[4,5]`` for Friday–Saturday)."""
     smtp_host: str | None = None
-    """The SMTP server that sends approved partner-NOC e-mails (:mod:`noc_assistant.mail`);
-    unset: sending is not configured."""
+    """The SMTP server that sends approved partner-NOC e-mails
+    (:mod:`noc_assistant.integrations.mail`); unset: sending is not configured."""
     smtp_port: int = 25
     """The SMTP server's port (25; 587 with ``smtp_starttls``)."""
     smtp_sender: str = "noc-assistant@localhost"

@@ -11,7 +11,7 @@ reads (the template-only root-cause report, the partner-NOC e-mail, the shift ha
 * ``chat_fallback.txt.j2``: the chat's answer when no model answers or nothing it said held;
 * ``chat_repeat.txt.j2``: what the chat's model is told when it repeats a look-up;
 * ``partner_email.txt.j2`` / ``partner_subject.txt.j2``: the partner-NOC e-mail;
-* ``handover.md.j2``: the shift handover (:mod:`noc_assistant.handover`; no model writes it);
+* ``handover.md.j2``: the shift handover (:mod:`noc_assistant.triage.handover`; no model writes it);
 * ``triage_tools.yaml``: the triage chat's tools as the model reads them (:func:`tool_texts`).
 
 >>> env = environment()

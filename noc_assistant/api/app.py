@@ -37,8 +37,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from noc_assistant import present
-from noc_assistant.alertmanager import Silences
 from noc_assistant.api.deps import StoreDep
 from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
@@ -46,17 +44,19 @@ from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.metrics import registry
 from noc_assistant.api.reviews import reviews_router
 from noc_assistant.api.tuning import tuning_router
-from noc_assistant.drafting import Drafter, DraftingError, review_refuses_partner
-from noc_assistant.history import (
+from noc_assistant.integrations.alertmanager import Silences
+from noc_assistant.integrations.mail import Mailer
+from noc_assistant.models import Finding, Incident, Review
+from noc_assistant.store import Store
+from noc_assistant.triage import present
+from noc_assistant.triage.drafting import Drafter, DraftingError, review_refuses_partner
+from noc_assistant.triage.history import (
     IncidentHistory,
     PastIncident,
     concurrent_in_store,
     similar_in_store,
 )
-from noc_assistant.mail import Mailer
-from noc_assistant.models import Finding, Incident, Review
-from noc_assistant.rca import Diagnosis
-from noc_assistant.storage import Store
+from noc_assistant.triage.rca import Diagnosis
 
 __all__ = ["MAX_BODY_BYTES", "SECURITY_HEADERS", "StrictJsonBodies", "create_app"]
 
@@ -236,7 +236,9 @@ def _templates(local_tz: str | None = None) -> jinja2.Environment:
     )
     zone = None if local_tz is None else ZoneInfo(local_tz)
     env.filters["utc"] = _utc
-    env.globals.update(present.template_helpers())  # numbers in their units (noc_assistant.present)
+    env.globals.update(
+        present.template_helpers()
+    )  # numbers in their units (noc_assistant.triage.present)
     env.filters["local"] = lambda ts: _local(ts, zone)
     env.globals["csp_nonce"] = _NONCE.get  # this response's (StrictJsonBodies sets it)
     return env
@@ -322,7 +324,7 @@ def create_app(
         s: StoreDep, incident_id: str, days: LookbackDays = 90
     ) -> IncidentHistory:
         """The earlier incidents like this one (same entity and KPI, or same cause) and what
-        the NOC's verdicts on them were (:mod:`noc_assistant.history`)."""
+        the NOC's verdicts on them were (:mod:`noc_assistant.triage.history`)."""
         return similar_in_store(s, _incident_or_404(s, incident_id), lookback_s=days * 86_400)
 
     def neighbours(entity: str) -> set[str]:

@@ -23,7 +23,7 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, Header, HTTPException, Request
 
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
 
 __all__ = [
     "RateLimiter",

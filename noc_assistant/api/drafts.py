@@ -43,11 +43,9 @@ from noc_assistant.api.deps import (
     require_reader,
     require_writer,
 )
-from noc_assistant.drafting import Drafter, DraftingError, conversation
 from noc_assistant.errors import EmailStateError, NotFoundError
-from noc_assistant.history import concurrent_in_store, similar_in_store
-from noc_assistant.llm import Message
-from noc_assistant.mail import (
+from noc_assistant.integrations.llm import Message
+from noc_assistant.integrations.mail import (
     ADDRESS_PATTERN,
     EML_MEDIA_TYPE,
     Mailer,
@@ -55,10 +53,11 @@ from noc_assistant.mail import (
     export,
     masked,
 )
-from noc_assistant.models import ChatRecord, EmailDraft, Incident, Report
-from noc_assistant.rca import Diagnosis
+from noc_assistant.models import ChatRecord, Diagnosis, EmailDraft, Incident, Report
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
+from noc_assistant.triage.drafting import Drafter, DraftingError, conversation
+from noc_assistant.triage.history import concurrent_in_store, similar_in_store
 
 __all__ = ["ChatRequest", "drafts_router"]
 
@@ -277,7 +276,8 @@ def drafts_router(
     @router.get("/api/emails/{email_id}.eml", response_class=Response)
     def export_email(s: StoreDep, email_id: str) -> Response:
         """The e-mail as an RFC 5322 message (``.eml``) to open in a mail client, from the
-        configured sender, its subject and body masked again (:func:`noc_assistant.mail.export`)."""
+        configured sender, its subject and body masked again
+        (:func:`noc_assistant.integrations.mail.export`)."""
         d = need_drafter()
         draft = email_or_404(s, email_id)
         sender = mailer.sender if mailer is not None else get_settings().smtp_sender

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from noc_assistant.alertmanager import Silences
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
-from noc_assistant.drafting import Drafter
 from noc_assistant.errors import MaintenanceError
 from noc_assistant.ingest.window import TimeWindow
-from noc_assistant.maintenance import declare, end_early, new_window
+from noc_assistant.integrations.alertmanager import Silences
 from noc_assistant.models import Maintenance
+from noc_assistant.ops.maintenance import declare, end_early, new_window
+from noc_assistant.triage.drafting import Drafter
 
 __all__ = ["maintenance_router"]
 

@@ -7,7 +7,7 @@ alert rules watch about the assistant, read from the store at each scrape.
 - ``noc_false_alarm_share``: the share of the judged incidents of the last week that were
   false (as :func:`evals.live.live_report` counts it; absent while none is judged);
 - ``noc_maintenance_windows_active``: windows in force now;
-- ``noc_raised_bars_active``: raised bars in force now (:mod:`noc_assistant.tuning`: KPIs
+- ``noc_raised_bars_active``: raised bars in force now (:mod:`noc_assistant.ops.raised_bars`: KPIs
   that page only from a higher score, an alert rule can flag one forgotten);
 - ``noc_emails{status}``: partner e-mails by status;
 - ``noc_store_up``: 1 when the store answered the scrape, 0 when it did not (the other
@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 
 from evals.live import WEEK_S
 from noc_assistant.errors import StorageError
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
 
 __all__ = ["StoreCollector", "registry"]
 

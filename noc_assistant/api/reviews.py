@@ -24,13 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from evals._io import json_safe
 from evals.live import labels_from_reviews, live_report, period
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
-from noc_assistant.drafting import Drafter
 from noc_assistant.errors import ReviewError
-from noc_assistant.handover import handover, render
 from noc_assistant.ingest.replay import parse_time
 from noc_assistant.ingest.window import TimeWindow
 from noc_assistant.models import Review, Verdict
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
+from noc_assistant.triage.drafting import Drafter
+from noc_assistant.triage.handover import handover, render
 
 __all__ = ["reviews_router"]
 
@@ -144,7 +144,7 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
     def shift_handover(
         s: StoreDep, hours: float = 8.0, until: TimeParam = None, format: str = "markdown"
     ) -> Any:
-        """The shift handover (:mod:`noc_assistant.handover`): Markdown, or ``format=json``."""
+        """The shift handover (:mod:`noc_assistant.triage.handover`): Markdown or JSON."""
         if not 0 < hours <= 24 * 7:  # NaN too
             raise HTTPException(422, "hours: between 0 and 168")
         try:

@@ -1,4 +1,4 @@
-"""Raised bars over HTTP (mounted by :func:`create_app`; :mod:`noc_assistant.tuning`).
+"""Raised bars over HTTP (mounted by :func:`create_app`; :mod:`noc_assistant.ops.raised_bars`).
 
 ``GET /api/tuning/suggestions`` proposes bars from the verdicts (the KPIs that opened false
 pages, the bar that would have held them, the confirmed faults it would have held too);
@@ -18,10 +18,10 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from noc_assistant.api.deps import StoreDep, Writer, locked_step
-from noc_assistant.drafting import Drafter
 from noc_assistant.errors import TuningError
 from noc_assistant.models import Tuning
-from noc_assistant.tuning import DEFAULT_TUNING_S, new_rule, suggest
+from noc_assistant.ops.raised_bars import DEFAULT_TUNING_S, new_rule, suggest
+from noc_assistant.triage.drafting import Drafter
 
 __all__ = ["tuning_router"]
 

@@ -8,24 +8,36 @@ import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
+
+import typer
 
 from noc_assistant.cli._console import console, err_console
+from noc_assistant.settings import get_settings
+from noc_assistant.store import open_store
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from knowledge.pack import Pack
     from knowledge.topology import Topology
-    from noc_assistant.alertmanager import AlertmanagerSink
     from noc_assistant.api.events import Broadcaster
-    from noc_assistant.correlate import IncidentEvent, MaintenanceWindow
+    from noc_assistant.integrations.alertmanager import AlertmanagerSink
     from noc_assistant.models import Incident
-    from noc_assistant.pipeline import Pipeline
     from noc_assistant.settings import Settings
-    from noc_assistant.storage import Store
+    from noc_assistant.store import Store
+    from noc_assistant.stream.correlate import IncidentEvent, MaintenanceWindow
+    from noc_assistant.stream.pipeline import Pipeline
+    from noc_assistant.triage.drafting import Drafter
 
-__all__ = ["SYNC_EVERY_S", "IncidentOutput", "console_app", "load_pack_and_topology"]
+__all__ = [
+    "SYNC_EVERY_S",
+    "IncidentOutput",
+    "InventoryOpt",
+    "console_app",
+    "drafting_for_cli",
+    "load_pack_and_topology",
+]
 
 SYNC_EVERY_S = 1.0
 """How often (wall clock) a live command re-reads the store's maintenance windows."""
@@ -57,7 +69,7 @@ class IncidentOutput:
         pipeline: Callable[[], Pipeline | None],
         hub: Broadcaster | None = None,
     ) -> None:
-        from noc_assistant.alertmanager import AlertmanagerSink
+        from noc_assistant.integrations.alertmanager import AlertmanagerSink
 
         self.store = store
         self.pipeline = pipeline
@@ -211,8 +223,8 @@ class IncidentOutput:
         while the process runs takes effect at the next round (:meth:`tick` reads at most
         every :data:`SYNC_EVERY_S`). Windows given otherwise (a replay's labels) stay. A store
         that cannot be read keeps the last windows, and says so once."""
-        from noc_assistant.correlate import MaintenanceWindow
         from noc_assistant.errors import StorageError
+        from noc_assistant.stream.correlate import MaintenanceWindow
 
         pipe = self.pipeline()
         if pipe is None:
@@ -261,10 +273,10 @@ def console_app(
     template answers when it is down), e-mails sent through ``NOC_SMTP_HOST``, writes guarded
     by ``NOC_API_TOKEN``, maintenance windows mirrored as silences in
     ``NOC_ALERTMANAGER_URL``."""
-    from noc_assistant.alertmanager import Silences
     from noc_assistant.api.app import create_app
-    from noc_assistant.drafting import Drafter
-    from noc_assistant.mail import Mailer
+    from noc_assistant.integrations.alertmanager import Silences
+    from noc_assistant.integrations.mail import Mailer
+    from noc_assistant.triage.drafting import Drafter
 
     drafter = Drafter.from_settings(pack, topology, settings)
     token = settings.api_token.get_secret_value() if settings.api_token else None
@@ -277,3 +289,23 @@ def console_app(
         api_token=token,
         silences=Silences(settings.alertmanager_url) if settings.alertmanager_url else None,
     )
+
+
+def drafting_for_cli(inventory: Path | None) -> tuple[Store, Drafter]:
+    """The store and a drafter for the CLI: the pack of the settings, the inventory given
+    (default: the demo's, when it exists), the LLM of ``NOC_LLM_BASE_URL``."""
+    from knowledge.topology import Topology
+    from noc_assistant.triage.drafting import Drafter
+
+    settings = get_settings()
+    if inventory is None and (settings.data_dir / "inventory.json").is_file():
+        inventory = settings.data_dir / "inventory.json"
+    pack, topology = load_pack_and_topology(settings, inventory)
+    drafter = Drafter.from_settings(pack, topology or Topology.infer({}, pack), settings)
+    return open_store(settings.db_url), drafter
+
+
+InventoryOpt = Annotated[
+    Path | None,
+    typer.Option(help="Network inventory (FORMATS §4); default: NOC_DATA_DIR/inventory.json"),
+]

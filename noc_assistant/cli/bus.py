@@ -15,9 +15,9 @@ from noc_assistant.settings import get_settings
 if TYPE_CHECKING:
     from knowledge.pack import Pack
     from knowledge.topology import Topology
-    from noc_assistant.bus import BusWorker
     from noc_assistant.cli._live import IncidentOutput
     from noc_assistant.ingest import Quarantine
+    from noc_assistant.integrations.bus import BusWorker
     from noc_assistant.settings import Settings
 
 __all__ = ["app"]
@@ -47,8 +47,8 @@ def publish(
     batch: Annotated[int, typer.Option(min=1, help="Most lines in one message.")] = 500,
 ) -> None:
     """Publish a replay file to the stream, one message per entity and scrape."""
-    from noc_assistant.bus import publish_replay
     from noc_assistant.ingest import Quarantine
+    from noc_assistant.integrations.bus import publish_replay
 
     settings = get_settings()
     qpath = telemetry.with_name(telemetry.name + ".quarantine.jsonl")
@@ -118,8 +118,8 @@ def worker(
     ``--partition``, ``--part``, ``--entities`` or ``--subject``, and its own ``--durable``)
     the incidents are made by ``noc bus correlate`` from every worker's findings, so an
     incident that spans slices is one incident."""
-    from noc_assistant.bus import BusWorker
-    from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
+    from noc_assistant.integrations.bus import BusWorker
+    from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
     share = _part(part)
     settings, key, pack, topology, quarantine, on_incident = _live(durable, inventory)
@@ -175,7 +175,7 @@ def partitions(
     --findings --partition K`` per K in 0 … N-1 and one ``noc bus correlate``. The server
     sends each worker only its own entities. N cannot change while the stream holds
     telemetry: an entity would move to another worker without its detectors' state."""
-    from noc_assistant.bus import partition_config
+    from noc_assistant.integrations.bus import partition_config
 
     settings = get_settings()
     text = partition_config(n, settings.nats_subject_prefix)
@@ -222,9 +222,9 @@ def correlate(
 
     The inventory is required: without one a worker infers the topology from the telemetry it
     sees, and the correlator sees none."""
-    from noc_assistant.bus import CorrelatorWorker
-    from noc_assistant.fanin import FanIn
-    from noc_assistant.pipeline import Pipeline
+    from noc_assistant.integrations.bus import CorrelatorWorker
+    from noc_assistant.stream.fanin import FanIn
+    from noc_assistant.stream.pipeline import Pipeline
 
     settings, key, pack, topology, quarantine, on_incident = _live(durable, inventory)
 
@@ -289,7 +289,7 @@ def status(
     import dataclasses
     import json
 
-    from noc_assistant.bus import status as bus_status
+    from noc_assistant.integrations.bus import status as bus_status
 
     settings = get_settings()
     streams = bus_status(settings.nats_url, settings.nats_stream, settings.nats_findings_stream)
@@ -317,10 +317,10 @@ def _live(
 ) -> tuple[Settings, bytes, Pack, Topology | None, Quarantine, IncidentOutput]:
     """What a worker and the correlator both need: settings, the snapshot key, the pack and
     topology, the quarantine file, and the incident sink (its pipeline is the worker's)."""
-    from noc_assistant.checkpoint import state_key
     from noc_assistant.cli._live import IncidentOutput, load_pack_and_topology
     from noc_assistant.ingest import Quarantine
-    from noc_assistant.storage import open_store
+    from noc_assistant.store import open_store
+    from noc_assistant.stream.checkpoint import state_key
 
     settings = get_settings()
     key = state_key(settings)

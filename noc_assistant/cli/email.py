@@ -17,11 +17,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from noc_assistant.cli._console import console, err_console
-from noc_assistant.cli.incident import InventoryOpt
+from noc_assistant.cli._live import InventoryOpt, drafting_for_cli
 from noc_assistant.errors import BadInputError, ConfigError
 from noc_assistant.models import EmailDraft
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import Store, open_store
+from noc_assistant.store import Store, open_store
 
 __all__ = ["app"]
 
@@ -52,9 +52,7 @@ def draft(
     """Draft an e-mail to the NOC of the roaming partner an incident implicates (stored as a
     draft: `noc email approve` / `noc email send`). Where one to that partner is still open
     (draft or approved), it is shown instead of writing a second one."""
-    from noc_assistant.cli.incident import _drafting
-
-    store, drafter = _drafting(inventory)
+    store, drafter = drafting_for_cli(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
     existing = store.list_emails(incident_id)
     d = drafter.partner_email(
@@ -88,7 +86,7 @@ def export_email(
     NOC_SMTP_SENDER, its subject and body masked again, whatever its status."""
     from guardrails import Masker
     from noc_assistant.cli._live import load_pack_and_topology
-    from noc_assistant.mail import MailError, export
+    from noc_assistant.integrations.mail import MailError, export
 
     settings = get_settings()
     d = _draft(open_store(settings.db_url), email_id)
@@ -154,7 +152,7 @@ def edit(
     history); subscriber identifiers in the new text are masked."""
     from guardrails import Masker
     from noc_assistant.cli._live import load_pack_and_topology
-    from noc_assistant.mail import ADDRESS_PATTERN, masked
+    from noc_assistant.integrations.mail import ADDRESS_PATTERN, masked
 
     settings = get_settings()
     if body_file is None:
@@ -214,7 +212,7 @@ def send(
     by: Annotated[str | None, typer.Option("--by", help="Who sends it (recorded)")] = None,
 ) -> None:
     """Send an approved e-mail through NOC_SMTP_HOST (a failed attempt is recorded on it)."""
-    from noc_assistant.mail import Mailer, MailError
+    from noc_assistant.integrations.mail import Mailer, MailError
 
     settings = get_settings()
     mailer = Mailer.from_settings(settings)

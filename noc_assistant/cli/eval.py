@@ -110,11 +110,10 @@ def nab(
 ) -> None:
     """Score the label-free detector ensemble on a NAB corpus (NAB v1.1, three profiles)."""
     from evals import nab as nab_eval
+    from evals.nab_run import evaluate
 
     rate = nab_eval.NAB_TARGET_RATE if budget is None else budget
-    report = nab_eval.evaluate(
-        data, scores_out=scores_out, detector=detector, tz=tz, target_rate=rate
-    )
+    report = evaluate(data, scores_out=scores_out, detector=detector, tz=tz, target_rate=rate)
     _write(report, out)
     console.print(
         f"NAB standard {report['nab_score_standard']:.1f}  low_FP {report['nab_score_low_fp']:.1f}"
@@ -158,12 +157,12 @@ def run(
         with reading(str(inventory)):  # its errors named before the replay starts
             load_topology(inventory)
     try:
-        pipeline = importlib.import_module("noc_assistant.pipeline")
+        pipeline = importlib.import_module("noc_assistant.stream.pipeline")
     except ImportError:
-        raise NocError("noc_assistant.pipeline is not available in this build") from None
+        raise NocError("noc_assistant.stream.pipeline is not available in this build") from None
     from evals.scenario import parse_time
 
-    correlate = importlib.import_module("noc_assistant.correlate")
+    correlate = importlib.import_module("noc_assistant.stream.correlate")
     try:
         maintenance = [
             correlate.MaintenanceWindow(
@@ -243,7 +242,7 @@ def live(
     from evals.live import live_report
     from noc_assistant.cli._live import load_pack_and_topology
     from noc_assistant.settings import get_settings
-    from noc_assistant.storage import open_store
+    from noc_assistant.store import open_store
 
     settings = get_settings()
     pack, topology = load_pack_and_topology(settings, inventory)
@@ -273,7 +272,7 @@ def labels_cmd(
     telemetry with `noc eval run` (another detector version, another pack)."""
     from evals.live import labels_from_reviews
     from noc_assistant.settings import get_settings
-    from noc_assistant.storage import open_store
+    from noc_assistant.store import open_store
 
     start, end = _period(since, until)
     doc = labels_from_reviews(open_store(get_settings().db_url), start, end)

@@ -5,22 +5,21 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from noc_assistant import present
 from noc_assistant.cli._console import console, err_console
+from noc_assistant.cli._live import InventoryOpt, drafting_for_cli
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import Store, open_store
+from noc_assistant.store import Store, open_store
+from noc_assistant.triage import present
 
 if TYPE_CHECKING:
-    from noc_assistant.drafting import Drafter
-    from noc_assistant.history import PastIncident
     from noc_assistant.models import Evidence, Review
+    from noc_assistant.triage.history import PastIncident
 
 __all__ = ["app"]
 
@@ -192,27 +191,6 @@ def show(
     console.print(table)
 
 
-def _drafting(inventory: Path | None) -> tuple[Store, Drafter]:
-    """The store and a drafter for the CLI: the pack of the settings, the inventory given
-    (default: the demo's, when it exists), the LLM of ``NOC_LLM_BASE_URL``."""
-    from knowledge.topology import Topology
-    from noc_assistant.cli._live import load_pack_and_topology
-    from noc_assistant.drafting import Drafter
-
-    settings = get_settings()
-    if inventory is None and (settings.data_dir / "inventory.json").is_file():
-        inventory = settings.data_dir / "inventory.json"
-    pack, topology = load_pack_and_topology(settings, inventory)
-    drafter = Drafter.from_settings(pack, topology or Topology.infer({}, pack), settings)
-    return open_store(settings.db_url), drafter
-
-
-InventoryOpt = Annotated[
-    Path | None,
-    typer.Option(help="Network inventory (FORMATS §4); default: NOC_DATA_DIR/inventory.json"),
-]
-
-
 @app.command("report")
 def report(
     incident_id: Annotated[str, typer.Argument(help="Incident id")],
@@ -225,9 +203,9 @@ def report(
     """Print an incident's root-cause report (Markdown, from the diagnosis); with ``--json``
     the report's parts: ``narration`` (the model's summary, null when it was not used),
     ``narration_withheld`` (why), ``summary``, ``body``, ``hypotheses``, ``evidence``."""
-    store, drafter = _drafting(inventory)
+    store, drafter = drafting_for_cli(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
-    from noc_assistant.history import concurrent_in_store, similar_in_store
+    from noc_assistant.triage.history import concurrent_in_store, similar_in_store
 
     review, seen = store.get_review(incident_id), similar_in_store(store, inc)
     near = drafter.network_topology.neighbours
@@ -269,10 +247,10 @@ def ask(
     look-ups the model makes and the earlier incidents like it; the incident's kept chat is
     the conversation so far). With ``--json``: ``answer``, ``source`` (``model`` or
     ``fallback``), ``withheld_sentences``, ``tool_calls`` (each with its result), ``note``."""
-    from noc_assistant.drafting import conversation
-    from noc_assistant.history import concurrent_in_store, similar_in_store
+    from noc_assistant.triage.drafting import conversation
+    from noc_assistant.triage.history import concurrent_in_store, similar_in_store
 
-    store, drafter = _drafting(inventory)
+    store, drafter = drafting_for_cli(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
     kept = conversation(store.chat_for(incident_id))
     beside = concurrent_in_store(store, inc, drafter.network_topology.neighbours, now=time.time())
@@ -342,9 +320,9 @@ def similar_cmd(
     """Earlier incidents like this one (same entity and KPI, or the same cause), newest first,
     with the NOC's verdict on each: has it happened before, and what was it then? Then those
     at the same time on the same or a neighbouring entity (the inventory's topology)."""
-    from noc_assistant.history import concurrent_in_store, similar_in_store
+    from noc_assistant.triage.history import concurrent_in_store, similar_in_store
 
-    store, drafter = _drafting(inventory)
+    store, drafter = drafting_for_cli(inventory)
     inc = store.get_incident(incident_id)
     if inc is None:
         raise BadInputError(f"no incident {incident_id!r} in {store.path}")
@@ -379,8 +357,8 @@ def handover_cmd(
 ) -> None:
     """The shift handover: open incidents (nobody's first), what the shift saw, maintenance
     now and planned, e-mails waiting, chats kept (Markdown, from the store alone)."""
-    from noc_assistant.handover import handover, render
     from noc_assistant.ingest.replay import parse_time
+    from noc_assistant.triage.handover import handover, render
 
     try:
         end = parse_time(until, time.time(), "--until")

@@ -62,8 +62,9 @@ def train_drafter_cmd(
     _threads(threads)
     import time
 
-    from noc_assistant.serving.drafters import DrafterConfig, save_drafter
-    from noc_assistant.serving.models import load_default, tiny_qwen3
+    from noc_assistant.serving.backends import load_default
+    from noc_assistant.serving.draft_heads import DrafterConfig, save_drafter
+    from noc_assistant.serving.loading import tiny_qwen3
     from noc_assistant.serving.train import TrainConfig, prepare_data, train_drafter
 
     if variant not in VARIANTS:
@@ -141,11 +142,11 @@ def _load_engine(
     block_size: int | None = None,
     device: str = "cpu",
 ) -> object:
-    from noc_assistant.serving.drafters import load_drafter
+    from noc_assistant.serving.backends import load_default
+    from noc_assistant.serving.draft_heads import load_drafter
     from noc_assistant.serving.engine import Engine
-    from noc_assistant.serving.models import (
+    from noc_assistant.serving.loading import (
         DEFAULT_MODEL_NAME,
-        load_default,
         load_hf_dir,
         tiny_qwen3,
     )
@@ -252,7 +253,8 @@ def nf12_cmd(
     import torch
     from safetensors.torch import load_file
 
-    from noc_assistant.serving.models import DEFAULT_MODEL_NAME, load_default, model_cache_dir
+    from noc_assistant.serving.backends import load_default
+    from noc_assistant.serving.loading import DEFAULT_MODEL_NAME, model_cache_dir
     from noc_assistant.serving.nf12 import NF12_FILE, convert_model_dir, load_nf12
 
     if out is None:

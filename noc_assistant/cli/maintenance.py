@@ -14,10 +14,10 @@ from rich.table import Table
 from noc_assistant.cli._console import console, duration, err_console, utc
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import open_store
+from noc_assistant.store import open_store
 
 if TYPE_CHECKING:
-    from noc_assistant.alertmanager import Silences
+    from noc_assistant.integrations.alertmanager import Silences
 
 __all__ = ["app"]
 
@@ -26,7 +26,7 @@ app = typer.Typer(help="Planned maintenance: held pages.", no_args_is_help=True)
 
 def _silences() -> Silences | None:
     """Alertmanager's silences, when ``NOC_ALERTMANAGER_URL`` is set."""
-    from noc_assistant.alertmanager import Silences
+    from noc_assistant.integrations.alertmanager import Silences
 
     url = get_settings().alertmanager_url
     return Silences(url) if url else None
@@ -42,7 +42,7 @@ def add(
     reason: Annotated[str | None, typer.Option(help="Why (the change ticket)")] = None,
 ) -> None:
     """Declare a maintenance window: the entity's pages (and its neighbours') are held."""
-    from noc_assistant.maintenance import declare, new_window
+    from noc_assistant.ops.maintenance import declare, new_window
 
     settings = get_settings()
     store = open_store(settings.db_url)
@@ -92,7 +92,7 @@ def end(
     window = store.get_maintenance(window_id)
     if window is None:
         raise BadInputError(f"no maintenance window {window_id!r} in {store.path}")
-    from noc_assistant.maintenance import end_early
+    from noc_assistant.ops.maintenance import end_early
 
     ended = end_early(window, by, time.time(), _silences())
     store.save_maintenance(ended)

@@ -133,8 +133,8 @@ def inhibit_rules_cmd(
     """Export the topology as Alertmanager inhibit_rules (upstream alerts mute dependents)."""
     import yaml
 
-    from noc_assistant.correlate import inhibit_rules
     from noc_assistant.inventory import load_topology
+    from noc_assistant.stream.correlate import inhibit_rules
 
     pack = _load(directory)
     text = yaml.safe_dump(inhibit_rules(load_topology(inventory, pack)), sort_keys=False)

@@ -29,7 +29,7 @@ def export(
     then scores the detectors on them)."""
     from noc_assistant.errors import BadInputError
     from noc_assistant.ingest.replay import parse_ts, write_replay
-    from noc_assistant.prometheus import PrometheusSource
+    from noc_assistant.integrations.prometheus import PrometheusSource
 
     try:
         t0 = parse_ts(start)

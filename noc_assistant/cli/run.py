@@ -12,11 +12,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from noc_assistant.cli._console import console
-from noc_assistant.correlate import IncidentEvent, MaintenanceWindow
 from noc_assistant.ingest import Point
 from noc_assistant.ingest.replay import parse_ts
 from noc_assistant.models import Finding, Maintenance
 from noc_assistant.settings import get_settings
+from noc_assistant.stream.correlate import IncidentEvent, MaintenanceWindow
 
 __all__ = ["register"]
 
@@ -81,9 +81,9 @@ def demo(
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.cli._live import console_app
     from noc_assistant.inventory import topology_from_dict
-    from noc_assistant.pipeline import Pipeline
     from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
-    from noc_assistant.storage import open_store
+    from noc_assistant.store import open_store
+    from noc_assistant.stream.pipeline import Pipeline
 
     settings = get_settings()
     store = open_store(settings.db_url)
@@ -216,7 +216,7 @@ def demo(
 def check() -> None:
     """Ask every outside part the settings name whether it answers (store, pack, LLM, SMTP,
     Alertmanager, NATS), changing nothing; exit 1 if one configured fails."""
-    from noc_assistant.readiness import check_all
+    from noc_assistant.ops.readiness import check_all
 
     checks = check_all(get_settings())
     for c in checks:

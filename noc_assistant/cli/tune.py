@@ -1,4 +1,5 @@
-"""`noc tune ...`: raise the bar of a KPI that pages for nothing (:mod:`noc_assistant.tuning`).
+"""`noc tune ...`: raise the bar of a KPI that pages for nothing
+(:mod:`noc_assistant.ops.raised_bars`).
 
 ``suggest`` reads the verdicts and proposes bars, with what each would have cost; ``add``
 declares one (a person decides, with a reason); the running `noc watch` or bus worker takes it
@@ -18,7 +19,7 @@ from rich.table import Table
 from noc_assistant.cli._console import console, duration, utc
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import open_store
+from noc_assistant.store import open_store
 
 __all__ = ["app"]
 
@@ -40,7 +41,7 @@ def suggest(
 ) -> None:
     """The raised bars the verdicts argue for: per KPI and entity that opened false pages,
     the bar that would have held them, and the confirmed faults it would have held too."""
-    from noc_assistant.tuning import suggest as suggestions
+    from noc_assistant.ops.raised_bars import suggest as suggestions
 
     store = open_store(get_settings().db_url)
     now = time.time()
@@ -85,7 +86,7 @@ def add(
     """Raise a KPI's bar on some entities: below it, its findings are kept as evidence and
     page nobody."""
     from noc_assistant.cli._live import load_pack_and_topology
-    from noc_assistant.tuning import new_rule
+    from noc_assistant.ops.raised_bars import new_rule
 
     settings = get_settings()
     pack, _ = load_pack_and_topology(settings, None)

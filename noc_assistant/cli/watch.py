@@ -49,15 +49,15 @@ def watch(
     incidents as they happen. With ``--prometheus --backfill`` the detectors first learn from
     the stored history, instead of waiting out their probation."""
     from noc_assistant.api.events import Broadcaster
-    from noc_assistant.checkpoint import read_file, restore, snapshot, state_key, write_file
     from noc_assistant.cli._live import IncidentOutput, console_app, load_pack_and_topology
     from noc_assistant.cli.run import _serve, _utc
     from noc_assistant.errors import BadInputError
     from noc_assistant.ingest import Quarantine
     from noc_assistant.ingest.scrape import Scraper, parse_target
-    from noc_assistant.pipeline import Pipeline
-    from noc_assistant.prometheus import PrometheusError, PrometheusSource
-    from noc_assistant.storage import open_store
+    from noc_assistant.integrations.prometheus import PrometheusError, PrometheusSource
+    from noc_assistant.store import open_store
+    from noc_assistant.stream.checkpoint import read_file, restore, snapshot, state_key, write_file
+    from noc_assistant.stream.pipeline import Pipeline
 
     settings = get_settings()
     try:

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from noc_assistant.serving.drafters import BlockDrafterModel, NeuralDrafter
+from noc_assistant.serving.draft_heads import BlockDrafterModel, NeuralDrafter
 from noc_assistant.serving.errors import RequestError
+from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.metrics import ServingMetrics
-from noc_assistant.serving.models import TargetModel
 from noc_assistant.serving.simple import (
     LLAMA31_8B_IMPLIED,
     EnergyBreakdown,

@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from noc_assistant.serving.errors import RequestError
-from noc_assistant.serving.models import ByteTokenizer, HFTokenizer, TargetModel
+from noc_assistant.serving.loading import ByteTokenizer, HFTokenizer, TargetModel
 
 __all__ = [
     "JSON_LAYOUT",

@@ -60,7 +60,7 @@ from torch import Tensor
 
 from noc_assistant.serving.cache import KVCache
 from noc_assistant.serving.errors import ModelLoadError, RequestError
-from noc_assistant.serving.models import (
+from noc_assistant.serving.loading import (
     HFTokenizer,
     TargetModel,
     TargetOutput,
@@ -1384,7 +1384,7 @@ class _LazyHFModel:
     def hf(self) -> Any:
         """The transformers model of the same file (fp32, loaded on first use)."""
         if self._hf is None:
-            from noc_assistant.serving.models import _offline
+            from noc_assistant.serving.loading import _offline
 
             _offline()
             from transformers import AutoModelForCausalLM
@@ -1600,7 +1600,7 @@ def gguf_tokenizer(path: Path, cache_dir: Path | None = None) -> TextTokenizer:
     loads are a :class:`FastTokenizer` over the saved files. Without ``cache_dir`` the
     transformers tokeniser is returned.
     """
-    from noc_assistant.serving.models import _offline
+    from noc_assistant.serving.loading import _offline
 
     if cache_dir is not None and (cache_dir / "tokenizer.json").is_file():
         return FastTokenizer(cache_dir)

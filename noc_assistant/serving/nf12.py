@@ -200,7 +200,7 @@ def load_nf12_model(
     """Load a model folder whose weights are NF12 (returns a ``TargetModel``)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from noc_assistant.serving.models import HFTokenizer, TargetModel
+    from noc_assistant.serving.loading import HFTokenizer, TargetModel
 
     p = Path(path)
     cfg = AutoConfig.from_pretrained(p)

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from noc_assistant.serving.drafters import Drafter
+from noc_assistant.serving.draft_heads import Drafter
 from noc_assistant.serving.errors import RequestError
-from noc_assistant.serving.models import TargetModel, TargetOutput
+from noc_assistant.serving.loading import TargetModel, TargetOutput
 
 if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
     from noc_assistant.serving.cache import KVCache

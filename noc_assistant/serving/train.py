@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from noc_assistant.serving.drafters import BlockDrafterModel, DrafterConfig, new_drafter
-from noc_assistant.serving.models import TargetModel
+from noc_assistant.serving.draft_heads import BlockDrafterModel, DrafterConfig, new_drafter
+from noc_assistant.serving.loading import TargetModel
 
 __all__ = [
     "FeatureSeq",

@@ -32,6 +32,7 @@ from noc_assistant.simulate.faults import (
     Shape,
 )
 from noc_assistant.simulate.network import Network
+from noc_assistant.timefmt import rfc3339
 
 __all__ = [
     "FAULT_GAP_S",
@@ -55,22 +56,6 @@ WARMUP_PERIODS = 3
 MARGIN_S = 15 * 60.0
 """Distance kept between a fault and a benign window, maintenance or a day boundary."""
 DAY_S = 86400.0
-
-
-def rfc3339(ts: float) -> str:
-    """Epoch seconds → RFC 3339 UTC with ``Z`` (fractional seconds only when needed).
-
-    >>> rfc3339(1795910400.0)
-    '2026-11-29T00:00:00Z'
-    >>> rfc3339(1795910400.5)
-    '2026-11-29T00:00:00.5Z'
-    """
-    whole = math.floor(ts)
-    text = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    frac = round(ts - whole, 6)
-    if frac > 0:
-        text += f"{frac:.6f}"[1:].rstrip("0")
-    return text + "Z"
 
 
 @dataclass(frozen=True)

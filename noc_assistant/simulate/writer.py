@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from noc_assistant.simulate.schedule import rfc3339
 from noc_assistant.simulate.series import SeriesDef
+from noc_assistant.timefmt import rfc3339
 
 __all__ = ["format_lines", "line_parts", "write_json"]
 

@@ -30,8 +30,8 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from knowledge.topology import Topology
 from noc_assistant.api.app import create_app
 from noc_assistant.api.events import Broadcaster
-from noc_assistant.correlate import inhibit_rules
-from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.stream.correlate import inhibit_rules
 
 
 def _free_port() -> int:
@@ -72,7 +72,7 @@ def served_with_drafting(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcast
     """The console with drafting on (the pack's fixture inventory; no model, no SMTP)."""
     from knowledge.pack import load_pack
     from knowledge.topology import load_inventory
-    from noc_assistant.drafting import Drafter
+    from noc_assistant.triage.drafting import Drafter
 
     pack = load_pack()
     topo = load_inventory(pack.fixture_path("inventory.yaml"), pack)

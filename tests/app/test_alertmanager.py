@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from noc_assistant.alertmanager import AlertmanagerSink
-from noc_assistant.correlate import IncidentEvent
+from noc_assistant.integrations.alertmanager import AlertmanagerSink
 from noc_assistant.models import Hypothesis, Incident
+from noc_assistant.stream.correlate import IncidentEvent
 
 
 def _incident(i: str, entity: str, fault: str = "pfcp_association_loss") -> Incident:
@@ -101,9 +101,9 @@ def test_an_incident_nobody_takes_pages_again(alertmanager: str, tmp_path: Path)
     from knowledge.pack import load_pack
     from noc_assistant.cli._live import IncidentOutput
     from noc_assistant.models import Review
-    from noc_assistant.pipeline import Pipeline
     from noc_assistant.settings import Settings
-    from noc_assistant.storage import SqliteStore
+    from noc_assistant.store import SqliteStore
+    from noc_assistant.stream.pipeline import Pipeline
 
     store = SqliteStore(tmp_path / "noc.db")
     pipe = Pipeline(pack=load_pack())
@@ -158,9 +158,9 @@ def test_the_acknowledgement_timer_survives_a_restart(
     timeout after it came back."""
     from knowledge.pack import load_pack
     from noc_assistant.cli._live import IncidentOutput
-    from noc_assistant.pipeline import Pipeline
     from noc_assistant.settings import Settings
-    from noc_assistant.storage import open_store
+    from noc_assistant.store import open_store
+    from noc_assistant.stream.pipeline import Pipeline
 
     url = (
         f"sqlite:///{tmp_path / 'noc.db'}"

@@ -22,10 +22,10 @@ from test_drafting import PACK, case
 
 from knowledge.topology import load_inventory
 from noc_assistant.api.app import create_app
-from noc_assistant.drafting import Drafter
-from noc_assistant.mail import Mailer
+from noc_assistant.integrations.mail import Mailer
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import SqliteStore
+from noc_assistant.store import SqliteStore
+from noc_assistant.triage.drafting import Drafter
 
 TOKEN = "t0ken-for-fuzz"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -15,7 +15,7 @@ from conftest import _serve
 
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.models import Incident
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
 
 TOKEN = "t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -62,7 +62,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Store, Broadcaster]]:
     """The console with drafting on and a write token, one incident in its store."""
     from knowledge.pack import load_pack
     from knowledge.topology import load_inventory
-    from noc_assistant.drafting import Drafter
+    from noc_assistant.triage.drafting import Drafter
 
     pack = load_pack()
     topo = load_inventory(pack.fixture_path("inventory.yaml"), pack)

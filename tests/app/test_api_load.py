@@ -18,10 +18,10 @@ from test_drafting import PACK, case
 
 from knowledge.topology import load_inventory
 from noc_assistant.api.app import create_app
-from noc_assistant.drafting import Drafter
-from noc_assistant.llm import LlmClient
+from noc_assistant.integrations.llm import LlmClient
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.triage.drafting import Drafter
 
 ROAMING = "inc-roaming-partner-registration-0"
 TOKEN = "t0ken-for-tests"
@@ -66,7 +66,7 @@ def settings_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch
 def slow_llm() -> Iterator[tuple[str, Slow]]:
     """The project's LLM server on loopback over the tiny model, 30 ms a forward."""
     from noc_assistant.serving.engine import Engine
-    from noc_assistant.serving.models import tiny_qwen3
+    from noc_assistant.serving.loading import tiny_qwen3
     from noc_assistant.serving.server import ServerThread
     from noc_assistant.serving.server import create_app as create_llm_app
 

@@ -26,7 +26,10 @@ import pytest
 from conftest import _free_port, _launch
 
 from knowledge.pack import load_pack
-from noc_assistant.bus import (
+from noc_assistant.cli import run
+from noc_assistant.ingest import Quarantine
+from noc_assistant.ingest.replay import read_replay
+from noc_assistant.integrations.bus import (
     STATE_BUCKET,
     BusError,
     BusWorker,
@@ -37,14 +40,11 @@ from noc_assistant.bus import (
     remove,
     status,
 )
-from noc_assistant.cli import run
-from noc_assistant.ingest import Quarantine
-from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import load_topology
-from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 from noc_assistant.settings import get_settings
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
-from noc_assistant.storage import open_store
+from noc_assistant.store import open_store
+from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
 URL = "nats://127.0.0.1:4222"
 KEY = b"bus-test-key-0123456789"

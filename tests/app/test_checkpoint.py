@@ -18,8 +18,14 @@ import pytest
 
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, load_pack
-from noc_assistant import checkpoint
-from noc_assistant.checkpoint import (
+from noc_assistant.errors import ConfigError
+from noc_assistant.ingest import Point
+from noc_assistant.ingest.replay import read_replay
+from noc_assistant.inventory import load_topology
+from noc_assistant.settings import Settings
+from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+from noc_assistant.stream import checkpoint
+from noc_assistant.stream.checkpoint import (
     CheckpointError,
     read_file,
     read_meta,
@@ -28,14 +34,8 @@ from noc_assistant.checkpoint import (
     state_key,
     write_file,
 )
-from noc_assistant.correlate import IncidentEvent
-from noc_assistant.errors import ConfigError
-from noc_assistant.ingest import Point
-from noc_assistant.ingest.replay import read_replay
-from noc_assistant.inventory import load_topology
-from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
-from noc_assistant.settings import Settings
-from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+from noc_assistant.stream.correlate import IncidentEvent
+from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
 KEY = b"test-key-0123456789abcdef"
 
@@ -251,10 +251,10 @@ def _call(module: str, name: str, *args: str) -> bytes:
         ("builtins", "eval"),
         ("builtins", "exec"),
         ("subprocess", "Popen"),
-        ("noc_assistant.checkpoint", "os.system"),  # a dotted name inside an allowed module
-        ("noc_assistant.checkpoint", "os"),
-        ("noc_assistant.pipeline", "Pipeline.__init__"),
-        ("noc_assistant.checkpoint", "write_file"),  # a function of an allowed module
+        ("noc_assistant.stream.checkpoint", "os.system"),  # a dotted name inside an allowed module
+        ("noc_assistant.stream.checkpoint", "os"),
+        ("noc_assistant.stream.pipeline", "Pipeline.__init__"),
+        ("noc_assistant.stream.checkpoint", "write_file"),  # a function of an allowed module
         ("collections", "os.system"),
         ("numpy", "load"),
     ],
@@ -306,9 +306,9 @@ def test_every_kind_of_pipeline_restores_under_the_allowlist(
 ) -> None:
     """A bus worker's (an outbox), the correlator's (a fan-in), one on a local wall clock (a
     time zone) and one quarantining to a file: each class their state holds is on the list."""
-    from noc_assistant.fanin import FanIn, TickRecorder
     from noc_assistant.ingest import Quarantine
     from noc_assistant.settings import get_settings
+    from noc_assistant.stream.fanin import FanIn, TickRecorder
 
     monkeypatch.setenv("NOC_LOCAL_TZ", "Europe/Berlin")
     get_settings.cache_clear()
@@ -351,3 +351,24 @@ def test_an_earlier_snapshots_time_zone_is_read_without_its_dotted_path() -> Non
 def test_a_signed_payload_that_does_not_rebuild_is_a_checkpoint_error(payload: bytes) -> None:
     with pytest.raises(CheckpointError):
         restore(_signed(payload), KEY, pack=load_pack())
+
+
+def test_a_snapshot_taken_before_the_package_regroup_restores(tmp_path: Path) -> None:
+    """``data/snapshot_pre_regroup.bin`` was written when the pipeline lived in
+    ``noc_assistant.pipeline`` (and the correlator, fan-in and RCA beside it): half a simulated
+    day (seed 5, 15-min scrape). It restores under the new module names and carries on."""
+    data = Path(__file__).parent / "data"
+    blob = read_file(data / "snapshot_pre_regroup.bin")
+    payload = zlib.decompress(checkpoint._split(blob, "test")[3])
+    assert b"noc_assistant.pipeline" in payload and b"noc_assistant.stream" not in payload
+    pipe, meta = restore(blob, KEY, pack=load_pack())
+    assert type(pipe).__module__ == "noc_assistant.stream.pipeline"
+    assert sorted(pipe.store.entities) == meta["entities"]
+    assert sorted(o.incident.id for o in pipe.correlator._open) == meta["open_incidents"]
+    config = ScenarioConfig(days=1, faults="all", seed=5, interval_s=900)
+    files = write_scenario(build_scenario(config), tmp_path)
+    last = max(pipe.store.last_seen.values())
+    points = [p for p in read_replay(files["telemetry"]) if p.ts > last]
+    assert points
+    pipe.replay(points)
+    assert pipe.findings

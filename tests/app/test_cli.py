@@ -9,10 +9,9 @@ import pytest
 
 from noc_assistant.cli import run
 from noc_assistant.cli._console import console
-from noc_assistant.models import Evidence, Finding, Hypothesis, Incident
-from noc_assistant.rca import Diagnosis
+from noc_assistant.models import Diagnosis, Evidence, Finding, Hypothesis, Incident
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import open_store
+from noc_assistant.store import open_store
 
 
 @pytest.fixture()
@@ -166,8 +165,8 @@ def test_llm_ask_answers_one_question(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_llm_ask_rejects_a_block_size_the_drafter_cannot_run(tmp_path: Path) -> None:
-    from noc_assistant.serving.drafters import BlockDrafterModel, DrafterConfig, save_drafter
-    from noc_assistant.serving.models import tiny_qwen3
+    from noc_assistant.serving.draft_heads import BlockDrafterModel, DrafterConfig, save_drafter
+    from noc_assistant.serving.loading import tiny_qwen3
 
     target = tiny_qwen3()
     drafter = BlockDrafterModel(DrafterConfig.for_target(target, block_size=4, dspine=True))

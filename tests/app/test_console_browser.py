@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from noc_assistant.models import Incident
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

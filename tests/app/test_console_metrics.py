@@ -16,10 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.api.metrics import registry
-from noc_assistant.maintenance import new_window
 from noc_assistant.models import Incident, Review
-from noc_assistant.storage import SqliteStore, Store
-from noc_assistant.tuning import new_rule
+from noc_assistant.ops.maintenance import new_window
+from noc_assistant.ops.raised_bars import new_rule
+from noc_assistant.store import SqliteStore, Store
 
 NOW = 1_796_292_000.0
 

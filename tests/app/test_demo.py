@@ -12,7 +12,7 @@ import pytest
 from noc_assistant.cli import run
 from noc_assistant.ingest.replay import parse_ts
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import SqliteStore
+from noc_assistant.store import SqliteStore
 
 
 def test_the_demo_streams_a_scenario_into_the_store(

@@ -15,11 +15,11 @@ from guardrails.grounding import check_grounding
 from knowledge.pack import load_pack
 from knowledge.rules import fixture_findings
 from knowledge.topology import Topology, load_inventory
-from noc_assistant.drafting import RANK_ID, Drafter, DraftingError
 from noc_assistant.errors import LlmError
-from noc_assistant.llm import LlmClient
-from noc_assistant.models import Finding, Incident
-from noc_assistant.rca import Diagnosis, diagnose
+from noc_assistant.integrations.llm import LlmClient
+from noc_assistant.models import Diagnosis, Finding, Incident
+from noc_assistant.triage.drafting import RANK_ID, Drafter, DraftingError
+from noc_assistant.triage.rca import diagnose
 
 PACK = load_pack()
 IMSI = "262011234567890"
@@ -242,8 +242,9 @@ class _Recorder:
 
 @pytest.fixture(scope="module")
 def smol_server() -> Iterator[tuple[str, _Recorder]]:
+    from noc_assistant.serving.backends import load_default
     from noc_assistant.serving.engine import Engine
-    from noc_assistant.serving.models import DEFAULT_MODEL_NAME, load_default
+    from noc_assistant.serving.loading import DEFAULT_MODEL_NAME
     from noc_assistant.serving.server import ServerThread, create_app
 
     engine = Engine(load_default(), None, name=DEFAULT_MODEL_NAME)
@@ -380,7 +381,7 @@ def test_the_cli_speaks_json(
 
     from noc_assistant.cli import run
     from noc_assistant.settings import get_settings
-    from noc_assistant.storage import SqliteStore
+    from noc_assistant.store import SqliteStore
 
     url, _ = smol_server
     store = SqliteStore(tmp_path / "noc.db")

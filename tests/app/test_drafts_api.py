@@ -16,11 +16,11 @@ from knowledge.topology import Topology, load_inventory
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
 from noc_assistant.cli._console import console
-from noc_assistant.drafting import Drafter
-from noc_assistant.mail import Mailer
+from noc_assistant.integrations.mail import Mailer
 from noc_assistant.models import EmailDraft
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.triage.drafting import Drafter
 
 TOKEN = "t0ken-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from noc_assistant.ingest import Point
-from noc_assistant.pipeline import Pipeline
+from noc_assistant.stream.pipeline import Pipeline
 
 T0 = 1_795_910_400.0  # 2026-11-29T00:00:00Z
 STEP = 60.0

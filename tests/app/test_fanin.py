@@ -1,4 +1,4 @@
-"""Detector workers of slices and one network-wide correlator (noc_assistant.fanin), without
+"""Detector workers of slices and one network-wide correlator (noc_assistant.stream.fanin), without
 NATS: the merge itself. The bus carries the same batches (tests/app/test_bus_nats.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ import pytest
 from knowledge.pack import Pack, load_pack
 from knowledge.topology import Topology
 from noc_assistant.errors import BadInputError, ConfigError
-from noc_assistant.fanin import (
+from noc_assistant.ingest import Point
+from noc_assistant.ingest.replay import read_replay
+from noc_assistant.inventory import load_topology
+from noc_assistant.models import Finding
+from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+from noc_assistant.stream.fanin import (
     Batch,
     Clear,
     FanIn,
@@ -23,12 +28,7 @@ from noc_assistant.fanin import (
     decode_batch,
     encode_batch,
 )
-from noc_assistant.ingest import Point
-from noc_assistant.ingest.replay import read_replay
-from noc_assistant.inventory import load_topology
-from noc_assistant.models import Finding
-from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
-from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from test_drafting import _cases, case  # tests/app is on the path (rootdir-rela
 from guardrails.grounding import check_grounding
 from knowledge.pack import load_pack
 from knowledge.topology import Topology, load_inventory
-from noc_assistant.drafting import RANK_ID, Drafter, _asks
-from noc_assistant.grounded import (
+from noc_assistant.triage.drafting import RANK_ID, Drafter, _asks
+from noc_assistant.triage.grounded import (
     PLACEHOLDERS,
     Claim,
     StructuredOutputError,
@@ -26,7 +26,7 @@ from noc_assistant.grounded import (
     parse_claims,
     render,
 )
-from noc_assistant.triage_tools import TriageTools
+from noc_assistant.triage.tools import TriageTools
 
 PACK = load_pack()
 

@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
-from noc_assistant.handover import handover, render
-from noc_assistant.maintenance import new_window
 from noc_assistant.models import ChatRecord, EmailDraft, Incident, Review
-from noc_assistant.storage import SqliteStore, Store
-from noc_assistant.tuning import new_rule
+from noc_assistant.ops.maintenance import new_window
+from noc_assistant.ops.raised_bars import new_rule
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.triage.handover import handover, render
 
 END = 1_796_292_000.0  # 2026-12-03 10:00 UTC
 H = 3600.0

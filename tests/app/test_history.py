@@ -12,9 +12,9 @@ import pytest
 from test_reviews import _client
 
 from noc_assistant.cli import run
-from noc_assistant.history import LOOKBACK_S, similar_in_store
 from noc_assistant.models import Hypothesis, Incident, Review
-from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.triage.history import LOOKBACK_S, similar_in_store
 
 DAY = 86_400.0
 NOW = 1_795_910_400.0  # 2026-11-29 00:00 UTC
@@ -108,7 +108,7 @@ def test_earlier_incidents_like_this_one_with_their_verdicts(store: Store) -> No
 
 
 def test_nothing_like_it() -> None:
-    from noc_assistant.history import similar
+    from noc_assistant.triage.history import similar
 
     inc = _inc("inc-x", 0, ["amf-1"], ["amf-registration-success"], None)
     other = _inc("inc-y", 1, ["amf-2"], ["amf-registration-success"], None)
@@ -175,7 +175,7 @@ def test_the_triage_chat_answers_has_it_happened_before(store: Store) -> None:
 
     from guardrails.grounding import check_grounding
     from knowledge.topology import load_inventory
-    from noc_assistant.drafting import SEEN_ID, Drafter
+    from noc_assistant.triage.drafting import SEEN_ID, Drafter
 
     topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
     d = Drafter(PACK, topo)
@@ -200,7 +200,7 @@ def test_the_report_closes_with_what_was_seen_before(store: Store) -> None:
     from test_drafting import PACK, case
 
     from knowledge.topology import load_inventory
-    from noc_assistant.drafting import Drafter
+    from noc_assistant.triage.drafting import Drafter
 
     topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
     d = Drafter(PACK, topo)
@@ -223,7 +223,7 @@ def test_the_report_closes_with_what_was_seen_before(store: Store) -> None:
 
 
 def test_the_handover_says_what_each_open_incident_was_before(store: Store) -> None:
-    from noc_assistant.handover import handover, render
+    from noc_assistant.triage.handover import handover, render
 
     data = handover(store, NOW - 8 * 3600, NOW + 3600)
     (row,) = data["open"]
@@ -277,8 +277,8 @@ def test_the_report_lists_the_incidents_at_the_same_time() -> None:
     from test_drafting import PACK, case
 
     from knowledge.topology import load_inventory
-    from noc_assistant.drafting import Drafter
-    from noc_assistant.history import concurrent
+    from noc_assistant.triage.drafting import Drafter
+    from noc_assistant.triage.history import concurrent
 
     topo = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
     d = Drafter(PACK, topo)

@@ -3,10 +3,10 @@ a missed scrape, a silence of the whole feed or of a target seen too briefly is 
 
 from __future__ import annotations
 
-from noc_assistant.correlate import Correlator, MaintenanceWindow
 from noc_assistant.ingest import Point
 from noc_assistant.models import LIVENESS_DETECTOR, Finding
-from noc_assistant.pipeline import Pipeline
+from noc_assistant.stream.correlate import Correlator, MaintenanceWindow
+from noc_assistant.stream.pipeline import Pipeline
 
 T0 = 1_795_910_400.0  # 2026-11-29T00:00:00Z
 STEP = 15.0

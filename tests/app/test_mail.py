@@ -14,7 +14,7 @@ import trustme
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from conftest import Inbox, serve_smtp
 
-from noc_assistant.mail import Mailer, MailError
+from noc_assistant.integrations.mail import Mailer, MailError
 from noc_assistant.models import EmailDraft
 from noc_assistant.settings import Settings
 

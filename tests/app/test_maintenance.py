@@ -16,17 +16,17 @@ from test_drafting import PACK
 from test_reviews import AUTH, TOKEN, _client
 
 from knowledge.topology import load_inventory
-from noc_assistant.alertmanager import Silences
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
 from noc_assistant.cli._live import IncidentOutput
-from noc_assistant.correlate import MaintenanceWindow
-from noc_assistant.drafting import Drafter
 from noc_assistant.errors import MaintenanceError
-from noc_assistant.maintenance import new_window
-from noc_assistant.pipeline import Pipeline
+from noc_assistant.integrations.alertmanager import Silences
+from noc_assistant.ops.maintenance import new_window
 from noc_assistant.settings import Settings
-from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.stream.correlate import MaintenanceWindow
+from noc_assistant.stream.pipeline import Pipeline
+from noc_assistant.triage.drafting import Drafter
 
 
 @pytest.fixture()

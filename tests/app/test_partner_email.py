@@ -16,12 +16,11 @@ from fastapi.testclient import TestClient
 from test_drafting import IMSI, PACK, case
 
 from knowledge.topology import Topology, load_inventory
-from noc_assistant import present
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
 from noc_assistant.cli._console import console, err_console
-from noc_assistant.drafting import Drafter, DraftingError
 from noc_assistant.models import (
+    Diagnosis,
     Direction,
     EmailDraft,
     Evidence,
@@ -29,9 +28,11 @@ from noc_assistant.models import (
     Hypothesis,
     Incident,
 )
-from noc_assistant.rca import Diagnosis, diagnose
 from noc_assistant.settings import Settings, get_settings
-from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.triage import present
+from noc_assistant.triage.drafting import Drafter, DraftingError
+from noc_assistant.triage.rca import diagnose
 
 TOKEN = "t0ken-for-partner-mail"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -1,4 +1,4 @@
-"""How numbers are shown to a person (:mod:`noc_assistant.present`): every unit the knowledge
+"""How numbers are shown to a person (:mod:`noc_assistant.triage.present`): every unit the knowledge
 pack uses is known, bands are clipped to what a quantity can be, severities are bounded and
 monotone, and whatever is rendered still passes the grounding check against the evidence it
 came from: the placeholders against the evidence item's values alone."""
@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from guardrails.grounding import check_grounding
 from knowledge.pack import load_pack
-from noc_assistant import present
-from noc_assistant.models import Evidence, Finding, Incident
-from noc_assistant.rca import _EvidenceBuilder
+from noc_assistant.models import Diagnosis, Evidence, Finding, Incident
+from noc_assistant.triage import present
+from noc_assistant.triage.rca import _EvidenceBuilder
 
 PACK = load_pack()
 KPIS = sorted(PACK.kpis)
@@ -197,9 +197,8 @@ def test_a_diagnosis_stored_before_units_reads_in_units() -> None:
     """A report of an incident diagnosed before summaries showed units shows its numbers in
     units all the same, from the item's values, and they still pass the grounding check."""
     from knowledge.topology import load_inventory
-    from noc_assistant.drafting import Drafter
     from noc_assistant.models import Hypothesis
-    from noc_assistant.rca import Diagnosis
+    from noc_assistant.triage.drafting import Drafter
 
     old = Evidence(
         id="ev-f-1",

@@ -14,7 +14,7 @@ import pytest
 from noc_assistant.cli import run
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.replay import read_replay
-from noc_assistant.prometheus import PrometheusError, PrometheusSource
+from noc_assistant.integrations.prometheus import PrometheusError, PrometheusSource
 
 
 def test_export_reads_raw_samples_with_their_types(prometheus: str, tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ import pytest
 from conftest import Inbox, _free_port
 
 from noc_assistant.cli import run
-from noc_assistant.readiness import check_all
+from noc_assistant.ops.readiness import check_all
 from noc_assistant.settings import Settings
-from noc_assistant.storage import SqliteStore
+from noc_assistant.store import SqliteStore
 
 NATS = "nats://127.0.0.1:4222"
 

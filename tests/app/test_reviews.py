@@ -18,11 +18,11 @@ from evals.rca import load_labels
 from knowledge.topology import load_inventory
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
-from noc_assistant.drafting import Drafter
 from noc_assistant.errors import ReviewError
 from noc_assistant.models import Finding, Incident, Review
-from noc_assistant.pipeline import run_replay
-from noc_assistant.storage import SqliteStore, Store
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.stream.pipeline import run_replay
+from noc_assistant.triage.drafting import Drafter
 
 TOKEN = "t0ken-for-reviews"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

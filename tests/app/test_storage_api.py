@@ -13,10 +13,17 @@ import pytest
 
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.errors import ConfigError, NotFoundError, StorageError
-from noc_assistant.models import ChatRecord, EmailDraft, Finding, Hypothesis, Incident, Review
-from noc_assistant.postgres import PostgresStore
-from noc_assistant.rca import Diagnosis
-from noc_assistant.storage import SqliteStore, Store, open_store
+from noc_assistant.models import (
+    ChatRecord,
+    Diagnosis,
+    EmailDraft,
+    Finding,
+    Hypothesis,
+    Incident,
+    Review,
+)
+from noc_assistant.store import SqliteStore, Store, open_store
+from noc_assistant.store.postgres import PostgresStore
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"  # as conftest.pg_url
 
@@ -278,7 +285,7 @@ def test_the_store_keeps_reviews(store: Store) -> None:
 
 
 def test_the_store_keeps_maintenance_windows(store: Store) -> None:
-    from noc_assistant.maintenance import new_window
+    from noc_assistant.ops.maintenance import new_window
 
     t0 = 1_795_910_400.125
     a = new_window("smf-1", "ana", t0, duration_s=3600.5, reason="CHG-1")
@@ -297,7 +304,7 @@ def test_the_store_keeps_maintenance_windows(store: Store) -> None:
 
 
 def test_the_store_keeps_raised_bars(store: Store) -> None:
-    from noc_assistant.tuning import new_rule
+    from noc_assistant.ops.raised_bars import new_rule
 
     t0 = 1_795_910_400.125
     a = new_rule("amf-registration-success", "ana", t0, min_score=2.5, reason="inc-1, inc-2")

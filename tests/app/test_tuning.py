@@ -19,11 +19,11 @@ from noc_assistant.errors import TuningError
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import load_topology
 from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident, Review, Tuning
-from noc_assistant.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
+from noc_assistant.ops.raised_bars import MAX_TUNING_S, new_rule, opening_finding, suggest
 from noc_assistant.settings import Settings
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
-from noc_assistant.storage import SqliteStore, Store
-from noc_assistant.tuning import MAX_TUNING_S, new_rule, opening_finding, suggest
+from noc_assistant.store import SqliteStore, Store
+from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
 KPI = "amf-registration-success"
 

@@ -20,7 +20,7 @@ from noc_assistant.cli import run
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.scrape import Scraper, Target
 from noc_assistant.settings import get_settings
-from noc_assistant.storage import open_store
+from noc_assistant.store import open_store
 
 
 @pytest.fixture()
@@ -123,7 +123,7 @@ def test_maintenance_declared_while_watch_runs_holds_the_page_until_it_ends(
     the console and `noc maintenance add` do) while watch runs: nobody is paged while the
     window lasts, and the silence that outlasts it pages once it ends."""
     from detectors.params import liveness_grace_s
-    from noc_assistant.maintenance import new_window
+    from noc_assistant.ops.maintenance import new_window
 
     a, b = exporters
     db = f"sqlite:///{tmp_path / 'noc.db'}"

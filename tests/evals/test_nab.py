@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from evals import nab
+from evals.nab_run import evaluate
 from noc_assistant.cli import run as cli_run
 from noc_assistant.errors import BadInputError
 
@@ -130,7 +131,7 @@ def test_epoch_timestamps_and_missing_values_load(tmp_path: Path) -> None:
         again.values[:1500], series.values[:1500]
     )
     assert again.windows == series.windows
-    a, b = nab.evaluate(root), nab.evaluate(epoch)
+    a, b = evaluate(root), evaluate(epoch)
     assert b["windows_detected"] == a["windows_detected"] == 1
 
 

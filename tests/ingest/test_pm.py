@@ -10,7 +10,7 @@ from noc_assistant.cli import run
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.pm import pm_points
 from noc_assistant.ingest.replay import read_replay
-from noc_assistant.pipeline import Pipeline
+from noc_assistant.stream.pipeline import Pipeline
 
 _NS = {
     "32.435": "http://www.3gpp.org/ftp/specs/archive/32_series/32.435#measCollec",

@@ -10,8 +10,8 @@ import pytest
 from knowledge.pack import Pack, load_pack
 from knowledge.rules import fixture_findings
 from knowledge.topology import Topology, load_inventory
-from noc_assistant.models import Finding, Incident
-from noc_assistant.rca import Diagnosis, diagnose
+from noc_assistant.models import Diagnosis, Finding, Incident
+from noc_assistant.triage.rca import diagnose
 
 PACK = load_pack()
 

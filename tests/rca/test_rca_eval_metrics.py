@@ -15,8 +15,7 @@ from evals.rca import (
     report_keys,
     score_rca,
 )
-from noc_assistant.models import Evidence, Finding, Hypothesis, Incident
-from noc_assistant.rca import Diagnosis
+from noc_assistant.models import Diagnosis, Evidence, Finding, Hypothesis, Incident
 
 
 def h(fault: str, entity: str, conf: float, partner: str | None = None) -> Hypothesis:

@@ -10,8 +10,8 @@ from evals.rca import Labels, cases_from_run
 from knowledge.pack import load_pack
 from knowledge.rules import evaluate
 from knowledge.topology import Topology, load_inventory
-from noc_assistant.models import Direction, Finding, Hypothesis, Incident
-from noc_assistant.rca import Diagnosis, diagnose
+from noc_assistant.models import Diagnosis, Direction, Finding, Hypothesis, Incident
+from noc_assistant.triage.rca import diagnose
 
 PACK = load_pack()
 T0 = 1_790_000_000.0
@@ -218,7 +218,7 @@ def test_stale_incident_does_not_answer_for_a_later_fault_or_window() -> None:
 
 
 def test_new_symptom_after_resolve_opens_a_new_incident() -> None:
-    from noc_assistant.correlate import Correlator
+    from noc_assistant.stream.correlate import Correlator
 
     c = Correlator(window_s=600, resolve_after_s=300, flap_s=900)
     pfcp = f("p1", "smf-pfcp-peers", "smf-01", "down", 1, low=2, high=2)
@@ -239,7 +239,7 @@ def test_new_symptom_after_resolve_opens_a_new_incident() -> None:
 
 
 def test_maintenance_inhibits_the_entity_and_its_neighbours(topo: Topology) -> None:
-    from noc_assistant.correlate import Correlator, MaintenanceWindow
+    from noc_assistant.stream.correlate import Correlator, MaintenanceWindow
 
     window = MaintenanceWindow("smf-01", T0, T0 + 3000)
     c = Correlator(window_s=600, related=topo.related, maintenance=[window])
@@ -258,7 +258,7 @@ def test_maintenance_inhibits_the_entity_and_its_neighbours(topo: Topology) -> N
 
 
 def test_partner_findings_on_every_amf_share_one_incident() -> None:
-    from noc_assistant.pipeline import Pipeline
+    from noc_assistant.stream.pipeline import Pipeline
 
     pipe = Pipeline(pack=PACK, rca=False)
     a1 = f("a", "amf-registration-success-by-plmn", "amf-01", "down", 0.8, plmnid="26201")
@@ -375,7 +375,7 @@ def test_a_much_stronger_finding_escalates_an_open_incident() -> None:
     findings join the open incident, and the first one at least twice as strong as what the
     on-call was told of pages again (ESCALATED); findings of the same evaluation round (within
     ``notice_s``) belong to the notice they follow."""
-    from noc_assistant.correlate import Correlator
+    from noc_assistant.stream.correlate import Correlator
 
     def scored(fid: str, kpi: str, t: float, score: float) -> Finding:
         return f(fid, kpi, "gpu-srv-2", "down", 0.2, t=t).model_copy(update={"score": score})
@@ -401,7 +401,7 @@ def test_a_much_stronger_finding_escalates_an_open_incident() -> None:
 def test_a_still_alarming_series_reports_into_its_incident_after_the_window() -> None:
     """At 15-min PM periods the next reading of an alarming KPI comes 900 s later, past the
     600 s grouping window: it still joins the incident its series alarms in (not a new page)."""
-    from noc_assistant.correlate import Correlator
+    from noc_assistant.stream.correlate import Correlator
 
     c = Correlator(window_s=600, resolve_after_s=300)
     first = f("a", "amf-registration-success", "amf-01", "down", 0.9)

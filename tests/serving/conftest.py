@@ -10,8 +10,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from noc_assistant.serving.drafters import BlockDrafterModel, DrafterConfig
-from noc_assistant.serving.models import TargetModel, tiny_qwen3
+from noc_assistant.serving.draft_heads import BlockDrafterModel, DrafterConfig
+from noc_assistant.serving.loading import TargetModel, tiny_qwen3
 from noc_assistant.serving.train import TrainConfig, prepare_data, train_drafter
 
 # One intra-op thread: the tiny models are dominated by per-op overhead, and on the shared

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from noc_assistant.serving.cache import KVCache
-from noc_assistant.serving.drafters import BlockDrafterModel, NeuralDrafter, OracleDrafter
+from noc_assistant.serving.draft_heads import BlockDrafterModel, NeuralDrafter, OracleDrafter
 from noc_assistant.serving.errors import RequestError
 from noc_assistant.serving.grammar import (
     Constraint,
@@ -25,7 +25,7 @@ from noc_assistant.serving.grammar import (
     response_format_grammar,
     tool_call_grammar,
 )
-from noc_assistant.serving.models import TargetModel, TargetOutput
+from noc_assistant.serving.loading import TargetModel, TargetOutput
 from noc_assistant.serving.speculative import (
     constrained_greedy_reference,
     generate,
@@ -295,8 +295,8 @@ def test_constrained_sampling_stays_in_grammar(
 
 @pytest.mark.slow
 def test_smollm2_constrained_is_lossless() -> None:
-    from noc_assistant.serving.drafters import load_drafter
-    from noc_assistant.serving.models import load_default
+    from noc_assistant.serving.backends import load_default
+    from noc_assistant.serving.draft_heads import load_drafter
 
     smol = load_default()
     schema = {

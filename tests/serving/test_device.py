@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from noc_assistant.cli import run
-from noc_assistant.serving.drafters import DrafterConfig, NeuralDrafter, new_drafter
+from noc_assistant.serving.draft_heads import DrafterConfig, NeuralDrafter, new_drafter
 from noc_assistant.serving.errors import ModelLoadError
-from noc_assistant.serving.models import resolve_device, tiny_qwen3
+from noc_assistant.serving.loading import resolve_device, tiny_qwen3
 from noc_assistant.serving.speculative import generate, greedy_reference
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
@@ -66,7 +66,7 @@ def test_train_drafter_cli_on_cuda(tmp_path: Path) -> None:
 
 
 def test_grouped_attention_equals_transformers_sdpa() -> None:
-    from noc_assistant.serving.models import GROUPED_ATTENTION
+    from noc_assistant.serving.loading import GROUPED_ATTENTION
 
     t = tiny_qwen3()
     assert t.model.config._attn_implementation == GROUPED_ATTENTION

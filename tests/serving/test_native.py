@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import torch
 
+from noc_assistant.serving.backends import load_default
 from noc_assistant.serving.errors import ModelLoadError, RequestError
-from noc_assistant.serving.models import (
+from noc_assistant.serving.loading import (
     ByteTokenizer,
     HFTokenizer,
     TargetModel,
     build_target_layer_ids,
-    load_default,
 )
 from noc_assistant.serving.native import (
     PREFILL_MIN_TOKENS,
@@ -362,7 +362,7 @@ def test_load_errors(tmp_path: Path) -> None:
 def test_smollm2_greedy_equals_fp32_gguf_reference() -> None:
     """The packaged Q4_1 SmolLM2: 48 greedy tokens on 3 chat prompts equal transformers' fp32
     dequantisation of the same GGUF (``load_gguf``), token for token."""
-    from noc_assistant.serving.models import default_gguf_path, load_gguf
+    from noc_assistant.serving.loading import default_gguf_path, load_gguf
 
     nat = load_default(backend="native")
     assert isinstance(nat, NativeTargetModel)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from noc_assistant.serving.errors import Nf12Error
-from noc_assistant.serving.models import TargetModel
+from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.nf12 import (
     decode_tensor,
     encode_tensor,

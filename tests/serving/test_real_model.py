@@ -11,12 +11,12 @@ import openai
 import pytest
 import torch
 
-from noc_assistant.serving.drafters import BlockDrafterModel, load_drafter
+from noc_assistant.serving.backends import load_default
+from noc_assistant.serving.draft_heads import BlockDrafterModel, load_drafter
 from noc_assistant.serving.engine import Engine
-from noc_assistant.serving.models import (
+from noc_assistant.serving.loading import (
     DEFAULT_MODEL_NAME,
     TargetModel,
-    load_default,
     model_cache_dir,
 )
 from noc_assistant.serving.nf12 import NF12_FILE, convert_model_dir, load_nf12, load_nf12_model
@@ -60,7 +60,7 @@ def test_smollm2_server_dspine_is_lossless(smol: TargetModel, server: str) -> No
 
 
 def test_smollm2_dspine_tokens_match(smol: TargetModel, drafter: BlockDrafterModel) -> None:
-    from noc_assistant.serving.drafters import NeuralDrafter
+    from noc_assistant.serving.draft_heads import NeuralDrafter
 
     q = "Write a short e-mail to Vodafone IPX about a GTP-U path failure between upf-3 and sgw-1."
     prompt = smol.tokenizer.chat_prompt([{"role": "user", "content": q}])

@@ -12,10 +12,10 @@ import httpx
 import openai
 import pytest
 
-from noc_assistant.serving.drafters import BlockDrafterModel
+from noc_assistant.serving.draft_heads import BlockDrafterModel
 from noc_assistant.serving.engine import Engine
 from noc_assistant.serving.grammar import ConstraintFactory, json_schema_grammar
-from noc_assistant.serving.models import TargetModel
+from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.server import ServerThread, create_app
 from noc_assistant.serving.speculative import constrained_greedy_reference, greedy_reference
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from noc_assistant.serving.engine import Engine
-from noc_assistant.serving.models import TargetModel
+from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.server import ServerThread, create_app
 
 FORWARD_S = 0.05

@@ -12,7 +12,7 @@ import torch
 from scipy.stats import chisquare
 
 from noc_assistant.serving.cache import KVCache
-from noc_assistant.serving.drafters import (
+from noc_assistant.serving.draft_heads import (
     BlockDrafterModel,
     DrafterConfig,
     NeuralDrafter,
@@ -23,7 +23,7 @@ from noc_assistant.serving.drafters import (
     save_drafter,
 )
 from noc_assistant.serving.errors import ModelLoadError, RequestError
-from noc_assistant.serving.models import TargetModel, TargetOutput, tiny_qwen3
+from noc_assistant.serving.loading import TargetModel, TargetOutput, tiny_qwen3
 from noc_assistant.serving.speculative import generate, greedy_reference, stream_tokens
 
 PROMPTS = [

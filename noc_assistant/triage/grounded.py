@@ -17,7 +17,7 @@ schema is built per incident so that
 * a narration's headline must name the diagnosed entity.
 
 The rendered text then goes through the same grounding check and vetting as before
-(:mod:`guardrails.grounding`, :meth:`noc_assistant.drafting.Drafter.vet`): the last line of
+(:mod:`guardrails.grounding`, :meth:`noc_assistant.triage.drafting.Drafter.vet`): the last line of
 defence stays, and against a server that does not enforce schemas it still refuses whatever
 does not hold up (:class:`StructuredOutputError` for JSON that does not parse or fit).
 
@@ -231,7 +231,7 @@ def parse_claims(text: str, schema: Mapping[str, Any], *, cut: bool = False) -> 
     >>> parse_claims('{"answer": [{"evidence": "ev-2", "text": "x"}]}', s)
     Traceback (most recent call last):
     ...
-    noc_assistant.grounded.StructuredOutputError: $.answer[0].evidence: 'ev-2' is not allowed
+    noc_assistant.triage.grounded.StructuredOutputError: $.answer[0].evidence: 'ev-2' is not allowed
     >>> one = '{"evidence": "ev-1", "text": "a b"}'
     >>> len(parse_claims(f'{{"answer": [{one}, {one}]}}', answer_schema(["ev-1"], [])))
     1

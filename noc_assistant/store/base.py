@@ -1,7 +1,7 @@
 """Storage of findings, incidents, e-mail drafts and kept triage-chat turns: a SQLite file
 (the embedded default) or PostgreSQL.
 
-All SQL of the project lives here and in :mod:`noc_assistant.postgres` (the PostgreSQL
+All SQL of the project lives here and in :mod:`noc_assistant.store.postgres` (the PostgreSQL
 connection). Both backends run the same statements (``?`` placeholders, upserts by id), so a
 worker that writes an event twice after a restart stores it once. Writes are transactional;
 a crash loses at most the transaction in flight, and reopening continues where it stopped.
@@ -9,15 +9,14 @@ a crash loses at most the transaction in flight, and reopening continues where i
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
-from noc_assistant.errors import ConfigError, NotFoundError, StorageError
+from noc_assistant.errors import NotFoundError, StorageError
 from noc_assistant.models import (
     ChatRecord,
+    Diagnosis,
     EmailDraft,
     Finding,
     Incident,
@@ -25,9 +24,8 @@ from noc_assistant.models import (
     Review,
     Tuning,
 )
-from noc_assistant.rca import Diagnosis
 
-__all__ = ["SqliteStore", "Store", "open_store", "schema"]
+__all__ = ["Store", "schema"]
 
 _SpanT = TypeVar("_SpanT", Maintenance, Tuning)
 
@@ -105,7 +103,7 @@ def schema(real: str) -> list[str]:
 class Store:
     """Findings, incidents, diagnoses, e-mail drafts, chat turns, reviews and maintenance
     windows; the SQL is shared, the connection is the subclass's (:class:`SqliteStore`,
-    :class:`noc_assistant.postgres.PostgresStore`). Thread-safe: one connection guarded by a
+    :class:`noc_assistant.store.postgres.PostgresStore`). Thread-safe: one connection guarded by a
     lock."""
 
     path: str
@@ -417,47 +415,3 @@ class Store:
         if table not in {"findings", "incidents"}:
             raise ValueError(table)
         return int(self._query(f"SELECT COUNT(*) FROM {table}")[0][0])
-
-
-class SqliteStore(Store):
-    """The embedded default: one SQLite file (WAL journal)."""
-
-    def __init__(self, path: Path | str) -> None:
-        super().__init__()
-        self.path = str(path)
-        try:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            for statement in schema("REAL"):
-                self._conn.execute(statement)
-        except sqlite3.Error as exc:
-            raise StorageError(f"{self.path}: cannot open database: {exc}") from exc
-
-    def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
-        with self._conn:
-            self._conn.executemany(sql, rows)
-
-    def _read(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        return list(self._conn.execute(sql, tuple(args)).fetchall())
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-def open_store(db_url: str) -> Store:
-    """Open the store named by a settings URL: ``sqlite:///PATH`` or
-    ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE``."""
-    if db_url.startswith("sqlite:///"):
-        path = Path(db_url[len("sqlite:///") :])
-        if path.parent and not path.parent.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-        return SqliteStore(path)
-    if db_url.startswith(("postgresql://", "postgres://")):
-        from noc_assistant.postgres import PostgresStore
-
-        return PostgresStore(db_url)
-    raise ConfigError(
-        f"NOC_DB_URL {db_url!r}: use sqlite:///PATH or postgresql://USER@HOST/DATABASE"
-    )

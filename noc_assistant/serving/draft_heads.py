@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from noc_assistant.serving.dspine import AdjacentInjection, TransferSpace, transition_select
 from noc_assistant.serving.errors import ModelLoadError
-from noc_assistant.serving.models import TargetModel
+from noc_assistant.serving.loading import TargetModel
 
 __all__ = [
     "BlockDrafterModel",

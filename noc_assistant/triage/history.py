@@ -44,7 +44,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from noc_assistant.models import Hypothesis, Incident, Review
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
 
 __all__ = [
     "LOOKBACK_S",

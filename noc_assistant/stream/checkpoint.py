@@ -19,7 +19,7 @@ repository; a snapshot whose signature does not verify is refused before anythin
 unpickled. Even a signed payload is not trusted to name what runs: the unpickler resolves only
 the (module, name) pairs of :data:`_ALLOWED` (the state's own classes, numpy's array
 rebuilders, the standard containers), each looked up as a plain attribute of its module, never
-a dotted path (``find_class("noc_assistant.checkpoint", "os.system")`` would otherwise reach
+a dotted path (``find_class("noc_assistant.stream.checkpoint", "os.system")`` would otherwise reach
 ``os`` through this module's imports); and the bound methods a state holds
 (``Pipeline._related`` and the correlator's other callbacks) come from :func:`_bound`, not
 from ``getattr``, which would let a payload walk from any allowed class to ``__globals__``.
@@ -52,8 +52,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack
 from noc_assistant.errors import BadInputError, ConfigError
-from noc_assistant.pipeline import FindingSink, IncidentSink, Pipeline
 from noc_assistant.settings import Settings
+from noc_assistant.stream.pipeline import FindingSink, IncidentSink, Pipeline
 
 __all__ = [
     "MAGIC",
@@ -103,32 +103,33 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("numpy.core.multiarray", "_reconstruct"),
         ("numpy._core.multiarray", "scalar"),
         ("numpy.core.multiarray", "scalar"),
-        ("noc_assistant.checkpoint", "_ref"),
-        ("noc_assistant.checkpoint", "_bound"),
-        ("noc_assistant.checkpoint", "_zone"),
-        ("noc_assistant.pipeline", "Pipeline"),
-        ("noc_assistant.correlate", "Correlator"),
-        ("noc_assistant.correlate", "_Open"),
-        ("noc_assistant.correlate", "MaintenanceWindow"),
+        ("noc_assistant.stream.checkpoint", "_ref"),
+        ("noc_assistant.stream.checkpoint", "_bound"),
+        ("noc_assistant.stream.checkpoint", "_zone"),
+        ("noc_assistant.stream.pipeline", "Pipeline"),
+        ("noc_assistant.stream.correlate", "Correlator"),
+        ("noc_assistant.stream.correlate", "_Open"),
+        ("noc_assistant.stream.correlate", "MaintenanceWindow"),
         ("noc_assistant.models", "SeriesKey"),
         ("noc_assistant.models", "Sample"),
         ("noc_assistant.models", "Finding"),
         ("noc_assistant.models", "Evidence"),
         ("noc_assistant.models", "Hypothesis"),
+        ("noc_assistant.models", "Diagnosis"),
         ("noc_assistant.models", "Incident"),
-        ("noc_assistant.rca", "Diagnosis"),
+        ("noc_assistant.triage.rca", "Diagnosis"),
         ("noc_assistant.ingest.point", "Point"),
         ("noc_assistant.ingest.quarantine", "Quarantine"),
         ("noc_assistant.ingest.quarantine", "QuarantineRecord"),
         ("noc_assistant.ingest.reorder", "ReorderBuffer"),
         ("noc_assistant.ingest.series", "SeriesState"),
         ("noc_assistant.ingest.series", "SeriesStore"),
-        ("noc_assistant.fanin", "FanIn"),
-        ("noc_assistant.fanin", "TickRecorder"),
-        ("noc_assistant.fanin", "Seen"),
-        ("noc_assistant.fanin", "Clear"),
-        ("noc_assistant.fanin", "Tick"),
-        ("noc_assistant.fanin", "Batch"),
+        ("noc_assistant.stream.fanin", "FanIn"),
+        ("noc_assistant.stream.fanin", "TickRecorder"),
+        ("noc_assistant.stream.fanin", "Seen"),
+        ("noc_assistant.stream.fanin", "Clear"),
+        ("noc_assistant.stream.fanin", "Tick"),
+        ("noc_assistant.stream.fanin", "Batch"),
         ("knowledge.topology", "Topology"),
         ("knowledge.topology", "PartnerLink"),
         ("detectors._bank_kernel", "KernelParams"),
@@ -161,10 +162,21 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
 #: module that does the one thing the path did (never resolved as a path)
 _LEGACY: dict[tuple[str, str], str] = {("zoneinfo", "ZoneInfo._unpickle"): "_zone"}
 
+#: modules that moved when the package was grouped by role: snapshots taken before the move
+#: name the old module, which is read as the new one (then checked against :data:`_ALLOWED`)
+_MOVED: dict[str, str] = {
+    "noc_assistant.pipeline": "noc_assistant.stream.pipeline",
+    "noc_assistant.correlate": "noc_assistant.stream.correlate",
+    "noc_assistant.fanin": "noc_assistant.stream.fanin",
+    "noc_assistant.checkpoint": "noc_assistant.stream.checkpoint",
+    "noc_assistant.rca": "noc_assistant.triage.rca",
+}
+
 #: the bound methods a state may hold: (class, method name); a snapshot of one is written as
 #: a call of :func:`_bound`, as pickle writes it as ``getattr(obj, name)``
 _BOUND_METHODS: frozenset[tuple[str, str]] = frozenset(
-    ("noc_assistant.pipeline.Pipeline", name) for name in ("_related", "_scope", "_aftermath")
+    ("noc_assistant.stream.pipeline.Pipeline", name)
+    for name in ("_related", "_scope", "_aftermath")
 )
 
 
@@ -300,10 +312,12 @@ class _Unpickler(pickle.Unpickler):
         of the module (no dotted path, no ``getattr`` chain); anything else is refused.
 
         Snapshots written before bound methods were pickled through :func:`_bound` name
-        ``builtins.getattr``: they get :func:`_bound`, which looks up only what it allows.
+        ``builtins.getattr``: they get :func:`_bound`, which looks up only what it allows; those
+        written before the package was grouped by role name modules by :data:`_MOVED`.
         """
         if (module, name) == ("builtins", "getattr"):
             return _bound
+        module = _MOVED.get(module, module)
         if (module, name) in _LEGACY:
             return globals()[_LEGACY[module, name]]
         if (module, name) not in _ALLOWED:

@@ -64,11 +64,11 @@ def _timed(part: str, target: str, ask: Callable[[], str]) -> Check:
 def check_all(settings: Settings) -> list[Check]:
     """Ask every part the settings name (see the module docstring)."""
     from knowledge.pack import describe, load_pack
-    from noc_assistant.alertmanager import probe as alertmanager_probe
-    from noc_assistant.bus import probe as nats_probe
-    from noc_assistant.llm import LlmClient
-    from noc_assistant.mail import Mailer
-    from noc_assistant.storage import open_store
+    from noc_assistant.integrations.alertmanager import probe as alertmanager_probe
+    from noc_assistant.integrations.bus import probe as nats_probe
+    from noc_assistant.integrations.llm import LlmClient
+    from noc_assistant.integrations.mail import Mailer
+    from noc_assistant.store import open_store
 
     def store() -> str:
         s = open_store(settings.db_url)

@@ -7,7 +7,7 @@ whatever worker watched which. So a worker in that mode does not correlate for t
 sends what its detectors decided at each evaluation tick, and one correlator
 (``noc bus correlate``) merges the workers' ticks into the single pipeline's order:
 
-- :class:`TickRecorder` is a pipeline's :class:`~noc_assistant.pipeline.Outbox`: the findings
+- :class:`TickRecorder` is a pipeline's :class:`~noc_assistant.stream.pipeline.Outbox`: the findings
   (with whether the detector saw a further reading, before any correlator judged it) and
   clears of each tick, then the tick itself.
 - :func:`encode_batch` / :func:`decode_batch`: the message a worker publishes after each
@@ -22,7 +22,8 @@ sends what its detectors decided at each evaluation tick, and one correlator
   A batch already taken (a restarted worker sends again what it sent after its last snapshot)
   is recognised by its (worker, sequence, part) and skipped.
 
-No NATS here (:mod:`noc_assistant.bus` carries the batches); this module is the pure merge.
+No NATS here (:mod:`noc_assistant.integrations.bus` carries the batches); this module is the
+pure merge.
 """
 
 from __future__ import annotations

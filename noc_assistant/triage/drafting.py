@@ -1,6 +1,6 @@
 """Drafting: root-cause reports, partner-NOC e-mails and triage-chat answers.
 
-The detectors and the rules decide what is wrong (:mod:`noc_assistant.rca`); this stage only
+The detectors and the rules decide what is wrong (:mod:`noc_assistant.triage.rca`); this stage only
 writes it down, and checks every text against the evidence before a person sees it:
 
 * **Report** (:meth:`Drafter.report`): the body is rendered from the diagnosis alone
@@ -9,15 +9,16 @@ writes it down, and checks every text against the evidence before a person sees 
 * **Partner-NOC e-mail** (:meth:`Drafter.partner_email`): for an incident whose diagnosis names
   a roaming partner with a NOC contact (inventory ``partners[].noc_email`` or the operator
   overlay), a draft in status ``draft`` that a person approves before it is sent
-  (:mod:`noc_assistant.mail`). It is rendered from a template with evidence citations, checked,
-  and the citations are then removed: the partner reads numbers and times, not our ids.
+  (:mod:`noc_assistant.integrations.mail`). It is rendered from a template with evidence
+  citations, checked, and the citations are then removed: the partner reads numbers and times,
+  not our ids.
 * **Triage chat** (:meth:`Drafter.answer`): the model answers from a system prompt holding the
   incident, its ranked causes and its evidence, after up to a few read-only look-ups of its
-  choosing (:mod:`noc_assistant.triage_tools`). When no model answers, or nothing it said
+  choosing (:mod:`noc_assistant.triage.tools`). When no model answers, or nothing it said
   held, the answer comes from the diagnosis alone, shaped by what the question asks.
 
 **The model can only write grounded text.** A narration or a chat answer is a JSON object of
-claims decoded under a per-incident JSON Schema (:mod:`noc_assistant.grounded`): each claim
+claims decoded under a per-incident JSON Schema (:mod:`noc_assistant.triage.grounded`): each claim
 names one evidence id of the incident, types no digit (numbers are placeholders filled from
 the cited evidence, with units) and names no entity outside the incident. The rendered text
 then passes the same checks as any draft — the pack's grounding check (every number cites
@@ -53,18 +54,9 @@ from guardrails.injection import (
 from guardrails.masking import Masker
 from knowledge.pack import Pack
 from knowledge.topology import PartnerLink, Topology, plmn_digits
-from noc_assistant import present
 from noc_assistant.errors import ConfigError, LlmError
-from noc_assistant.grounded import (
-    RANK_FIELD,
-    SAFE_NAME,
-    answer_schema,
-    narration_schema,
-    parse_claims,
-    render,
-)
-from noc_assistant.llm import LlmClient, Message
-from noc_assistant.mail import masked
+from noc_assistant.integrations.llm import LlmClient, Message
+from noc_assistant.integrations.mail import masked
 from noc_assistant.models import (
     ChatRecord,
     EmailDraft,
@@ -76,13 +68,22 @@ from noc_assistant.models import (
     Report,
     Review,
 )
-from noc_assistant.rca import Diagnosis
-from noc_assistant.triage_tools import ToolResult, TriageTools
+from noc_assistant.triage import present
+from noc_assistant.triage.grounded import (
+    RANK_FIELD,
+    SAFE_NAME,
+    answer_schema,
+    narration_schema,
+    parse_claims,
+    render,
+)
+from noc_assistant.triage.rca import Diagnosis
+from noc_assistant.triage.tools import ToolResult, TriageTools
 from prompts import environment
 
 if TYPE_CHECKING:
-    from noc_assistant.history import IncidentHistory, PastIncident
     from noc_assistant.settings import Settings
+    from noc_assistant.triage.history import IncidentHistory, PastIncident
 
 __all__ = [
     "RANK_ID",
@@ -97,7 +98,7 @@ __all__ = [
 RANK_ID = "ev-rca"
 SEEN_ID = "ev-seen"
 """Pool id of what the NOC's records say of earlier incidents like this one
-(:mod:`noc_assistant.history`), which a chat answer cites like evidence."""
+(:mod:`noc_assistant.triage.history`), which a chat answer cites like evidence."""
 """The evidence id under which a draft cites the ranking's confidences."""
 _CITATION = re.compile(r"\s?\[(?:ev-[A-Za-z0-9_.:-]+|ref:[A-Za-z0-9_.:-]+)\]")
 _ENTITYISH = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
@@ -414,7 +415,7 @@ class Drafter:
     def _readable(self, e: Evidence) -> str:
         """An evidence item's summary, with the raw numbers of a diagnosis stored before
         summaries showed units (``0.902439 (expected 0.920626..1.05845)``) shown in its KPI's
-        unit instead, from its values (:func:`noc_assistant.present.placeholder`: they still
+        unit instead, from its values (:func:`noc_assistant.triage.present.placeholder`: they still
         match them)."""
         summary = e.summary or f"{e.kind} on {e.entity}"
         raw = re.search(r": (\S+) \(expected (\S+?)\.\.(\S+?)\)", summary)
@@ -498,7 +499,7 @@ class Drafter:
         """The root-cause report of ``incident`` (see the module docstring); with the NOC's
         ``review``, its verdict heads the report; with ``seen``, the earlier incidents like it
         close it (cited ``[ev-seen]``), and ``beside``, those at the same time nearby
-        (:func:`noc_assistant.history.concurrent`)."""
+        (:func:`noc_assistant.triage.history.concurrent`)."""
         view = self._view(incident, diagnosis)
         view["noc_verdict"] = _verdict_view(review, self._mask)
         view["seen"] = self._seen_view(seen)
@@ -540,7 +541,7 @@ class Drafter:
         self, diagnosis: Diagnosis, tools: Sequence[ToolResult] = ()
     ) -> Callable[[str, str], str | None]:
         """How a claim's placeholder is filled from the item it cites: the ranking's
-        confidence, an evidence item's value, range or time (:mod:`noc_assistant.present`),
+        confidence, an evidence item's value, range or time (:mod:`noc_assistant.triage.present`),
         a tool result's first number."""
         by_id = {e.id: e for e in diagnosis.evidence}
         results = {t.id: t for t in tools}
@@ -675,7 +676,7 @@ class Drafter:
         existing: Sequence[EmailDraft] = (),
     ) -> EmailDraft:
         """A draft e-mail to the implicated partner's NOC (status ``draft``: a person approves
-        it before :class:`~noc_assistant.mail.Mailer` sends it). None when the NOC's
+        it before :class:`~noc_assistant.integrations.mail.Mailer` sends it). None when the NOC's
         ``review`` says otherwise: judged no fault or maintenance, or a confirmed root cause
         that is not the partner's (:class:`DraftingError`, with who said so).
 
@@ -689,7 +690,7 @@ class Drafter:
         over it): a value inside its band is no sign of a fault and is not written to the
         partner. The partner's signs are the findings labelled with its PLMN (``plmnid``:
         registration success, registered subscribers) or one of its S8 peers (``addr``),
-        the strongest first (:func:`noc_assistant.present.excess`), in the KPI's unit.
+        the strongest first (:func:`noc_assistant.triage.present.excess`), in the KPI's unit.
         """
         hypothesis, link = self.partner_hypothesis(diagnosis)
         refused = review_refuses_partner(review, hypothesis, link)
@@ -861,12 +862,13 @@ class Drafter:
         ``seen``, what the NOC's records say of earlier incidents like it).
 
         The model may first make up to :attr:`max_tool_calls` read-only look-ups
-        (:class:`~noc_assistant.triage_tools.TriageTools`: the KPI readings of ``findings``,
+        (:class:`~noc_assistant.triage.tools.TriageTools`: the KPI readings of ``findings``,
         one evidence item, topology neighbours, earlier and concurrent incidents ``beside``,
         the pack's rule of a fault class); the first is the one the question asks for (a
         "when" reads a KPI's readings, a "why" an evidence item …), with the model choosing its
         arguments. Its answer is then claims on the evidence and the look-ups' results
-        (:func:`~noc_assistant.grounded.answer_schema`), rendered and checked like a narration.
+        (:func:`~noc_assistant.triage.grounded.answer_schema`), rendered and checked like a
+        narration.
         Within :attr:`chat_budget_s`, or the answer comes from the diagnosis alone.
         """
         view = self._view(incident, diagnosis)

@@ -6,7 +6,7 @@ equal to ours.
 
 - An alert's identity is its label set, so the labels are fixed when an incident first goes
   out: ``alertname="NocIncident"``, ``incident`` (our id), ``instance`` (the entity it opened
-  on, as the exporters and :func:`noc_assistant.correlate.inhibit_rules` name entities),
+  on, as the exporters and :func:`noc_assistant.stream.correlate.inhibit_rules` name entities),
   ``severity`` (``critical``; ``warning`` when the first diagnosis was no fault). What changes
   as the incident grows (the entities, KPIs, the ranked root causes) is in the annotations.
 - A firing alert is sent with ``endsAt`` a lease ahead (Alertmanager would resolve a silent
@@ -36,10 +36,10 @@ from typing import Any
 
 import httpx
 
-from noc_assistant.correlate import IncidentEvent
 from noc_assistant.errors import NocError
 from noc_assistant.models import Incident, Maintenance
-from noc_assistant.simulate.schedule import rfc3339
+from noc_assistant.stream.correlate import IncidentEvent
+from noc_assistant.timefmt import rfc3339
 
 __all__ = ["AlertmanagerError", "AlertmanagerSink", "Silences", "alert_body", "probe"]
 
@@ -183,7 +183,7 @@ class AlertmanagerSink:
             self.flush()
 
     def on_incident(self, event: IncidentEvent) -> None:
-        """An incident sink for :class:`noc_assistant.pipeline.Pipeline`."""
+        """An incident sink for :class:`noc_assistant.stream.pipeline.Pipeline`."""
         self._queue(event.incident)
         self.flush()
 

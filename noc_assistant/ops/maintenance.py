@@ -1,8 +1,8 @@
 """Declaring planned maintenance: the rules a window must follow, whoever declares it (the
 console, `noc maintenance add`). The correlator holds the pages of an entity in a window
-(:class:`noc_assistant.correlate.MaintenanceWindow`); the store keeps the declarations
+(:class:`noc_assistant.stream.correlate.MaintenanceWindow`); the store keeps the declarations
 (:class:`noc_assistant.models.Maintenance`); with an Alertmanager configured, each window is
-also a silence there (:class:`noc_assistant.alertmanager.Silences`), created when it is
+also a silence there (:class:`noc_assistant.integrations.alertmanager.Silences`), created when it is
 declared and expired when it is ended early. Alertmanager down or refusing costs the silence,
 never the window: the reason is kept on it (``silence_error``)."""
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import secrets
 
-from noc_assistant.alertmanager import AlertmanagerError, Silences
 from noc_assistant.errors import MaintenanceError
 from noc_assistant.ingest.replay import parse_time
+from noc_assistant.integrations.alertmanager import AlertmanagerError, Silences
 from noc_assistant.models import Maintenance
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
 
 __all__ = ["MAX_WINDOW_S", "declare", "end_early", "new_window"]
 

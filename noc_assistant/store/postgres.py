@@ -1,5 +1,5 @@
 """PostgreSQL storage (``NOC_DB_URL=postgresql://...``): the store at scale, shared by the
-console and every bus worker. The statements are :class:`noc_assistant.storage.Store`'s; this
+console and every bus worker. The statements are :class:`noc_assistant.store.base.Store`'s; this
 module owns the connection: it creates the tables, runs each write in one transaction, and
 reconnects once when the server dropped the connection (a restart of PostgreSQL costs the
 statement in flight a retry, not the worker)."""
@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from noc_assistant.errors import StorageError
-from noc_assistant.storage import Store, schema
+from noc_assistant.store.base import Store, schema
 
 __all__ = ["PostgresStore", "redact"]
 

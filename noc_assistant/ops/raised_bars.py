@@ -10,9 +10,9 @@ it would have cost: the confirmed faults that KPI opened there below that bar, w
 have paged only through another KPI. Nothing changes until a person declares the bar
 (:func:`new_rule`, `noc tune add`, the API); the running pipeline takes it at its next round.
 A held finding is not lost: it is stored, marked evidence-only, and joins an incident that
-something else opens (:meth:`noc_assistant.correlate.Correlator.held`).
+something else opens (:meth:`noc_assistant.stream.correlate.Correlator.held`).
 
->>> from noc_assistant.storage import SqliteStore
+>>> from noc_assistant.store import SqliteStore
 >>> from noc_assistant.models import Finding, Incident, Review
 >>> store = SqliteStore(":memory:")
 >>> for i, (score, verdict) in enumerate([(1.4, "no_fault"), (1.9, "no_fault"), (6.0, "fault")]):
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from noc_assistant.errors import TuningError
 from noc_assistant.models import LIVENESS_DETECTOR, Finding, Tuning
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
 
 __all__ = [
     "DEFAULT_TUNING_S",

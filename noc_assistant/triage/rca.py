@@ -29,47 +29,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from knowledge.pack import Pack
 from knowledge.rules import ConditionHit, Match, evaluate, no_fault_score
 from knowledge.topology import Topology
-from noc_assistant import present
-from noc_assistant.models import Evidence, Finding, Hypothesis, Incident
+from noc_assistant.models import Diagnosis, Evidence, Finding, Hypothesis, Incident
+from noc_assistant.triage import present
 
 __all__ = ["Diagnosis", "diagnose"]
 
 _MAX_FINDINGS_PER_CONDITION = 3
 _MAX_HYPOTHESES = 5
-
-
-class Diagnosis(BaseModel):
-    """The RCA answer for one incident: hypotheses best first, and every evidence item cited."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    incident_id: str
-    verdict: Literal["fault", "no_fault"]
-    hypotheses: list[Hypothesis] = Field(min_length=1)
-    evidence: list[Evidence] = Field(default_factory=list)
-    pack: str = ""
-    """``name@version`` of the knowledge pack that produced it."""
-
-    @property
-    def top(self) -> Hypothesis:
-        return self.hypotheses[0]
-
-    @property
-    def evidence_ids(self) -> set[str]:
-        return {e.id for e in self.evidence}
-
-    def evidence_by_id(self, evidence_id: str) -> Evidence | None:
-        for e in self.evidence:
-            if e.id == evidence_id:
-                return e
-        return None
 
 
 def diagnose(

@@ -14,7 +14,7 @@ so the grounding check holds the answer to them like to any other evidence.
 >>> from knowledge.pack import load_pack
 >>> from knowledge.topology import Topology
 >>> from noc_assistant.models import Evidence, Finding, Hypothesis, Incident
->>> from noc_assistant.rca import Diagnosis
+>>> from noc_assistant.triage.rca import Diagnosis
 >>> f = Finding(id="f1", detector="d", kpi="amf-reg-success", entity="amf-1", ts=3600.0,
 ...             score=3.0, observed=0.42, expected_low=0.9, expected_high=1.0, direction="down")
 >>> ev = Evidence(id="ev-f1", finding_id="f1", entity="amf-1", kpi="amf-reg-success",
@@ -46,13 +46,13 @@ from guardrails.masking import Masker
 from knowledge.pack import Pack
 from knowledge.schema import InjectionPolicy
 from knowledge.topology import Topology
-from noc_assistant.grounded import SAFE_NAME
 from noc_assistant.models import Finding, Incident
-from noc_assistant.rca import Diagnosis
+from noc_assistant.triage.grounded import SAFE_NAME
+from noc_assistant.triage.rca import Diagnosis
 from prompts import tool_texts
 
 if TYPE_CHECKING:
-    from noc_assistant.history import IncidentHistory, PastIncident
+    from noc_assistant.triage.history import IncidentHistory, PastIncident
 
 __all__ = ["TOOL_ID_PREFIX", "ToolResult", "TriageTools"]
 

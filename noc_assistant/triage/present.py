@@ -37,7 +37,7 @@ nothing and is left out (``at least 61.3 %`` rather than ``61.3 %..132.5 %``; ``
 band fitted on a series that is always 0) are 0.
 
 The scaled forms (``125 ms``, ``12.3 MB/s``) are written for reading: grounding matches them
-only against a text that wrote them too (the evidence summaries of :mod:`noc_assistant.rca`
+only against a text that wrote them too (the evidence summaries of :mod:`noc_assistant.triage.rca`
 do). :func:`placeholder`, which fills numbers into a model's text, writes the unscaled forms
 (``0.125 s``), which match the evidence item's values alone, and checks that they do.
 

@@ -6,7 +6,7 @@ on a clock of the data's own scrape interval (inferred, not configured), each en
 latest scrape (targets are scraped at their own phases: a KPI window ends on the entity's
 sample, and an alarm is stamped with the scrape that showed it), and every alarm transition
 becomes a :class:`~noc_assistant.models.Finding` or a clear, which the
-:class:`~noc_assistant.correlate.Correlator` turns into incident events.
+:class:`~noc_assistant.stream.correlate.Correlator` turns into incident events.
 
 An entity that sends nothing has no scrape to evaluate: the pack's liveness KPIs (``up()``) are
 judged on the clock instead, for every entity that has answered a few scrapes. Once it has
@@ -43,16 +43,16 @@ from knowledge.formula import LIVENESS, Formula
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, PackError, load_pack
 from knowledge.topology import PartnerLink, Topology, guess_type, plmn_digits
-from noc_assistant.correlate import Correlator, IncidentEvent, MaintenanceWindow, series_id
 from noc_assistant.errors import ConfigError
-from noc_assistant.fanin import Batch, Clear, FanIn, Seen
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
 from noc_assistant.ingest.point import canonical_metric
 from noc_assistant.ingest.scrub import scrub_point
 from noc_assistant.inventory import load_topology
 from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident
-from noc_assistant.rca import Diagnosis, diagnose
 from noc_assistant.settings import get_settings
+from noc_assistant.stream.correlate import Correlator, IncidentEvent, MaintenanceWindow, series_id
+from noc_assistant.stream.fanin import Batch, Clear, FanIn, Seen
+from noc_assistant.triage.rca import Diagnosis, diagnose
 
 __all__ = ["Outbox", "Pipeline", "ReplayResult", "run_replay"]
 
@@ -62,7 +62,7 @@ IncidentSink = Callable[[IncidentEvent], None]
 
 class Outbox(Protocol):
     """What a detector worker of a slice sends to the network-wide correlator
-    (:mod:`noc_assistant.fanin`): each tick's findings and clears, then the tick."""
+    (:mod:`noc_assistant.stream.fanin`): each tick's findings and clears, then the tick."""
 
     def finding(self, finding: Finding, reading: bool, phase: int) -> None: ...
 
@@ -147,7 +147,7 @@ class Pipeline:
     Within a tick the correlator takes the detectors' events in a fixed order, whatever order
     the entities first appeared in: missed-scrape evidence, then the monitors' openings and
     clears, then liveness, each phase by entity name. So a network-wide correlator over
-    workers of slices (:mod:`noc_assistant.fanin`) can put them in the same order.
+    workers of slices (:mod:`noc_assistant.stream.fanin`) can put them in the same order.
     """
 
     # defaults for snapshots of versions that did not have them
@@ -567,7 +567,7 @@ class Pipeline:
         for ev in self.correlator.tick(at):
             self._emit(ev)
 
-    # -- the network-wide correlator of sliced workers (noc_assistant.fanin) ----------------
+    # -- the network-wide correlator of sliced workers (noc_assistant.stream.fanin) ----------------
 
     def take(self, batch: Batch) -> int:
         """A worker's batch into the merge, and every tick all workers have passed into the

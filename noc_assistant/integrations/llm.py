@@ -6,7 +6,7 @@ own (a NOC user waits for a report; the caller falls back to the template instea
 failure — the endpoint unreachable, a timeout, an error status, an empty answer — is an
 :class:`~noc_assistant.errors.LlmError` naming the endpoint, never the API key.
 
-What goes into the messages is the drafting stage's business (:mod:`noc_assistant.drafting`):
+What goes into the messages is the drafting stage's business (:mod:`noc_assistant.triage.drafting`):
 identifiers masked, untrusted text wrapped as data. This module sends what it is given.
 
 >>> from noc_assistant.settings import Settings

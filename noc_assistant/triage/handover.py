@@ -5,12 +5,12 @@ A NOC hands over at every shift change. :func:`handover` gathers, for the shift 
 
 - the incidents still open, nobody's first (an open incident that nobody has taken is the
   first thing the next shift reads), each with its owner, verdict, the top-ranked cause and
-  what was seen before (:mod:`noc_assistant.history`);
+  what was seen before (:mod:`noc_assistant.triage.history`);
 - what the shift saw: incidents opened and resolved, how many were judged false, how many
   pages it took (openings, reopenings, escalations);
 - maintenance in force now, planned for the next shift, and over within the shift (what held
   its pages back);
-- the raised bars in force (:mod:`noc_assistant.tuning`: KPIs that page only from a higher
+- the raised bars in force (:mod:`noc_assistant.ops.raised_bars`: KPIs that page only from a higher
   score), and those over within the shift;
 - partner-NOC e-mails waiting for approval or for sending, and sent ones some recipients did
   not get;
@@ -19,7 +19,7 @@ A NOC hands over at every shift change. :func:`handover` gathers, for the shift 
 ``prompts/templates/handover.md.j2`` writes it as Markdown (``noc incident handover``,
 ``GET /api/handover``, which also answers it as JSON). No model writes any of it.
 
->>> from noc_assistant.storage import SqliteStore
+>>> from noc_assistant.store import SqliteStore
 >>> from noc_assistant.models import Incident
 >>> store = SqliteStore(":memory:")
 >>> store.save_incident(Incident(id="inc-1", fingerprint="f", opened_at=3600.0,
@@ -36,9 +36,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from noc_assistant.history import LOOKBACK_S, similar
 from noc_assistant.models import Maintenance, Tuning
-from noc_assistant.storage import Store
+from noc_assistant.store import Store
+from noc_assistant.triage.history import LOOKBACK_S, similar
 from prompts import environment
 
 __all__ = ["handover", "render"]

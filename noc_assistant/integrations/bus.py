@@ -21,7 +21,8 @@ puts telemetry on JetStream and runs detector workers beside it:
   ``Nats-Msg-Id`` built from the file and its line span, so that a re-run within the stream's
   duplicate window (two minutes) adds nothing.
 - **Worker** (:class:`BusWorker`): a durable pull consumer feeds a :class:`Pipeline`; every
-  ``checkpoint_every`` messages the whole pipeline is snapshotted (:mod:`noc_assistant.checkpoint`)
+  ``checkpoint_every`` messages the whole pipeline is snapshotted
+  (:mod:`noc_assistant.stream.checkpoint`)
   into the object store ``noc-state`` under ``<durable>-<stream seq>``, a manifest
   ``{seq, object, sha256}`` is put in the key-value bucket ``noc-state`` under the durable's
   name, and only then is the consumer acknowledged up to that sequence (ack-all). A worker that
@@ -32,7 +33,7 @@ puts telemetry on JetStream and runs detector workers beside it:
   a crash twice (at-least-once); the store's writes are upserts by id, so it holds them once.
 - A line that is not a sample is quarantined (the message's subject and stream sequence, the
   line's number in the message, the reason and the raw text), never dropped.
-- **Workers of slices, one correlator** (:mod:`noc_assistant.fanin`). A worker given
+- **Workers of slices, one correlator** (:mod:`noc_assistant.stream.fanin`). A worker given
   ``findings_stream`` correlates for nobody: after each telemetry message that ended
   evaluation ticks it publishes them (findings and clears) to ``<findings prefix>.<durable>``
   with the ``Nats-Msg-Id`` ``<durable>:<sequence>``, and waits for the server's
@@ -75,12 +76,12 @@ from nats.js.errors import (
 )
 
 from knowledge.pack import Pack
-from noc_assistant.checkpoint import CheckpointError, restore, snapshot
 from noc_assistant.errors import BadInputError, ConfigError
-from noc_assistant.fanin import Batch, TickRecorder, decode_batch, encode_batch
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.replay import jsonl_lines, parse_lines
-from noc_assistant.pipeline import FindingSink, IncidentSink, Pipeline
+from noc_assistant.stream.checkpoint import CheckpointError, restore, snapshot
+from noc_assistant.stream.fanin import Batch, TickRecorder, decode_batch, encode_batch
+from noc_assistant.stream.pipeline import FindingSink, IncidentSink, Pipeline
 
 __all__ = [
     "FINDINGS_PREFIX",
@@ -696,7 +697,7 @@ class _Outbox:
 @dataclass
 class CorrelatorWorker(BusWorker):
     """The network-wide correlator over the workers' findings stream (module docstring):
-    ``make_pipeline`` builds a pipeline with a :class:`~noc_assistant.fanin.FanIn`; a batch
+    ``make_pipeline`` builds a pipeline with a :class:`~noc_assistant.stream.fanin.FanIn`; a batch
     that is not one is quarantined with its stream sequence. ``expect`` and ``retire`` apply
     to a restored state too (:meth:`FanIn.set_workers`): the workers of this run are the
     command line's, not the snapshot's."""
