@@ -2,8 +2,13 @@
 
 Each command group lives in its own module (``simulate``, ``demo``, ``eval``, ``pack``,
 ``llm``, ``incident``, ``email``, ``maintenance``, ``tune``, ``bus``, ``watch``, ``prom``,
-``pm``); this module assembles them and maps typed errors to exit codes: 0 done, 1 internal
-error, 2 bad input or usage.
+``pm``); this module assembles them and is the one place where errors become exit codes:
+
+- 0: done;
+- 2: usage, bad input, a setting or pack that cannot be used, or an outside part that refused
+  or timed out — every :class:`~noc_assistant.errors.NocError`, raised on purpose with a
+  message that names the file, line or part and what to check;
+- 1: anything else, which is a bug (the traceback is printed for the report).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from noc_assistant.cli import simulate as simulate_cmd
 from noc_assistant.cli import tune as tune_cmd
 from noc_assistant.cli import watch as watch_cmd
 from noc_assistant.cli._console import err_console
-from noc_assistant.errors import BadInputError, ConfigError, NocError
+from noc_assistant.errors import NocError, UnreachableError
 
 __all__ = ["app", "main", "run"]
 
@@ -61,12 +66,15 @@ def run(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
-    except (BadInputError, ConfigError) as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+    except UnreachableError as exc:
+        err_console.print(
+            f"[bold red]error:[/] {exc} (check that it runs and that the settings name it)",
+            highlight=False,
+        )
         return 2
     except NocError as exc:
-        err_console.print(f"[bold red]internal error:[/] {exc}", highlight=False)
-        return 1
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return 2
     return 0
 
 

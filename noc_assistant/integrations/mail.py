@@ -41,7 +41,7 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from typing import TYPE_CHECKING
 
-from noc_assistant.errors import NocError
+from noc_assistant.errors import NocError, UnreachableError
 from noc_assistant.models import EmailDraft
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ __all__ = [
     "Delivery",
     "MailError",
     "Mailer",
+    "SmtpUnreachableError",
     "compose",
     "export",
     "masked",
@@ -67,6 +68,10 @@ EML_MEDIA_TYPE = "message/rfc822"
 
 class MailError(NocError):
     """An e-mail that could not be built or sent (or a draft not fit to be sent)."""
+
+
+class SmtpUnreachableError(MailError, UnreachableError):
+    """The SMTP server refused the connection or did not answer in time."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,9 @@ class Mailer:
         try:
             smtp = smtplib.SMTP(self.host, self.port, timeout=self.timeout_s)
         except (smtplib.SMTPException, OSError) as exc:
-            raise MailError(f"{self.server}: cannot connect: {self._reason(exc)}") from exc
+            raise SmtpUnreachableError(
+                f"SMTP server {self.server}: cannot connect: {self._reason(exc)}"
+            ) from exc
         try:
             smtp.ehlo()
             if tls is not None:

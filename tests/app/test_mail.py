@@ -14,6 +14,7 @@ import trustme
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from conftest import Inbox, serve_smtp
 
+from noc_assistant.errors import UnreachableError
 from noc_assistant.integrations.mail import Mailer, MailError
 from noc_assistant.models import EmailDraft
 from noc_assistant.settings import Settings
@@ -88,6 +89,7 @@ def test_a_closed_port_names_the_server_not_the_password(free_port: int) -> None
     mailer = Mailer("127.0.0.1", free_port, username="noc", password=PASSWORD, timeout_s=5)
     with pytest.raises(MailError, match=rf"127\.0\.0\.1:{free_port}: cannot connect") as err:
         mailer.send(_draft())
+    assert isinstance(err.value, UnreachableError)  # exit 2 at the CLI, with what to check
     assert PASSWORD not in str(err.value)
     assert PASSWORD not in repr(mailer)
 
