@@ -76,6 +76,7 @@ def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.tim
                 entity=d.entity,
                 duration_s=d.duration_s,
                 kpis=set(drafter.pack.kpis) if drafter is not None else None,
+                entities=_known(drafter),
             )
         except TuningError as exc:
             raise HTTPException(422, str(exc)) from None
@@ -96,3 +97,9 @@ def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.tim
         return locked_step(lock, load, step, s.save_tuning, TuningError, 422)
 
     return router
+
+
+def _known(drafter: Drafter | None) -> set[str] | None:
+    """The network's entities, where the drafter's topology knows any."""
+    types = drafter.network_topology.types if drafter is not None else {}
+    return set(types) or None

@@ -37,6 +37,7 @@ __all__ = [
     "console_app",
     "drafting_for_cli",
     "load_pack_and_topology",
+    "network_entities",
 ]
 
 SYNC_EVERY_S = 1.0
@@ -55,6 +56,17 @@ def load_pack_and_topology(
     except PackError as exc:
         raise ConfigError(str(exc)) from None
     return pack, (load_topology(inventory, pack) if inventory is not None else None)
+
+
+def network_entities(settings: Settings, inventory: Path | None) -> set[str] | None:
+    """The entities of the network, from ``inventory`` or ``NOC_DATA_DIR/inventory.json``
+    where it exists (None when neither says: then no entity can be checked)."""
+    if inventory is None and (settings.data_dir / "inventory.json").is_file():
+        inventory = settings.data_dir / "inventory.json"
+    if inventory is None:
+        return None
+    _, topology = load_pack_and_topology(settings, inventory)
+    return set(topology.types) if topology is not None and topology.types else None
 
 
 class IncidentOutput:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from noc_assistant.cli._console import console, duration, err_console, utc
+from noc_assistant.cli._live import InventoryOpt, network_entities
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
 from noc_assistant.store import open_store
@@ -40,11 +41,14 @@ def add(
     until: Annotated[str | None, typer.Option(help="Or until (RFC 3339 UTC)")] = None,
     start: Annotated[str | None, typer.Option(help="From (RFC 3339 UTC; default: now)")] = None,
     reason: Annotated[str | None, typer.Option(help="Why (the change ticket)")] = None,
+    inventory: InventoryOpt = None,
 ) -> None:
-    """Declare a maintenance window: the entity's pages (and its neighbours') are held."""
+    """Declare a maintenance window: the entity's pages (and its neighbours') are held. An
+    entity outside the network's inventory is refused, as the API refuses it."""
     from noc_assistant.ops.maintenance import declare, new_window
 
     settings = get_settings()
+    known = network_entities(settings, inventory)
     store = open_store(settings.db_url)
     window = new_window(
         entity,
@@ -54,6 +58,7 @@ def add(
         end=until,
         duration_s=duration(for_) if for_ is not None else None,
         reason=reason,
+        known=known,
     )
     window = declare(store, window, _silences())
     console.print(

@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from noc_assistant.cli._console import console, duration, utc
+from noc_assistant.cli._live import InventoryOpt
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
 from noc_assistant.store import open_store
@@ -82,10 +83,11 @@ def add(
     reason: Annotated[str, typer.Option(help="Why: the false pages, a ticket (required)")],
     entity: Annotated[str, typer.Option(help="An entity or a shell pattern (upf-*)")] = "*",
     for_: Annotated[str, typer.Option("--for", help="How long: 7d, 30d (at most 90d)")] = "30d",
+    inventory: InventoryOpt = None,
 ) -> None:
     """Raise a KPI's bar on some entities: below it, its findings are kept as evidence and
     page nobody."""
-    from noc_assistant.cli._live import load_pack_and_topology
+    from noc_assistant.cli._live import load_pack_and_topology, network_entities
     from noc_assistant.ops.raised_bars import new_rule
 
     settings = get_settings()
@@ -99,6 +101,7 @@ def add(
         entity=entity,
         duration_s=duration(for_),
         kpis=set(pack.kpis),
+        entities=network_entities(settings, inventory),
     )
     open_store(settings.db_url).save_tuning(rule)
     console.print(

@@ -30,6 +30,7 @@ something else opens (:meth:`noc_assistant.stream.correlate.Correlator.held`).
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import secrets
 from collections.abc import Collection
@@ -80,9 +81,11 @@ def new_rule(
     entity: str = "*",
     duration_s: float = DEFAULT_TUNING_S,
     kpis: Collection[str] | None = None,
+    entities: Collection[str] | None = None,
 ) -> Tuning:
     """A raised bar as declared, in force from ``now`` (:class:`TuningError` naming the field
-    when it does not hold: a KPI outside ``kpis``, a bar not above the detectors' own (1) or
+    when it does not hold: a KPI outside ``kpis``, an entity pattern that matches none of
+    ``entities`` (the network's, when known), a bar not above the detectors' own (1) or
     above :data:`MAX_MIN_SCORE`, no reason, a duration past :data:`MAX_TUNING_S`).
 
     >>> t = new_rule("gpu-kv-cache-usage", "ana", 0.0, min_score=2.5, entity="gpu-srv-*",
@@ -107,6 +110,8 @@ def new_rule(
         raise TuningError("reason: missing (the false pages it answers, a ticket)")
     if not entity.strip():
         raise TuningError("entity: empty (a name or a shell pattern; * for every entity)")
+    if entities is not None and not fnmatch.filter(sorted(entities), entity.strip()):
+        raise TuningError(f"entity: {entity.strip()!r} matches no entity of the network")
     if not 0.0 < duration_s <= MAX_TUNING_S:
         raise TuningError(
             f"duration: a raised bar holds between a second and {MAX_TUNING_S / 86400:g} days"

@@ -197,3 +197,30 @@ def test_the_cli_silences_through_alertmanager_too(
     assert httpx.get(url, timeout=5).json()["status"]["state"] == "active"
     assert run(["maintenance", "end", w.id, "--by", "bo"]) == 0
     assert httpx.get(url, timeout=5).json()["status"]["state"] == "expired"
+
+
+def test_the_cli_refuses_entities_outside_the_network_as_the_api_does(
+    store: Store,
+    use_store: Callable[..., None],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With an inventory (given, or NOC_DATA_DIR's), `maintenance add` and `tune add` refuse
+    an entity the network does not have; without one nothing can be checked."""
+    import json
+
+    inventory = tmp_path / "inventory.json"
+    entities = [{"id": "amf-1", "type": "amf"}, {"id": "upf-3", "type": "upf"}]
+    inventory.write_text(json.dumps({"entities": entities}))
+    use_store(store)
+    add = ["maintenance", "add", "--by", "ana", "--for", "1h", "--inventory", str(inventory)]
+    assert run([*add, "smf-99"]) == 2
+    assert "entity: 'smf-99' is not in the network" in capsys.readouterr().err
+    assert run([*add, "upf-3"]) == 0
+    tune = ["tune", "add", "amf-registration-success", "--min-score", "2", "--by", "ana"]
+    tune += ["--reason", "r", "--inventory", str(inventory)]
+    assert run([*tune, "--entity", "smf-*"]) == 2
+    assert "entity: 'smf-*' matches no entity of the network" in capsys.readouterr().err
+    assert run([*tune, "--entity", "amf-*"]) == 0
+    assert [w.entity for w in store.maintenance_windows()] == ["upf-3"]
+    assert [t.entity for t in store.tuning_rules()] == ["amf-*"]
