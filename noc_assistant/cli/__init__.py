@@ -28,6 +28,7 @@ from noc_assistant.cli import pack as pack_cmd
 from noc_assistant.cli import pm as pm_cmd
 from noc_assistant.cli import prom as prom_cmd
 from noc_assistant.cli import run as run_cmd
+from noc_assistant.cli import serve as serve_cmd
 from noc_assistant.cli import simulate as simulate_cmd
 from noc_assistant.cli import tune as tune_cmd
 from noc_assistant.cli import watch as watch_cmd
@@ -44,6 +45,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 run_cmd.register(app)
+serve_cmd.register(app)
 simulate_cmd.register(app)
 watch_cmd.register(app)
 app.add_typer(eval_cmd.app, name="eval")

@@ -1,4 +1,4 @@
-"""Top-level commands: ``noc demo`` (the main job of ``make run``) and ``noc replay``."""
+"""Top-level commands: ``noc demo`` (the main job of ``make run``) and ``noc check``."""
 
 from __future__ import annotations
 
@@ -58,6 +58,13 @@ def _serve(app: Any, host: str, port: int) -> threading.Thread:
     return thread
 
 
+def _configured_store() -> bool:
+    """Whether the store is the user's (``NOC_DB_URL`` set), not the demo's own file."""
+    import os
+
+    return "NOC_DB_URL" in os.environ or "db_url" in get_settings().model_fields_set
+
+
 def demo(
     days: Annotated[float, typer.Option(help="Simulated days to stream.")] = 1.0,
     faults: Annotated[
@@ -87,7 +94,8 @@ def demo(
 
     settings = get_settings()
     store = open_store(settings.db_url)
-    store.clear()
+    if not _configured_store():
+        store.clear()  # the demo's own file: only what earlier demos wrote
     hub = Broadcaster()
     from noc_assistant.errors import BadInputError
     from noc_assistant.ingest.replay import parse_time
@@ -215,7 +223,7 @@ def demo(
 
 def check() -> None:
     """Ask every outside part the settings name whether it answers (store, pack, LLM, SMTP,
-    Alertmanager, NATS), changing nothing; exit 1 if one configured fails."""
+    Alertmanager, NATS), changing nothing; exit 2 if one configured fails."""
     from noc_assistant.ops.readiness import check_all
 
     checks = check_all(get_settings())
@@ -223,7 +231,7 @@ def check() -> None:
         style = {"ok": "green", "failed": "red"}.get(c.status, "dim")
         console.print(f"[{style}]{c.line()}[/]", highlight=False, soft_wrap=True)
     if any(c.status == "failed" for c in checks):
-        raise typer.Exit(1)
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:

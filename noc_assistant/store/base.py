@@ -218,6 +218,12 @@ class Store:
         rows = self._query(query, (*args, limit))
         return [Incident.model_validate_json(r[0]) for r in rows]
 
+    def incident_versions(self) -> dict[str, tuple[str, float]]:
+        """Every incident's id → (state, updated_at), without reading bodies: what a console
+        replica compares between two looks at the store to publish what changed."""
+        rows = self._query("SELECT id, state, updated_at FROM incidents")
+        return {str(r[0]): (str(r[1]), float(r[2])) for r in rows}
+
     def get_incident(self, incident_id: str) -> Incident | None:
         rows = self._query("SELECT body FROM incidents WHERE id = ?", (incident_id,))
         return Incident.model_validate_json(rows[0][0]) if rows else None
@@ -410,6 +416,15 @@ class Store:
         """How many incidents are stored, by state (one query, no bodies read)."""
         rows = self._query("SELECT state, COUNT(*) FROM incidents GROUP BY state")
         return {str(state): int(n) for state, n in rows}
+
+    def time_span(self) -> tuple[float, float] | None:
+        """The earliest and latest time the stored incidents and findings hold (None: none)."""
+        rows = self._query(
+            "SELECT MIN(opened_at), MAX(updated_at) FROM incidents"
+            " UNION ALL SELECT MIN(ts), MAX(ts) FROM findings"
+        )
+        ends = [(float(lo), float(hi)) for lo, hi in rows if lo is not None and hi is not None]
+        return (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
 
     def count(self, table: str) -> int:
         if table not in {"findings", "incidents"}:

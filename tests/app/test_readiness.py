@@ -68,7 +68,7 @@ def test_every_configured_part_is_asked(
     assert checks["nats"].status == "failed" and "cannot connect to NATS" in checks["nats"].detail
 
 
-def test_the_cli_exits_1_when_a_configured_part_fails(
+def test_the_cli_exits_2_when_a_configured_part_fails(
     tmp_path: Path,
     use_store: Callable[..., None],
     free_port: int,
@@ -76,7 +76,7 @@ def test_the_cli_exits_1_when_a_configured_part_fails(
 ) -> None:
     store = SqliteStore(tmp_path / "noc.db")
     use_store(store, NOC_LLM_BASE_URL=f"http://127.0.0.1:{free_port}/v1", NOC_NATS_URL=NATS)
-    assert run(["check"]) == 1
+    assert run(["check"]) == 2
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("ok             store")
     assert "failed         llm" in out and "not configured smtp" in out
