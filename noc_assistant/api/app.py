@@ -42,6 +42,7 @@ from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.metrics import registry
+from noc_assistant.api.plots import evidence_plots
 from noc_assistant.api.reviews import reviews_router
 from noc_assistant.api.tuning import tuning_router
 from noc_assistant.integrations.alertmanager import Silences
@@ -402,6 +403,9 @@ def create_app(
             top=diagnosis.top if diagnosis else None,
             seen=seen,
             beside=beside,
+            plots=evidence_plots(
+                inc, findings, s.maintenance_windows(), drafter.pack.kpis if drafter else None
+            ),
         )
 
     return app
