@@ -44,6 +44,7 @@ from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.metrics import registry
 from noc_assistant.api.plots import evidence_plots
 from noc_assistant.api.reviews import reviews_router
+from noc_assistant.api.triage import Triage
 from noc_assistant.api.tuning import tuning_router
 from noc_assistant.integrations.alertmanager import Silences
 from noc_assistant.integrations.mail import Mailer
@@ -358,8 +359,20 @@ def create_app(
         return StreamingResponse(events(), media_type="text/event-stream")
 
     @app.get("/", response_class=HTMLResponse)
-    def index(s: StoreDep) -> str:
-        incidents = s.list_incidents()
+    def index(
+        s: StoreDep,
+        state: Annotated[str | None, Query(max_length=20)] = None,
+        entity: Annotated[str | None, Query(max_length=200)] = None,
+        fault: Annotated[str | None, Query(max_length=100)] = None,
+        q: Annotated[str | None, Query(max_length=200)] = None,
+        hours: Annotated[float | None, Query(gt=0, le=24 * 366)] = None,
+    ) -> str:
+        """Open incidents first, then the rest by opening; filtered by state, entity (a shell
+        pattern), the assistant's top fault, free text (id, title, entities, KPIs) and the
+        last ``hours``."""
+        wanted = Triage(state, entity, fault, q, time.time() - hours * 3600 if hours else None)
+        listed = s.list_incidents()
+        incidents = wanted.order([i for i in listed if wanted.keeps(i)])
         reviews = s.reviews()
         verdicts = [reviews[i.id].verdict if i.id in reviews else None for i in incidents]
         judged = sum(1 for v in verdicts if v in ("fault", "no_fault"))
@@ -374,6 +387,9 @@ def create_app(
             maintenance=s.maintenance_windows(ending_after=time.time()),
             tuning=s.tuning_rules(ending_after=time.time()),
             now=time.time(),
+            wanted=wanted,
+            listed=len(listed),
+            faults=sorted({i.hypotheses[0].fault for i in listed if i.hypotheses}),
         )
 
     @app.get("/incidents/{incident_id}", response_class=HTMLResponse)

@@ -114,7 +114,7 @@ def test_console_lists_and_shows_incidents(served: tuple[str, Store, Broadcaster
     inc.escalated_at = [1.0e9 + 600]  # a much stronger finding paged again
     store.save_incident(inc)
     detail = httpx.get(base + "/incidents/inc-1").text
-    assert "Verdict: <strong>no fault</strong>" in detail and "candidates" in detail
+    assert "verdict: <strong>no fault</strong>" in detail and "candidates" in detail
     assert "escalated 2001-09-09 01:56:40 UTC" in detail and "CEST" not in detail
     assert "ev-absent-x" in detail and "N4 heartbeat counters on the SMF" in detail
     api = httpx.get(base + "/api/incidents/inc-1").json()
