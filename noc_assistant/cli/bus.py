@@ -33,6 +33,64 @@ RetainDays = Annotated[
 Finish = Annotated[
     bool, typer.Option(help="On stopping idle, treat the feed as ended (resolve incidents).")
 ]
+# the worker's slice of the network
+Subject = Annotated[
+    str | None, typer.Option(help="Subject filter (default: every entity's telemetry).")
+]
+Part = Annotated[
+    str | None,
+    typer.Option(
+        help="K/N: only the entities in part K of N (0-based; the same split on every "
+        "worker): N workers with --part 0/N … N-1/N share the network."
+    ),
+]
+Entities = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated shell patterns of the entities this worker takes "
+        "('upf-*,smf-*'; default: all)."
+    ),
+]
+Partition = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="K: only the server's partition K (the subject mapping `noc bus partitions "
+        "N` prints, in nats-server's configuration): the server sends this worker its "
+        "entities only.",
+    ),
+]
+Findings = Annotated[
+    bool,
+    typer.Option(
+        "--findings",
+        help="A worker of a slice: send each tick's findings to `noc bus correlate` "
+        "instead of correlating and storing incidents here.",
+    ),
+]
+# the correlator's workers
+Expect = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated durable names of the workers to wait for before the "
+        "correlator's clock moves (default: each worker counts from its first batch)."
+    ),
+]
+Retire = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated workers gone for good (scaled away): the correlator no "
+        "longer waits for them."
+    ),
+]
+LagIntervals = Annotated[
+    float,
+    typer.Option(
+        min=1,
+        help="Say so when a worker's last tick is this many scrape intervals behind the "
+        "most advanced one (the correlator waits for the slowest worker).",
+    ),
+]
 
 app = typer.Typer(
     help="Telemetry on NATS JetStream: publish replay files, run detector workers and the "
@@ -72,45 +130,16 @@ def publish(
 @app.command("worker")
 def worker(
     durable: Annotated[str, typer.Option(help="Durable consumer (and snapshot) name.")] = "noc",
-    subject: Annotated[
-        str | None, typer.Option(help="Subject filter (default: every entity's telemetry).")
-    ] = None,
-    part: Annotated[
-        str | None,
-        typer.Option(
-            help="K/N: only the entities in part K of N (0-based; the same split on every "
-            "worker): N workers with --part 0/N … N-1/N share the network."
-        ),
-    ] = None,
-    entities: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated shell patterns of the entities this worker takes "
-            "('upf-*,smf-*'; default: all)."
-        ),
-    ] = "",
-    partition: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="K: only the server's partition K (the subject mapping `noc bus partitions "
-            "N` prints, in nats-server's configuration): the server sends this worker its "
-            "entities only.",
-        ),
-    ] = None,
+    subject: Subject = None,
+    part: Part = None,
+    entities: Entities = "",
+    partition: Partition = None,
     inventory: Annotated[Path | None, typer.Option(help="Network inventory (FORMATS §4).")] = None,
     checkpoint_every: CheckpointEvery = 200,
     idle: Idle = None,
     retain_days: RetainDays = 7.0,
     finish: Finish = False,
-    findings: Annotated[
-        bool,
-        typer.Option(
-            "--findings",
-            help="A worker of a slice: send each tick's findings to `noc bus correlate` "
-            "instead of correlating and storing incidents here.",
-        ),
-    ] = False,
+    findings: Findings = False,
 ) -> None:
     """Consume telemetry from the stream, detect, store incidents; resumes from its snapshot.
 
@@ -118,31 +147,14 @@ def worker(
     ``--partition``, ``--part``, ``--entities`` or ``--subject``, and its own ``--durable``)
     the incidents are made by ``noc bus correlate`` from every worker's findings, so an
     incident that spans slices is one incident."""
-    from noc_assistant.integrations.bus import BusWorker
-    from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
+    from noc_assistant.integrations.bus import BusWorker, WorkerConfig, detector_pipeline
 
     share = _part(part)
     settings, key, pack, topology, quarantine, on_incident = _live(durable, inventory)
-
-    def make_pipeline() -> Pipeline:
-        return Pipeline(
-            pack=pack,
-            topology=topology,
-            quarantine=quarantine,
-            on_incident=None if findings else on_incident,
-            lateness_intervals=REPLAY_LATENESS_INTERVALS,
-            rca=not findings,
-        )
-
-    bus = BusWorker(
+    config = WorkerConfig(
         url=settings.nats_url,
         stream=settings.nats_stream,
         durable=durable,
-        key=key,
-        pack=pack,
-        make_pipeline=make_pipeline,
-        on_incident=None if findings else on_incident,
-        quarantine=quarantine,
         prefix=settings.nats_subject_prefix,
         filter_subject=subject,
         partition=partition,
@@ -155,12 +167,17 @@ def worker(
         findings_stream=settings.nats_findings_stream if findings else None,
         findings_prefix=settings.nats_findings_prefix,
     )
-
-    def maintenance_only() -> None:
+    sink = None if findings else on_incident
+    bus = BusWorker(
+        config,
+        key=key,
+        pack=pack,
+        make_pipeline=detector_pipeline(pack, topology, quarantine, sink, correlate=not findings),
+        on_incident=sink,
+        quarantine=quarantine,
         # a worker of a slice still needs the maintenance windows (a silence in one is no page)
-        on_incident.refresh_maintenance()
-
-    bus.tick = maintenance_only if findings else on_incident.tick
+        tick=on_incident.refresh_maintenance if findings else on_incident.tick,
+    )
     _run(bus, durable, "worker", on_incident)
 
 
@@ -187,20 +204,8 @@ def correlate(
     inventory: Annotated[
         Path, typer.Option(help="Network inventory (FORMATS §4): the whole network's topology.")
     ],
-    expect: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated durable names of the workers to wait for before the "
-            "correlator's clock moves (default: each worker counts from its first batch)."
-        ),
-    ] = "",
-    retire: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated workers gone for good (scaled away): the correlator no "
-            "longer waits for them."
-        ),
-    ] = "",
+    expect: Expect = "",
+    retire: Retire = "",
     durable: Annotated[
         str, typer.Option(help="Durable consumer (and snapshot) name.")
     ] = "noc-correlate",
@@ -208,44 +213,25 @@ def correlate(
     idle: Idle = None,
     retain_days: RetainDays = 7.0,
     finish: Finish = False,
-    lag_intervals: Annotated[
-        float,
-        typer.Option(
-            min=1,
-            help="Say so when a worker's last tick is this many scrape intervals behind the "
-            "most advanced one (the correlator waits for the slowest worker).",
-        ),
-    ] = 10.0,
+    lag_intervals: LagIntervals = 10.0,
 ) -> None:
     """Correlate, rank and store incidents for the whole network from the findings of the
     workers of slices (``noc bus worker --findings``); resumes from its snapshot.
 
     The inventory is required: without one a worker infers the topology from the telemetry it
     sees, and the correlator sees none."""
-    from noc_assistant.integrations.bus import CorrelatorWorker
-    from noc_assistant.stream.fanin import FanIn
-    from noc_assistant.stream.pipeline import Pipeline
+    from noc_assistant.integrations.bus import (
+        CorrelatorConfig,
+        CorrelatorWorker,
+        LagWatch,
+        correlator_pipeline,
+    )
 
     settings, key, pack, topology, quarantine, on_incident = _live(durable, inventory)
-
-    def make_pipeline() -> Pipeline:
-        return Pipeline(
-            pack=pack,
-            topology=topology,
-            quarantine=quarantine,
-            on_incident=on_incident,
-            fan_in=FanIn(),
-        )
-
-    bus = CorrelatorWorker(
+    config = CorrelatorConfig(
         url=settings.nats_url,
         stream=settings.nats_findings_stream,
         durable=durable,
-        key=key,
-        pack=pack,
-        make_pipeline=make_pipeline,
-        on_incident=on_incident,
-        quarantine=quarantine,
         prefix=settings.nats_findings_prefix,
         checkpoint_every=checkpoint_every,
         idle_s=idle,
@@ -254,29 +240,25 @@ def correlate(
         expect=_names(expect),
         retire=_names(retire),
     )
-    said: dict[str, bool] = {}
+    watch = LagWatch(lag_intervals)
 
     def tick() -> None:
         on_incident.tick()
-        pipe = bus.pipeline
-        if pipe is None or pipe.fan_in is None:
-            return
-        # how far behind, in the workers' scrape intervals once known
-        behind = pipe.fan_in.lagging(lag_intervals * (pipe.interval_s or 60.0))
-        for w, lag in behind.items():
-            if not said.get(w):
-                what = (
-                    "not heard from yet"
-                    if lag == float("inf")
-                    else f"{lag:,.0f} s behind the most advanced worker"
-                )
-                err_console.print(f"correlator waits for worker {w}: {what}", highlight=False)
-            said[w] = True
-        for w in [w for w in said if w not in behind]:
-            del said[w]
-            console.print(f"worker {w} caught up", highlight=False)
+        waits, caught_up = watch.check(bus.pipeline)
+        for line in waits:
+            err_console.print(line, highlight=False)
+        for line in caught_up:
+            console.print(line, highlight=False)
 
-    bus.tick = tick
+    bus = CorrelatorWorker(
+        config,
+        key=key,
+        pack=pack,
+        make_pipeline=correlator_pipeline(pack, topology, quarantine, on_incident),
+        on_incident=on_incident,
+        quarantine=quarantine,
+        tick=tick,
+    )
     _run(bus, durable, "correlator", on_incident)
 
 

@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -27,12 +28,14 @@ from conftest import _free_port, _launch
 
 from knowledge.pack import load_pack
 from noc_assistant.cli import run
+from noc_assistant.errors import ConfigError, UnreachableError
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.integrations.bus import (
     STATE_BUCKET,
     BusError,
     BusWorker,
+    WorkerConfig,
     entity_subject,
     in_part,
     partition_config,
@@ -188,9 +191,34 @@ def test_bad_lines_are_quarantined_with_their_origin(
     assert w.pipeline is not None and w.pipeline.samples == 3
 
 
-def test_unreachable_server_is_a_clear_error() -> None:
-    with pytest.raises(BusError, match="cannot connect to NATS"):
-        publish_replay(Path("x.jsonl"), url="nats://127.0.0.1:1", stream="S")
+def test_unreachable_server_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No server at the address: an UnreachableError (not a setting the bus refused) that
+    names the address, without its password, and what to check; the CLI exits 2."""
+    url = f"nats://noc:secret@127.0.0.1:{_free_port()}"
+    with pytest.raises(UnreachableError, match="cannot connect to NATS") as caught:
+        publish_replay(Path("x.jsonl"), url=url, stream="S")
+    said = str(caught.value)
+    assert not isinstance(caught.value, BusError)
+    assert "nats://noc@127.0.0.1:" in said and "secret" not in said
+    assert "nats-server" in said and "NOC_NATS_URL" in said  # what to check
+    with pytest.raises(UnreachableError, match="cannot connect to NATS"):
+        status(url, "S")
+    monkeypatch.setenv("NOC_NATS_URL", url)
+    get_settings.cache_clear()
+    try:
+        assert run(["bus", "status"]) == 2
+        assert "cannot connect to NATS" in capsys.readouterr().err
+    finally:
+        get_settings.cache_clear()
+
+
+def test_a_worker_set_up_wrong_is_a_bus_error() -> None:
+    with pytest.raises(BusError, match="exclude each other"):
+        WorkerConfig(url=URL, stream="S", durable="d", partition=1, filter_subject="x.>")
+    with pytest.raises(ConfigError, match="durable name"):
+        WorkerConfig(url=URL, stream="S", durable="a.b")
 
 
 def test_cli_publish_then_worker_stores_incidents(
@@ -464,15 +492,16 @@ def test_a_worker_takes_the_entities_of_its_slice() -> None:
         prefix="lab.telemetry",
         entities=("upf-*", "smf-1"),
     )
-    takes = [worker._takes(entity_subject(e, "lab.telemetry")) for e in ("upf-2", "smf-1")]
+    takes = [worker.config.takes(entity_subject(e, "lab.telemetry")) for e in ("upf-2", "smf-1")]
     assert takes == [True, True]
-    assert worker._takes("lab.telemetry.1.upf-2")  # filed by the server under partition 1
+    assert worker.config.takes("lab.telemetry.1.upf-2")  # filed by the server under partition 1
     assert not any(
-        worker._takes(entity_subject(e, "lab.telemetry")) for e in ("smf-12", "amf-1", "xupf-1")
+        worker.config.takes(entity_subject(e, "lab.telemetry"))
+        for e in ("smf-12", "amf-1", "xupf-1")
     )
-    worker.part = (0, 2)  # both: the patterns' entities of part 0
+    half = replace(worker.config, part=(0, 2))  # both: the patterns' entities of part 0
     names = [f"upf-{i}" for i in range(40)]
-    mine = [e for e in names if worker._takes(entity_subject(e, "lab.telemetry"))]
+    mine = [e for e in names if half.takes(entity_subject(e, "lab.telemetry"))]
     assert mine == [e for e in names if in_part(entity_subject(e, "lab.telemetry"), (0, 2))]
     assert 10 <= len(mine) <= 30  # a hash spreads similar names
 
