@@ -69,10 +69,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except UnreachableError as exc:
-        err_console.print(
-            f"[bold red]error:[/] {exc} (check that it runs and that the settings name it)",
-            highlight=False,
-        )
+        hint = "" if "check" in str(exc) else " (check that it runs and that the settings name it)"
+        err_console.print(f"[bold red]error:[/] {exc}{hint}", highlight=False)
         return 2
     except NocError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
