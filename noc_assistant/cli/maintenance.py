@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from noc_assistant.cli._console import console, duration, err_console, utc
+from noc_assistant.cli._console import console, duration, err_console, span_state, utc
 from noc_assistant.cli._live import InventoryOpt, network_entities
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
@@ -79,10 +79,7 @@ def list_windows(
     now = time.time()
     table = Table("id", "entity", "from", "until", "by", "why", "state")
     for w in store.maintenance_windows(ending_after=float("-inf") if all_ else now):
-        state = "in force" if w.active(now) else ("over" if w.end < now else "planned")
-        if w.ended_by:
-            state += f" (ended by {w.ended_by})"
-        cells = (w.id, w.entity, utc(w.start), utc(w.end), w.by, w.reason or "", state)
+        cells = (w.id, w.entity, utc(w.start), utc(w.end), w.by, w.reason or "", span_state(w, now))
         table.add_row(*(escape(c) for c in cells))
     console.print(table)
 

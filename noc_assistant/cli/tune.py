@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from noc_assistant.cli._console import console, duration, utc
+from noc_assistant.cli._console import console, duration, span_state, utc
 from noc_assistant.cli._live import InventoryOpt
 from noc_assistant.errors import BadInputError
 from noc_assistant.settings import get_settings
@@ -120,11 +120,8 @@ def list_rules(
     now = time.time()
     table = Table("id", "kpi", "entity", "bar", "from", "until", "by", "why", "state")
     for t in store.tuning_rules(ending_after=float("-inf") if all_ else now):
-        state = "in force" if t.active(now) else "over"
-        if t.ended_by:
-            state += f" (ended by {t.ended_by})"
         cells = (t.id, t.kpi, t.entity, f"{t.min_score:g}", utc(t.start), utc(t.end), t.by)
-        table.add_row(*(escape(c) for c in (*cells, t.reason or "", state)))
+        table.add_row(*(escape(c) for c in (*cells, t.reason or "", span_state(t, now))))
     console.print(table)
 
 
