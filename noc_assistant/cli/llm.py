@@ -259,8 +259,8 @@ def nf12_cmd(
 
     if out is None:
         out = model_cache_dir() / f"{DEFAULT_MODEL_NAME}-nf12"
-    if src is None:
-        load_default()
+    if src is None:  # the bf16 folder the transformers backend converts the GGUF into
+        load_default(backend="transformers")
         src = model_cache_dir() / DEFAULT_MODEL_NAME
     rep = convert_model_dir(src, out)
     dec = load_nf12(out / NF12_FILE)

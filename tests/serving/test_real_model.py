@@ -72,6 +72,7 @@ def test_smollm2_dspine_tokens_match(smol: TargetModel, drafter: BlockDrafterMod
 def test_smollm2_nf12_every_tensor(smol: TargetModel, tmp_path: Path) -> None:
     from safetensors.torch import load_file
 
+    ref = load_default(backend="transformers")  # NF12 stores the bf16 folder it runs from
     src = model_cache_dir() / DEFAULT_MODEL_NAME
     rep = convert_model_dir(src, tmp_path / "nf12")
     assert rep.escape_rate < 0.01 and rep.ratio < 0.78
@@ -82,8 +83,20 @@ def test_smollm2_nf12_every_tensor(smol: TargetModel, tmp_path: Path) -> None:
         assert torch.equal(v.view(torch.int16), dec[k].view(torch.int16)), k
     m = load_nf12_model(tmp_path / "nf12")
     assert isinstance(m, TargetModel)
-    ref = load_default(backend="transformers")  # NF12 stores the bf16 folder it runs from
     ids = ref.tokenizer.encode("upf-3 GTP-U path failure")
     a = ref.forward(ids, ref.new_cache()).logits
     b = m.forward(ids, m.new_cache()).logits
     assert torch.equal(a, b)
+
+
+def test_the_nf12_command_converts_the_default_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`noc llm nf12` on the default model (whose engine is the native one, which keeps no
+    bf16 folder) converts the bf16 folder of the same GGUF, every tensor bit-exact."""
+    from noc_assistant.cli import run
+
+    assert run(["llm", "nf12", "--out", str(tmp_path / "nf12")]) == 0
+    out = capsys.readouterr().out
+    n = int(out.split(" tensors")[0])
+    assert f"bit-exact {n}/{n}" in out and (tmp_path / "nf12" / NF12_FILE).is_file()
