@@ -8,6 +8,8 @@ if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# rsyslog: a real relay forwarding NF logs to the syslog receiver (tests/app/test_syslog.py)
+[ -x /usr/sbin/rsyslogd ] || command -v rsyslogd >/dev/null 2>&1 || need_apt+=(rsyslog)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing Debian packages: ${need_apt[*]}"
   $SUDO apt-get update -qq

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from noc_assistant.stream.correlate import IncidentEvent, MaintenanceWindow
     from noc_assistant.stream.pipeline import Pipeline
     from noc_assistant.triage.drafting import Drafter
+    from noc_assistant.triage.logs import LogEvidence
 
 __all__ = [
     "SYNC_EVERY_S",
@@ -101,6 +102,8 @@ class IncidentOutput:
         self._sync_error: str | None = None
         self._first_sync = True
         self._synced_at = -math.inf
+        self.logs: LogEvidence | None = None
+        """NF log lines to cite as evidence (``noc watch --syslog``), when received."""
 
     def __call__(self, event: IncidentEvent) -> None:
         inc = event.incident
@@ -109,6 +112,9 @@ class IncidentOutput:
         self.store.save_incident(inc)
         pipe = self.pipeline()
         diagnosis = pipe.diagnoses.get(inc.id) if pipe is not None else None
+        if diagnosis is not None and self.logs is not None and pipe is not None:
+            types = pipe.topology.types if pipe.topology is not None else {}
+            diagnosis = self.logs.attach(inc, diagnosis, types.get)
         if diagnosis is not None:
             self.store.save_diagnosis(diagnosis)
         if event.finding is not None:

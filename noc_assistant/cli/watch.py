@@ -6,12 +6,17 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from noc_assistant.cli._console import console, err_console
 from noc_assistant.settings import get_settings
+
+if TYPE_CHECKING:
+    from knowledge.pack import Pack
+    from noc_assistant.cli._live import IncidentOutput
+    from noc_assistant.ingest.syslog import SyslogReceiver
 
 __all__ = ["register"]
 
@@ -44,6 +49,17 @@ def watch(
     duration: Annotated[
         float | None, typer.Option("--for", help="Stop after this many seconds (default: never).")
     ] = None,
+    syslog: Annotated[
+        str | None,
+        typer.Option(
+            help="HOST:PORT to receive NF logs on (syslog RFC 5424, UDP and TCP): lines that "
+            "match the pack's log patterns are cited as evidence of an incident."
+        ),
+    ] = None,
+    syslog_tls: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(help="CERT KEY: the syslog TCP listener speaks TLS (RFC 5425)."),
+    ] = None,
 ) -> None:
     """Scrape the targets (or poll Prometheus) every interval, detect, store and show
     incidents as they happen. With ``--prometheus --backfill`` the detectors first learn from
@@ -73,6 +89,7 @@ def watch(
     quarantine = Quarantine(path=settings.data_dir / "watch.quarantine.jsonl")
     pipe: Pipeline | None = None
     output = IncidentOutput(settings, store, lambda: pipe, hub)
+    receiver = _syslog(output, pack, syslog, syslog_tls) if syslog else None
     if checkpoint is not None and checkpoint.exists():
         pipe, meta = restore(
             read_file(checkpoint), key, pack=pack, on_incident=output, source=str(checkpoint)
@@ -159,6 +176,8 @@ def watch(
             scraper.close()
         if source is not None:
             source.close()
+        if receiver is not None:
+            receiver.stop()
     console.print(
         f"{scrapes} rounds, {pipe.samples:,} samples ({pipe.buffer.duplicates} repeated), "
         f"{len(pipe.correlator.incidents)} "
@@ -171,3 +190,36 @@ def watch(
 
 def register(app: typer.Typer) -> None:
     app.command("watch")(watch)
+
+
+def _syslog(
+    output: IncidentOutput, pack: Pack, where: str, tls: tuple[Path, Path] | None
+) -> SyslogReceiver:
+    """Start receiving NF logs on ``where`` (HOST:PORT) for ``output`` to cite."""
+    import ssl
+
+    from guardrails.masking import Masker
+    from knowledge.logs import load_log_patterns
+    from noc_assistant.errors import BadInputError
+    from noc_assistant.ingest.syslog import LogWindow, SyslogReceiver
+    from noc_assistant.triage.logs import LogEvidence
+
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        raise BadInputError(f"--syslog: {where!r} is not HOST:PORT")
+    context = None
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+        except (OSError, ssl.SSLError) as exc:
+            raise BadInputError(f"--syslog-tls: {exc}") from None
+    window = LogWindow(Masker.from_pack(pack))
+    patterns = load_log_patterns(faults=pack.faults)
+    output.logs = LogEvidence(window, patterns, pack.injection)
+    try:
+        receiver = SyslogReceiver(window, host, int(port), tls=context).start()
+    except OSError as exc:
+        raise BadInputError(f"--syslog {where}: cannot listen: {exc}") from None
+    console.print(f"receiving syslog on {host}:{receiver.tcp_port} (UDP and TCP)", highlight=False)
+    return receiver
