@@ -42,7 +42,7 @@ from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
 from noc_assistant.api.maintenance import maintenance_router
 from noc_assistant.api.metrics import registry
-from noc_assistant.api.plots import evidence_plots
+from noc_assistant.api.plots import evidence_plots, sparkline, topology_svg
 from noc_assistant.api.reviews import reviews_router
 from noc_assistant.api.triage import Triage
 from noc_assistant.api.tuning import tuning_router
@@ -260,6 +260,10 @@ def _partner(
     return None if review_refuses_partner(review, hypothesis, link) else link.plmn
 
 
+#: incident rows of the list that get a sparkline of their findings (one query for all)
+SPARKLINES = 100
+
+
 def create_app(
     store: Store,
     broadcaster: Broadcaster | None = None,
@@ -389,6 +393,10 @@ def create_app(
             now=time.time(),
             wanted=wanted,
             listed=len(listed),
+            sparks={
+                i: sparkline(fs)
+                for i, fs in s.findings_of([x.id for x in incidents[:SPARKLINES]]).items()
+            },
             faults=sorted({i.hypotheses[0].fault for i in listed if i.hypotheses}),
         )
 
@@ -422,6 +430,13 @@ def create_app(
             plots=evidence_plots(
                 inc, findings, s.maintenance_windows(), drafter.pack.kpis if drafter else None
             ),
+            topology=topology_svg(
+                inc.entities,
+                diagnosis.top.entity if diagnosis else None,
+                drafter.network_topology,
+            )
+            if drafter
+            else "",
         )
 
     return app

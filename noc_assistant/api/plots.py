@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from markupsafe import Markup, escape
 
@@ -35,7 +36,7 @@ from knowledge.kpis import KpiDef
 from noc_assistant.models import Finding, Incident, Maintenance
 from noc_assistant.triage import present
 
-__all__ = ["Plot", "evidence_plots"]
+__all__ = ["Plot", "evidence_plots", "sparkline", "topology_svg"]
 
 #: chart size in SVG user units, and the margins for the value and time labels
 WIDTH, HEIGHT = 560.0, 150.0
@@ -182,3 +183,92 @@ def _axes(fr: _Frame, kpi: str) -> list[str]:
 
 def _hhmm(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%m-%d %H:%M")
+
+
+def sparkline(findings: Sequence[Finding], width: float = 90.0, height: float = 18.0) -> Markup:
+    """An incident's findings as severities over time, for its row in the list (empty markup
+    without findings).
+
+    >>> from noc_assistant.models import Finding
+    >>> fs = [Finding(id=f"f{i}", detector="d", kpi="k", entity="e", ts=60.0 * i, score=s,
+    ...               observed=1, expected_low=0, expected_high=2, direction="up")
+    ...       for i, s in enumerate([1.0, 5.0, 2.0])]
+    >>> s = sparkline(fs)
+    >>> s.split('points="')[1].split('"')[0].count(","), "peak severity" in s
+    (3, True)
+    """
+    points = sorted((f.ts, present.severity_index(f.score)) for f in findings)
+    if not points:
+        return Markup("")
+    t0, t1 = points[0][0], points[-1][0]
+    span = t1 - t0 or 1.0
+    coords = " ".join(
+        f"{1 + (t - t0) / span * (width - 2):.1f},{height - 1 - s / 100 * (height - 2):.1f}"
+        for t, s in points
+    )
+    peak = max(s for _, s in points)
+    return Markup(
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
+        f'viewBox="0 0 {width:g} {height:g}" role="img" class="spark">'
+        f"<title>{len(points)} finding(s), peak severity {peak}</title>"
+        f'<polyline points="{coords}" fill="none" stroke="#dc2626" stroke-width="1.2"/></svg>'
+    )
+
+
+class _Network(Protocol):
+    def neighbours(self, entity: str) -> set[str]: ...
+
+    def type_of(self, entity: str) -> str: ...
+
+
+def topology_svg(entities: Sequence[str], root: str | None, network: _Network) -> Markup:
+    """The incident's entities (red), the ranked root-cause entity (ringed) and their direct
+    neighbours (grey) on a circle, with the links between them.
+
+    >>> class Net:
+    ...     def neighbours(self, e): return {"smf-1": {"upf-1"}, "upf-1": {"smf-1"}}.get(e, set())
+    ...     def type_of(self, e): return e.split("-")[0]
+    >>> svg = topology_svg(["smf-1"], "upf-1", Net())
+    >>> svg.count("<circle") >= 2 and svg.count("<line") == 1
+    True
+    """
+    involved = list(dict.fromkeys([*entities, *([root] if root else [])]))
+    around = sorted({n for e in involved for n in network.neighbours(e)} - set(involved))
+    nodes = [*involved, *around][:24]
+    if len(nodes) < 2:
+        return Markup("")
+    size, r = 320.0, 120.0
+    pos = {
+        n: (
+            size / 2 + r * math.cos(2 * math.pi * i / len(nodes)),
+            size / 2 + r * math.sin(2 * math.pi * i / len(nodes)),
+        )
+        for i, n in enumerate(nodes)
+    }
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size:g} {size:g}" '
+        f'width="{size:g}" height="{size:g}" role="img" class="topology">'
+        "<title>the incident's entities and their neighbours</title>"
+    ]
+    seen: set[frozenset[str]] = set()
+    for a in nodes:
+        for b in network.neighbours(a):
+            edge = frozenset((a, b))
+            if b in pos and edge not in seen:
+                seen.add(edge)
+                (x1, y1), (x2, y2) = pos[a], pos[b]
+                parts.append(
+                    f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
+                    'stroke="#9ca3af"/>'
+                )
+    text = 'font-size="10" fill="#111827" font-family="sans-serif" text-anchor="middle"'
+    for n, (x, y) in pos.items():
+        fill = "#dc2626" if n in entities else "#d1d5db"
+        ring = ' stroke="#111827" stroke-width="2.5"' if n == root else ""
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="7" fill="{fill}"{ring}>'
+            f"<title>{escape(n)} ({escape(network.type_of(n))})</title></circle>"
+            f'<text x="{x:.1f}" y="{y + 18:.1f}" {text}>{escape(n)}</text>'
+        )
+    parts.append("</svg>")
+    return Markup("".join(parts))

@@ -247,6 +247,17 @@ class Store:
         )
         return [Finding.model_validate_json(r[0]) for r in rows]
 
+    def findings_of(self, incident_ids: Sequence[str]) -> dict[str, list[Finding]]:
+        """The findings of several incidents (one query per 500 ids), by incident, by time."""
+        out: dict[str, list[Finding]] = {i: [] for i in incident_ids}
+        for incident_id, body in self._query_in(
+            "SELECT incident_id, body FROM findings WHERE incident_id", incident_ids
+        ):
+            out[str(incident_id)].append(Finding.model_validate_json(body))
+        for found in out.values():
+            found.sort(key=lambda f: (f.ts, f.id))
+        return out
+
     def save_email(self, draft: EmailDraft) -> None:
         """Keep a partner-NOC e-mail draft; saving it again (approved, sent, rejected) replaces
         its status and content."""

@@ -66,3 +66,37 @@ def test_the_incident_page_plots_each_kpi_with_band_span_and_maintenance(
     assert "<script>" not in r.text.split("<h3>What the detectors saw</h3>")[1].split("<h3>")[0]
     assert "maintenance" in smf and "maintenance" not in amf
     assert " style=" not in "".join(svgs)  # the CSP allows no inline style
+
+
+def test_the_list_has_sparklines_and_the_page_draws_the_topology(
+    served_with_drafting: tuple[str, Store, Broadcaster],
+) -> None:
+    from knowledge.pack import load_pack
+    from knowledge.topology import load_inventory
+    from noc_assistant.models import Diagnosis, Hypothesis
+
+    url, store, _ = served_with_drafting
+    pack = load_pack()
+    topo = load_inventory(pack.fixture_path("inventory.yaml"), pack)
+    smf = topo.entities_of_type("smf")[0]
+    upf = sorted(topo.neighbours(smf))[0]
+    findings = [_finding(i, smf, "smf-pdu-session-success", 0.5) for i in range(3)]
+    inc = Incident(
+        id="inc-topo",
+        fingerprint="t",
+        opened_at=findings[0].ts,
+        updated_at=findings[-1].ts,
+        entities=[smf],
+        finding_ids=[f.id for f in findings],
+    )
+    store.save_incident(inc)
+    store.save_findings(findings, incident_id=inc.id)
+    hyp = Hypothesis(fault="pfcp_association_loss", entity=upf, confidence=0.8)
+    store.save_diagnosis(Diagnosis(incident_id=inc.id, verdict="fault", hypotheses=[hyp]))
+    index = httpx.get(url, timeout=30).text
+    row = index.split('href="/incidents/inc-topo"')[1].split("</tr>")[0]
+    assert 'class="spark"' in row and "3 finding(s)" in row
+    page = httpx.get(f"{url}/incidents/inc-topo", timeout=30).text
+    drawing = page.split('class="topology"')[1].split("</svg>")[0]
+    assert f">{smf}</text>" in drawing and f">{upf}</text>" in drawing
+    assert 'stroke-width="2.5"' in drawing  # the ranked root cause is ringed
