@@ -38,6 +38,7 @@ from noc_assistant.simulate.network import (
 )
 from noc_assistant.simulate.schedule import Schedule, make_schedule
 from noc_assistant.simulate.series import SeriesDef, build_series
+from noc_assistant.simulate.vary import VaryDraw, draw_vary, scrape_effects, vary_events
 from noc_assistant.simulate.writer import format_lines, line_parts, write_json
 
 __all__ = [
@@ -94,6 +95,11 @@ class ScenarioConfig(BaseModel):
     #: Saturday and Sunday's traffic (core and GPU serving) at noon relative to a working
     #: day's, easing to the same at night; 1: no weekend
     weekend: float = Field(default=1.0, ge=0.2, le=2.0)
+    #: ``noc simulate --vary``: draw the network from a seeded distribution
+    #: (:mod:`noc_assistant.simulate.vary`); the draw replaces ``scale``, ``core``,
+    #: ``serving_engine``, ``sbi_metrics``, ``tz``, ``scrape_phases`` and ``weekend``. None:
+    #: the plain simulator, unchanged
+    vary: int | None = Field(default=None, ge=0)
 
     @field_validator("tz")
     @classmethod
@@ -173,6 +179,11 @@ class Scenario:
     """A planned scenario; samples are generated lazily, chunk by chunk."""
 
     def __init__(self, config: ScenarioConfig) -> None:
+        #: what ``config.vary`` drew (None: no variation)
+        self.vary: VaryDraw | None = None
+        if config.vary is not None:
+            self.vary = draw_vary(config.vary)
+            config = config.model_copy(update=self.vary.config_update())
         self.config = config
         self.network: Network = build_network(
             config.seed, config.serving_engine, config.scale, config.core
@@ -188,6 +199,7 @@ class Scenario:
             seed=config.seed,
             fault_ids=config.fault_ids,
             tz=config.tz,
+            events=None if self.vary is None else vary_events(self.vary, config.seed),
         )
         self.series: list[SeriesDef] = build_series(self.network, config.sbi_metrics)
         #: per series, seconds after the tick its samples are stamped (all 0 without
@@ -214,6 +226,7 @@ class Scenario:
             shift={s.entity: off for s, off in zip(self.series, self.offsets, strict=True)},
             tz=config.tz,
             weekend=config.weekend,
+            shape=None if self.vary is None else self.vary.shape(self.start),
         )
 
     @property
@@ -232,10 +245,24 @@ class Scenario:
         for k in range(self._gen.n_chunks()):
             times = self._gen.times(k)
             values = self._gen.render(k, state)
+            if self.vary is not None:
+                values[self._scrape_effects(k, len(times))[0]] = math.nan
             dups: frozenset[tuple[int, int]] = frozenset()
             if self.config.defects:
                 dups = self._defects(k, values)
             yield times, values, dups
+
+    def _scrape_effects(
+        self, chunk: int, n: int
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        assert self.vary is not None
+        entities = [s.entity for s in self.series]
+        return scrape_effects(self.vary, self.config.seed, chunk, n, self.interval_s, entities)
+
+    def jitter(self, chunk: int, n: int) -> npt.NDArray[np.float64] | None:
+        """Per series and tick of ``chunk``, seconds each stamp is late (``--vary``'s scrape
+        jitter); None without ``vary``."""
+        return None if self.vary is None else self._scrape_effects(chunk, n)[1]
 
     def iter_samples(self) -> Iterator[SimSample]:
         """Every sample in non-decreasing ``ts`` order (series order within a tick and
@@ -243,14 +270,22 @@ class Scenario:
         meta = [(s.metric, s.labels, s.type) for s in self.series]
         offsets = self.offsets
         order = sorted(range(len(meta)), key=offsets.__getitem__)
-        for times, values, dups in self.iter_chunks():
+        for k, (times, values, dups) in enumerate(self.iter_chunks()):
+            jit = self.jitter(k, len(times))
             for j, row in enumerate(values.T.tolist()):
                 ts = float(times[j])
+                late = [0.0] * len(meta) if jit is None else jit[:, j].tolist()
+                if jit is not None:
+                    order = sorted(range(len(meta)), key=lambda i: offsets[i] + late[i])
                 for i in order:
                     v = row[i]
                     metric, labels, type_ = meta[i]
                     sample = SimSample(
-                        ts + offsets[i], metric, dict(labels), None if v != v else v, type_
+                        ts + offsets[i] + late[i],
+                        metric,
+                        dict(labels),
+                        None if v != v else v,
+                        type_,
                     )
                     yield sample
                     if dups and (j, i) in dups:
@@ -279,9 +314,16 @@ def write_scenario(scenario: Scenario, out_dir: Path | str) -> dict[str, Path]:
     heads, tails = line_parts(scenario.series)
     telemetry = out / "telemetry.jsonl"
     with telemetry.open("w", encoding="utf-8", newline="\n") as fh:
-        for times, values, dups in scenario.iter_chunks():
+        for k, (times, values, dups) in enumerate(scenario.iter_chunks()):
+            jit = scenario.jitter(k, len(times))
             for text in format_lines(
-                heads, tails, times.tolist(), values.T.tolist(), dups, scenario.offsets
+                heads,
+                tails,
+                times.tolist(),
+                values.T.tolist(),
+                dups,
+                scenario.offsets,
+                None if jit is None else jit.T.tolist(),
             ):
                 fh.write(text)
     return {

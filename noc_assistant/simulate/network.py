@@ -165,6 +165,34 @@ def _shares(rng: np.random.Generator, n: int) -> list[float]:
     return [float(x) for x in raw / raw.sum()]
 
 
+def _partners(rng: np.random.Generator) -> tuple[Partner, ...]:
+    picks = rng.choice(len(_PARTNER_POOL), size=2, replace=False)
+    return tuple(
+        Partner(
+            plmn=_PARTNER_POOL[int(k)][0],
+            s8_peer=f"10.250.{j + 1}.{int(rng.integers(1, 200))}",
+            noc_email=f"noc@{_PARTNER_POOL[int(k)][1]}.example",
+            share=(0.022, 0.013)[j],
+        )
+        for j, k in enumerate(picks)
+    )
+
+
+def _servers(rng: np.random.Generator, n: int, engine: ServingEngine) -> tuple[GpuServer, ...]:
+    models = rng.permutation(len(_MODELS))
+    return tuple(
+        GpuServer(
+            id=f"gpu-srv-{i}",
+            gpus=("0", "1"),
+            model_name=_MODELS[int(models[(i - 1) % len(_MODELS)])],
+            peak_rps=float(rng.uniform(5.0, 7.0)),
+            kv_tokens=float(rng.uniform(280_000, 320_000)),
+            engine=_engine_of(engine, i),
+        )
+        for i in range(1, n + 1)
+    )
+
+
 def build_network(
     seed: int, engine: ServingEngine = "vllm", scale: int = 1, core: Core = "5gc"
 ) -> Network:
@@ -221,28 +249,8 @@ def build_network(
         f"smf-{k}": tuple(sorted((f"upf-{others[k - 1]}", f"upf-{shared}")))
         for k in range(1, n + 1)
     }
-    picks = rng.choice(len(_PARTNER_POOL), size=2, replace=False)
-    partners = tuple(
-        Partner(
-            plmn=_PARTNER_POOL[int(k)][0],
-            s8_peer=f"10.250.{j + 1}.{int(rng.integers(1, 200))}",
-            noc_email=f"noc@{_PARTNER_POOL[int(k)][1]}.example",
-            share=(0.022, 0.013)[j],
-        )
-        for j, k in enumerate(picks)
-    )
-    models = rng.permutation(len(_MODELS))
-    servers = tuple(
-        GpuServer(
-            id=f"gpu-srv-{i}",
-            gpus=("0", "1"),
-            model_name=_MODELS[int(models[(i - 1) % len(_MODELS)])],
-            peak_rps=float(rng.uniform(5.0, 7.0)),
-            kv_tokens=float(rng.uniform(280_000, 320_000)),
-            engine=_engine_of(engine, i),
-        )
-        for i in range(1, n + 1)
-    )
+    partners = _partners(rng)
+    servers = _servers(rng, n, engine)
     entities += [Entity(s.id, "gpu_server") for s in servers]
     uptime = {
         e.id: float(rng.uniform(2, 40) * 86400) for e in entities if e.type in EXPORTING_TYPES

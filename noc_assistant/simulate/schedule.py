@@ -11,7 +11,7 @@ nothing are one period (a sample reports the period that ends at its stamp).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -35,7 +35,9 @@ from noc_assistant.simulate.network import Network
 from noc_assistant.timefmt import rfc3339
 
 __all__ = [
+    "DAY_S",
     "FAULT_GAP_S",
+    "MARGIN_S",
     "GapWindow",
     "IncidentPlan",
     "MaintenancePlan",
@@ -144,6 +146,8 @@ class Schedule:
     effects: list[ResolvedEffect] = field(default_factory=list)
     gaps: list[GapWindow] = field(default_factory=list)
     restarts: list[RestartEvent] = field(default_factory=list)
+    #: benign events left out of the labels (``noc simulate --vary``: flash crowds)
+    benign_events: list[tuple[float, float, str]] = field(default_factory=list)
 
     def labels(self) -> dict[str, Any]:
         """The labels document (FORMATS.md §2, plus the optional ``restarts`` list)."""
@@ -546,11 +550,15 @@ def make_schedule(
     seed: int,
     fault_ids: Sequence[str],
     tz: str | None = None,
+    events: Callable[[_Grid, list[tuple[float, float]], Schedule, Network], None] | None = None,
 ) -> Schedule:
-    """Plan a scenario: benign events first (seed only), then faults, then quiet windows
-    (the evening peak and the nightly maintenance on ``tz``'s wall clock)."""
+    """Plan a scenario: benign events first (seed only; then ``events``, a hook that adds
+    more, as ``noc simulate --vary`` does), then faults, then quiet windows (the evening peak
+    and the nightly maintenance on ``tz``'s wall clock)."""
     planner = _Planner(network, _Grid(start, n_ticks, interval_s), seed, fault_ids, tz)
     planner.benign()
+    if events is not None:
+        events(planner.grid, planner.busy, planner.sched, network)
     spans = planner.faults()
     planner.quiet(spans)
     sched = planner.sched

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from noc_assistant.models import MetricType
@@ -223,6 +223,132 @@ def _sbi(b: _Builder, ent: str, base: dict[str, str], services: tuple[str, ...])
         )
 
 
+def _amf_series(b: _Builder, net: Network, ent: str, plmns: list[str], sbi_metrics: bool) -> None:
+    base = {"instance": ent, "nf": "amf"}
+    for m in ("gnb", "ran_ue", "amf_session"):
+        b.add(ent, base, m, "gauge")
+    for p in plmns:
+        b.add(ent, base, "fivegs_amffunction_rm_reginitreq", "counter", plmnid=p)
+        b.add(ent, base, "fivegs_amffunction_rm_reginitsucc", "counter", plmnid=p)
+    for c in AMF_REG_CAUSES:
+        b.add(ent, base, "fivegs_amffunction_rm_reginitfail", "counter", cause=c)
+    for m in (
+        "rm_regmobreq",
+        "rm_regmobsucc",
+        "mm_paging5greq",
+        "mm_paging5gsucc",
+        "amf_authreq",
+    ):
+        b.add(ent, base, f"fivegs_amffunction_{m}", "counter")
+    for c in AMF_AUTH_CAUSES:
+        b.add(ent, base, "fivegs_amffunction_amf_authfail", "counter", cause=c)
+    for p in plmns:
+        b.add(
+            ent,
+            base,
+            "fivegs_amffunction_rm_registeredsubnbr",
+            "gauge",
+            plmnid=p,
+            snssai=SNSSAI,
+        )
+    if sbi_metrics:
+        _sbi(b, ent, base, AMF_SERVICES)
+
+
+def _smf_series(b: _Builder, net: Network, ent: str, plmns: list[str], sbi_metrics: bool) -> None:
+    home = plmns[0]
+    base = {"instance": ent, "nf": "smf"}
+    b.add(
+        ent,
+        base,
+        "fivegs_smffunction_sm_pdusessioncreationreq",
+        "counter",
+        plmnid=home,
+        snssai=SNSSAI,
+    )
+    b.add(
+        ent,
+        base,
+        "fivegs_smffunction_sm_pdusessioncreationsucc",
+        "counter",
+        plmnid=home,
+        snssai=SNSSAI,
+    )
+    for c in SMF_PDU_CAUSES:
+        b.add(ent, base, "fivegs_smffunction_sm_pdusessioncreationfail", "counter", cause=c)
+    b.add(ent, base, "fivegs_smffunction_sm_n4sessionestabreq", "counter")
+    for c in SMF_N4_CAUSES:
+        b.add(ent, base, "fivegs_smffunction_sm_n4sessionestabfail", "counter", cause=c)
+    b.add(ent, base, "pfcp_peers_active", "gauge")
+    b.add(ent, base, "pfcp_sessions_active", "gauge")
+    b.add(ent, base, "fivegs_smffunction_sm_sessionnbr", "gauge", plmnid=home, snssai=SNSSAI)
+    for partner in net.partners:
+        b.add(ent, base, "gtp_node_s5c_rx_createsession", "counter", addr=partner.s8_peer)
+    if sbi_metrics:
+        _sbi(b, ent, base, SMF_SERVICES)
+
+
+def _upf_series(b: _Builder, net: Network, ent: str, plmns: list[str], sbi_metrics: bool) -> None:
+    base = {"instance": ent, "nf": "upf"}
+    b.add(ent, base, "fivegs_upffunction_upf_sessionnbr", "gauge")
+    b.add(ent, base, "pfcp_peers_active", "gauge")
+    b.add(ent, base, "fivegs_upffunction_sm_n4sessionestabreq", "counter")
+    for m in ("receive_bytes", "transmit_bytes", "receive_packets", "receive_drop"):
+        b.add(ent, base, f"node_network_{m}_total", "counter", device="n3")
+
+
+def _pcf_series(b: _Builder, net: Network, ent: str, plmns: list[str], sbi_metrics: bool) -> None:
+    home = plmns[0]
+    base = {"instance": ent, "nf": "pcf"}
+    for m in ("policyamassoreq", "policyamassosucc", "policysmassoreq", "policysmassosucc"):
+        b.add(ent, base, f"fivegs_pcffunction_pa_{m}", "counter", plmnid=home, snssai=SNSSAI)
+    b.add(ent, base, "fivegs_pcffunction_pa_sessionnbr", "gauge", plmnid=home, snssai=SNSSAI)
+
+
+def _mme_series(b: _Builder, net: Network, ent: str, plmns: list[str], sbi_metrics: bool) -> None:
+    base = {"instance": ent, "nf": "mme"}
+    for m in MME_GAUGES:
+        b.add(ent, base, m, "gauge")
+    for m in ("dns_query_total", "dns_query_failed"):
+        b.add(ent, base, m, "counter")
+
+
+def _hss_series(b: _Builder, net: Network, ent: str, plmns: list[str], sbi_metrics: bool) -> None:
+    base = {"instance": ent, "nf": "hss"}
+    for m in HSS_S6A:
+        b.add(ent, base, f"s6a_rx_{m}", "counter")
+    b.add(ent, base, "hss_imsi", "gauge")
+
+
+def _gpu_server_series(
+    b: _Builder, net: Network, ent: str, plmns: list[str], sbi_metrics: bool
+) -> None:
+    srv = net.server(ent)
+    if srv.engine == "sglang":
+        _sglang_series(b, ent, srv.model_name)
+    else:
+        _vllm_series(b, ent, srv.model_name)
+    for gpu in srv.gpus:
+        gbase = {"instance": ent, "gpu": gpu}
+        for f in DCGM_FIELDS:
+            type_: MetricType = (
+                "counter" if f == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" else "gauge"
+            )
+            dec = 3 if f in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE") else 0
+            b.add(ent, gbase, f, type_, scope=f"gpu:{gpu}", decimals=dec, key=f"{f}@{gpu}")
+
+
+_BY_TYPE: Mapping[str, Callable[[_Builder, Network, str, list[str], bool], None]] = {
+    "amf": _amf_series,
+    "smf": _smf_series,
+    "upf": _upf_series,
+    "pcf": _pcf_series,
+    "mme": _mme_series,
+    "hss": _hss_series,
+    "gpu_server": _gpu_server_series,
+}
+
+
 def build_series(net: Network, sbi_metrics: bool = True) -> list[SeriesDef]:
     """Every series of the network, in file order (entity by entity); without
     ``sbi_metrics`` the AMFs and SMFs export no SBI client series (``free5gc_sbi_*``), as a
@@ -232,115 +358,10 @@ def build_series(net: Network, sbi_metrics: bool = True) -> list[SeriesDef]:
     plmns = [home] + [plmn_digits(p.plmn) for p in net.partners]
     for e in net.entities:
         ent = e.id
-        if e.type == "amf":
-            base = {"instance": ent, "nf": "amf"}
-            for m in ("gnb", "ran_ue", "amf_session"):
-                b.add(ent, base, m, "gauge")
-            for p in plmns:
-                b.add(ent, base, "fivegs_amffunction_rm_reginitreq", "counter", plmnid=p)
-                b.add(ent, base, "fivegs_amffunction_rm_reginitsucc", "counter", plmnid=p)
-            for c in AMF_REG_CAUSES:
-                b.add(ent, base, "fivegs_amffunction_rm_reginitfail", "counter", cause=c)
-            for m in (
-                "rm_regmobreq",
-                "rm_regmobsucc",
-                "mm_paging5greq",
-                "mm_paging5gsucc",
-                "amf_authreq",
-            ):
-                b.add(ent, base, f"fivegs_amffunction_{m}", "counter")
-            for c in AMF_AUTH_CAUSES:
-                b.add(ent, base, "fivegs_amffunction_amf_authfail", "counter", cause=c)
-            for p in plmns:
-                b.add(
-                    ent,
-                    base,
-                    "fivegs_amffunction_rm_registeredsubnbr",
-                    "gauge",
-                    plmnid=p,
-                    snssai=SNSSAI,
-                )
-            if sbi_metrics:
-                _sbi(b, ent, base, AMF_SERVICES)
-        elif e.type == "smf":
-            base = {"instance": ent, "nf": "smf"}
-            b.add(
-                ent,
-                base,
-                "fivegs_smffunction_sm_pdusessioncreationreq",
-                "counter",
-                plmnid=home,
-                snssai=SNSSAI,
-            )
-            b.add(
-                ent,
-                base,
-                "fivegs_smffunction_sm_pdusessioncreationsucc",
-                "counter",
-                plmnid=home,
-                snssai=SNSSAI,
-            )
-            for c in SMF_PDU_CAUSES:
-                b.add(ent, base, "fivegs_smffunction_sm_pdusessioncreationfail", "counter", cause=c)
-            b.add(ent, base, "fivegs_smffunction_sm_n4sessionestabreq", "counter")
-            for c in SMF_N4_CAUSES:
-                b.add(ent, base, "fivegs_smffunction_sm_n4sessionestabfail", "counter", cause=c)
-            b.add(ent, base, "pfcp_peers_active", "gauge")
-            b.add(ent, base, "pfcp_sessions_active", "gauge")
-            b.add(
-                ent, base, "fivegs_smffunction_sm_sessionnbr", "gauge", plmnid=home, snssai=SNSSAI
-            )
-            for partner in net.partners:
-                b.add(ent, base, "gtp_node_s5c_rx_createsession", "counter", addr=partner.s8_peer)
-            if sbi_metrics:
-                _sbi(b, ent, base, SMF_SERVICES)
-        elif e.type == "upf":
-            base = {"instance": ent, "nf": "upf"}
-            b.add(ent, base, "fivegs_upffunction_upf_sessionnbr", "gauge")
-            b.add(ent, base, "pfcp_peers_active", "gauge")
-            b.add(ent, base, "fivegs_upffunction_sm_n4sessionestabreq", "counter")
-            for m in ("receive_bytes", "transmit_bytes", "receive_packets", "receive_drop"):
-                b.add(ent, base, f"node_network_{m}_total", "counter", device="n3")
-        elif e.type == "pcf":
-            base = {"instance": ent, "nf": "pcf"}
-            for m in ("policyamassoreq", "policyamassosucc", "policysmassoreq", "policysmassosucc"):
-                b.add(
-                    ent, base, f"fivegs_pcffunction_pa_{m}", "counter", plmnid=home, snssai=SNSSAI
-                )
-            b.add(
-                ent, base, "fivegs_pcffunction_pa_sessionnbr", "gauge", plmnid=home, snssai=SNSSAI
-            )
-        elif e.type == "mme":
-            base = {"instance": ent, "nf": "mme"}
-            for m in MME_GAUGES:
-                b.add(ent, base, m, "gauge")
-            for m in ("dns_query_total", "dns_query_failed"):
-                b.add(ent, base, m, "counter")
-        elif e.type == "hss":
-            base = {"instance": ent, "nf": "hss"}
-            for m in HSS_S6A:
-                b.add(ent, base, f"s6a_rx_{m}", "counter")
-            b.add(ent, base, "hss_imsi", "gauge")
-        elif e.type == "gpu_server":
-            srv = net.server(ent)
-            if srv.engine == "sglang":
-                _sglang_series(b, ent, srv.model_name)
-            else:
-                _vllm_series(b, ent, srv.model_name)
-            for gpu in srv.gpus:
-                gbase = {"instance": ent, "gpu": gpu}
-                for f in DCGM_FIELDS:
-                    type_: MetricType = (
-                        "counter" if f == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" else "gauge"
-                    )
-                    dec = (
-                        3
-                        if f in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE")
-                        else 0
-                    )
-                    b.add(ent, gbase, f, type_, scope=f"gpu:{gpu}", decimals=dec, key=f"{f}@{gpu}")
-        else:
+        render = _BY_TYPE.get(e.type)
+        if render is None:
             continue
+        render(b, net, ent, plmns, sbi_metrics)
         scope = "engine" if e.type == "gpu_server" else "process"
         proc_base = {"instance": ent} if e.type == "gpu_server" else {"instance": ent, "nf": e.type}
         b.add(ent, proc_base, "process_start_time_seconds", "gauge", scope=scope)

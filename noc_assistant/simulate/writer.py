@@ -36,14 +36,19 @@ def format_lines(
     rows: Sequence[Sequence[float]],
     duplicates: frozenset[tuple[int, int]] = frozenset(),
     offsets: Sequence[float] | None = None,
+    jitter: Sequence[Sequence[float]] | None = None,
 ) -> Iterator[str]:
     """JSONL text, one string per tick (``rows[j][i]`` is series ``i`` at tick ``j``), each
-    series stamped ``offsets[i]`` seconds after the tick (all on the tick by default), lines
-    in time order."""
-    phased = offsets is not None and any(offsets)
-    offs = list(offsets) if offsets is not None and phased else [0.0] * len(heads)
-    distinct = sorted(set(offs))
+    series stamped ``offsets[i]`` seconds after the tick (all on the tick by default) plus
+    ``jitter[j][i]`` (none by default), lines in time order."""
+    phased = (offsets is not None and any(offsets)) or jitter is not None
+    offs0 = list(offsets) if offsets is not None and phased else [0.0] * len(heads)
+    distinct = sorted(set(offs0))
+    offs = offs0
     for j, (ts, row) in enumerate(zip(times, rows, strict=True)):
+        if jitter is not None:
+            offs = [o + x for o, x in zip(offs0, jitter[j], strict=True)]
+            distinct = sorted(set(offs))
         stamp = {o: '{"ts":"' + rfc3339(ts + o) + '",' for o in distinct}
         lines = [
             f"{stamp[o]}{h}{'null' if v != v else repr(v)}{t}"
