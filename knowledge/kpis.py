@@ -54,6 +54,11 @@ class KpiDef(BaseModel):
     """Labels to compute the KPI per value of (``plmnid``, ``addr`` …); findings carry them."""
     target_nf: str | None = None
     """NF type the measured calls go to (SBI client KPIs): where a fault may really sit."""
+    benign_direction: Literal["up", "down", "both"] | None = None
+    """The direction in which a change of this KPI says nothing bad about the service by
+    itself (more load offered, more resources used, a restart): an incident of such findings
+    only, confidently diagnosed ``no_fault``, is a notice rather than a page
+    (``Incident.severity``). Unset: every finding of the KPI is a service symptom."""
 
     @field_validator("formula", "support")
     @classmethod

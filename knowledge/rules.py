@@ -177,6 +177,12 @@ def _in_scope(
         a_def, f_def = pack.kpis.get(anchor.kpi), pack.kpis.get(f.kpi)
         if a_def is None or f_def is None or a_def.target_nf != f_def.target_nf:
             return False
+    if cond.differ_target:
+        a_def, f_def = pack.kpis.get(anchor.kpi), pack.kpis.get(f.kpi)
+        if a_def is None or f_def is None or not f_def.target_nf:
+            return False
+        if f_def.target_nf == a_def.target_nf:
+            return False
     if cond.same_labels or cond.differ_labels:
         fl, al = _labels(f), _labels(anchor)
         if any(fl.get(name) != al.get(name) for name in cond.same_labels):

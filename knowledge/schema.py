@@ -165,7 +165,9 @@ class Condition(_Strict):
     (anchor, root or a direct topology neighbour of either), ``any`` (anywhere in the incident),
     ``other`` (anywhere but the anchor's entity: a second witness, e.g. another consumer).
     ``order``: the finding must come ``before`` / ``after`` the anchor (or ``any``).
-    ``same_target``: the KPI must measure calls to the same NF type as the anchor's KPI.
+    ``same_target``: the KPI must measure calls to the same NF type as the anchor's KPI;
+    ``differ_target``: to another NF type than the anchor's (one caller failing towards every
+    producer it calls: the caller's side, e.g. its own client certificate).
     ``same_labels``: these labels must carry the anchor's values (``plmnid``, ``gpu`` …);
     ``differ_labels``: these labels must be present with another value than the anchor's.
     ``value_min`` / ``value_max``: bounds on the observed value, a number or a pack param name.
@@ -176,6 +178,7 @@ class Condition(_Strict):
     scope: Literal["anchor", "root", "related", "any", "other"] = "related"
     order: Literal["any", "before", "after"] = "any"
     same_target: bool = False
+    differ_target: bool = False
     same_labels: tuple[str, ...] = ()
     differ_labels: tuple[str, ...] = ()
     value_min: float | str | None = None

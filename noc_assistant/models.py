@@ -246,6 +246,14 @@ class Incident(_Model):
     max_score: float = 0.0
     title: str = ""
     hypotheses: list[Hypothesis] = Field(default_factory=list)
+    severity: Literal["page", "info"] = "page"
+    """``page``: the on-call is paged. ``info``: a notice, shown in the console and the API and
+    sent to Alertmanager with ``severity="info"``, paging nobody: its own diagnosis is a
+    confident ``no_fault`` and none of its findings is a service symptom (only more load or
+    resource use: a busy hour, a mass registration on every AMF at once). A notice whose
+    diagnosis turns into a fault, or that a service symptom joins, becomes a page then (an
+    escalation: ``escalated_at``); a page never turns back into a notice
+    (:func:`noc_assistant.triage.rca.severity`). Older stored incidents read as pages."""
 
 
 class Report(_Model):

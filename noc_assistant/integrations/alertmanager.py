@@ -7,7 +7,9 @@ equal to ours.
 - An alert's identity is its label set, so the labels are fixed when an incident first goes
   out: ``alertname="NocIncident"``, ``incident`` (our id), ``instance`` (the entity it opened
   on, as the exporters and :func:`noc_assistant.stream.correlate.inhibit_rules` name entities),
-  ``severity`` (``critical``; ``warning`` when the first diagnosis was no fault). What changes
+  ``severity`` (``critical``; ``warning`` when the first diagnosis was no fault; ``info`` for a
+  notice, ``Incident.severity``: a notice that becomes a page ends its ``info`` alert and goes
+  out again as a page, so that routes which drop ``info`` page then). What changes
   as the incident grows (the entities, KPIs, the ranked root causes) is in the annotations.
 - A firing alert is sent with ``endsAt`` a lease ahead (Alertmanager would resolve a silent
   one by itself after its ``resolve_timeout``); :meth:`AlertmanagerSink.refresh` renews the
@@ -122,13 +124,19 @@ class AlertmanagerSink:
     def labels(self, incident: Incident) -> dict[str, str]:
         """The incident's alert labels, fixed at its first send."""
         fixed = self._labels.get(incident.id)
+        if fixed is not None and fixed["severity"] == "info" and incident.severity != "info":
+            notice = alert_body(incident, fixed, time.time(), self.console_url)
+            self._pending[("NocIncidentNotice", incident.id)] = notice  # ends the notice
+            fixed = None
         if fixed is None:
             top = incident.hypotheses[0] if incident.hypotheses else None
             fixed = {
                 "alertname": "NocIncident",
                 "incident": incident.id,
                 "instance": incident.entities[0] if incident.entities else "",
-                "severity": "warning"
+                "severity": "info"
+                if incident.severity == "info"
+                else "warning"
                 if top is not None and top.fault == "no_fault"
                 else "critical",
             }

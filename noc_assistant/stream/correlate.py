@@ -25,6 +25,16 @@ GPU node rebooted after an Xid error, an NF restarted by its watchdog) is that f
 consequence, not a new page. So does a finding the incident's leading diagnosis expects to
 follow (``aftermath``: the re-attach wave when the eNBs of an MME come back twenty minutes
 after they were lost is part of that S1 incident, not an attach storm of its own).
+
+One cause pages once. A finding joins, whatever the grouping window, the open incident whose
+leading diagnosis is a fault (at least ``diagnosed_min_confidence``) rooted at the finding's
+entity or at a topology neighbour of it: the engine of a GPU server going silent twelve minutes
+into its NCCL hang, a second SMF failing sessions towards the PCF whose certificate expired.
+And a finding of the same KPI, the same way, as a series alarming in an open incident on
+another entity (a peer: the KPI is of one type) within the grouping window joins it: the same
+symptom on peers at once is one upstream cause or one mass event (every AMF's registrations
+surging together), not one page per peer. Whether an incident pages at all is its diagnosis's
+call (``Incident.severity``, :func:`noc_assistant.triage.rca.severity`).
 """
 
 from __future__ import annotations
@@ -115,6 +125,7 @@ class Correlator:
         maintenance: Iterable[MaintenanceWindow] = (),
         scope: Scope | None = None,
         aftermath: Aftermath | None = None,
+        diagnosed_min_confidence: float = 0.5,
     ) -> None:
         self.window_s = window_s
         self.resolve_after_s = resolve_after_s
@@ -128,6 +139,7 @@ class Correlator:
         #: whether a finding is one the open incident's leading diagnosis expects to follow
         self.aftermath = aftermath
         self.maintenance = list(maintenance)
+        self.diagnosed_min_confidence = diagnosed_min_confidence
         self._open: list[_Open] = []
         self._recent: list[Incident] = []
         self.incidents: dict[str, Incident] = {}
@@ -138,6 +150,8 @@ class Correlator:
     #: the raised bars in force (the store's, given by the live commands each round); a
     #: class default, so that a correlator restored from an older snapshot has none
     tuning: tuple[Tuning, ...] = ()
+    #: (class default, for snapshots from before it) see ``__init__``
+    diagnosed_min_confidence = 0.5
 
     def held(self, finding: Finding) -> Tuning | None:
         """The raised bar that holds ``finding`` (a new symptom scoring below it), if any: a
@@ -183,6 +197,33 @@ class Correlator:
         answering: part of that fault whatever the grouping window (module docstring)."""
         return finding.detector == LIVENESS_DETECTOR and finding.entity in target.incident.entities
 
+    def _same_cause(self, finding: Finding, target: _Open) -> bool:
+        """Whether ``finding`` is a further symptom of ``target``'s cause whatever the grouping
+        window: its diagnosed fault sits on the finding's entity or next to it, or the finding
+        is a peer's reading of a KPI alarming there within the window (module docstring)."""
+        inc = target.incident
+        top = inc.hypotheses[0] if inc.hypotheses else None
+        if (
+            top is not None
+            and top.fault != "no_fault"
+            and top.confidence >= self.diagnosed_min_confidence
+            and top.entity
+            and (
+                top.entity == finding.entity
+                or (self.related is not None and self.related(finding.entity, top.entity))
+            )
+        ):
+            return True
+        if finding.ts - inc.updated_at > self.window_s:
+            return False
+        prefix = finding.kpi + "{"
+        return any(
+            entity != finding.entity
+            and direction == finding.direction
+            and (series == finding.kpi or series.startswith(prefix))
+            for (series, entity), direction in target.firing.items()
+        )
+
     def _joins(self, finding: Finding, incident: Incident, scopes: set[str]) -> bool:
         entity = finding.entity
         if entity in incident.entities:
@@ -207,6 +248,7 @@ class Correlator:
             or self._near(finding, o)
             or self._consequence(finding, o)
             or (self.aftermath is not None and self.aftermath(finding, o.incident))
+            or self._same_cause(finding, o)
         ]
         if candidates:
             # a further reading of an alarming series goes to the incident it alarms in
@@ -217,7 +259,11 @@ class Correlator:
             self._attach(target, finding, symptom=not known)
             if known:  # evidence for the diagnosis, not a new symptom: no page
                 return [IncidentEvent("updated", target.incident, finding)]
-            if finding.ts <= target.notified_at + self.notice_s:
+            if (
+                finding.ts <= target.notified_at + self.notice_s
+                or target.incident.severity == "info"
+            ):
+                # a notice pages when its diagnosis says so (Incident.severity), not by score
                 target.notified = max(target.notified, finding.score)
             elif finding.score >= self.escalate_factor * target.notified:
                 target.notified, target.notified_at = finding.score, finding.ts

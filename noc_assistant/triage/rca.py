@@ -7,6 +7,11 @@ what refutes it, and a confidence. Confidences are a softmax over rule scores ag
 incident no rule explains well is answered ``no_fault`` (insufficient evidence) rather than
 forced onto a fault. ``evals/rca.py`` measures how well the confidences are calibrated.
 
+The diagnosis also settles whether the incident pages (:func:`severity`): a confident
+``no_fault`` over findings that only say "more load" is a notice; :func:`diagnose` records it on
+the incident (``Incident.severity``), so that every sink of the event that carried the diagnosis
+(console, API, Alertmanager) sees it.
+
 >>> from knowledge.pack import load_pack
 >>> from knowledge.topology import Topology
 >>> from noc_assistant.models import Finding, Incident
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 from knowledge.pack import Pack
 from knowledge.rules import ConditionHit, Match, evaluate, no_fault_score
@@ -36,7 +42,9 @@ from knowledge.topology import Topology
 from noc_assistant.models import Diagnosis, Evidence, Finding, Hypothesis, Incident
 from noc_assistant.triage import present
 
-__all__ = ["Diagnosis", "diagnose"]
+__all__ = ["Diagnosis", "Severity", "diagnose", "severity"]
+
+Severity = Literal["page", "info"]
 
 _MAX_FINDINGS_PER_CONDITION = 3
 _MAX_HYPOTHESES = 5
@@ -96,13 +104,64 @@ def diagnose(
     if ranked[0].fault != "no_fault" and no_fault not in ranked:
         ranked.append(no_fault)
     cited = {e for h in ranked for e in (*h.evidence_ids, *h.refuted_by)}
-    return Diagnosis(
+    diagnosis = Diagnosis(
         incident_id=incident.id,
         verdict="no_fault" if ranked[0].fault == "no_fault" else "fault",
         hypotheses=ranked,
         evidence=[e for e in builder.items.values() if e.id in cited],
         pack=f"{pack.meta.name}@{pack.meta.version}",
     )
+    _apply_severity(incident, severity(incident, diagnosis, used, pack), used)
+    return diagnosis
+
+
+def severity(
+    incident: Incident, diagnosis: Diagnosis, findings: Sequence[Finding], pack: Pack
+) -> Severity:
+    """Whether ``incident`` pages (``page``) or is a notice (``info``), by its diagnosis.
+
+    A notice: the leading hypothesis is ``no_fault`` with at least the pack's
+    ``notice_min_no_fault_confidence``, and every finding of the incident is in its KPI's
+    ``benign_direction`` (more load or resources; a KPI without one is a service symptom, so
+    an unknown KPI pages). A page stays a page: the on-call was told (an incident is a page
+    from the moment it was diagnosed so: its hypotheses are set).
+
+    >>> from knowledge.pack import load_pack
+    >>> pack = load_pack()
+    >>> def f(kpi, direction):
+    ...     return Finding(id=kpi, detector="d", kpi=kpi, entity="amf-1", ts=0.0, score=9.0,
+    ...         observed=1.0, expected_low=0.0, expected_high=0.5, direction=direction)
+    >>> calm = Diagnosis(incident_id="i", verdict="no_fault",
+    ...     hypotheses=[Hypothesis(fault="no_fault", entity="amf-1", confidence=0.97)])
+    >>> inc = Incident(id="i", fingerprint="x", opened_at=0.0, updated_at=0.0)
+    >>> severity(inc, calm, [f("amf-registration-attempts", "up")], pack)
+    'info'
+    >>> severity(inc, calm, [f("amf-registration-success", "down")], pack)
+    'page'
+    """
+    if incident.severity == "page" and incident.hypotheses:
+        return "page"
+    top = diagnosis.top
+    if top.fault != "no_fault" or top.confidence < pack.param(
+        "notice_min_no_fault_confidence", 0.9
+    ):
+        return "page"
+    for f in findings:
+        kpi = pack.kpis.get(f.kpi)
+        benign = kpi.benign_direction if kpi is not None else None
+        if benign is None or (benign != "both" and f.direction != benign):
+            return "page"
+    return "info" if findings else "page"
+
+
+def _apply_severity(incident: Incident, level: Severity, findings: Sequence[Finding]) -> None:
+    """Record ``level`` on ``incident``; a notice turning into a page pages now (an
+    escalation, at its newest finding)."""
+    if incident.severity == "info" and level == "page":
+        at = max((f.ts for f in findings), default=incident.updated_at)
+        if at not in incident.escalated_at:  # the correlator escalated on that finding already
+            incident.escalated_at.append(at)
+    incident.severity = level
 
 
 def _clip(p: float) -> float:

@@ -1,0 +1,155 @@
+"""One page per fault: findings of one cause join one incident, and what only says "more load"
+with a confident no-fault diagnosis is a notice (severity info), not a page (issue 36)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from knowledge.pack import load_pack
+from knowledge.topology import Topology, load_inventory
+from noc_assistant.integrations.alertmanager import AlertmanagerSink
+from noc_assistant.models import Finding, Hypothesis, Incident
+from noc_assistant.stream.correlate import Correlator
+from noc_assistant.triage.rca import diagnose
+
+PACK = load_pack()
+TOPO: Topology = load_inventory(PACK.fixture_path("inventory.yaml"), PACK)
+
+
+def _f(fid: str, kpi: str, entity: str, ts: float, direction: str, score: float = 9.0) -> Finding:
+    return Finding(
+        id=fid,
+        detector="test",
+        kpi=kpi,
+        entity=entity,
+        entity_type=TOPO.type_of(entity),
+        ts=ts,
+        score=score,
+        observed=1.0,
+        expected_low=0.0,
+        expected_high=0.5,
+        direction=direction,
+    )
+
+
+def _diagnose(inc: Incident, findings: list[Finding]) -> None:
+    """What the pipeline does on each event: diagnose, keep the hypotheses on the incident."""
+    inc.hypotheses = list(diagnose(inc, findings, TOPO, PACK).hypotheses)
+
+
+def _severity(inc: Incident) -> str:
+    return inc.severity
+
+
+def _correlator() -> Correlator:
+    return Correlator(window_s=600, resolve_after_s=300, related=TOPO.related)
+
+
+def test_a_later_symptom_of_a_diagnosed_fault_joins_it_past_the_window() -> None:
+    c = _correlator()
+    [opened] = c.add_finding(_f("f1", "gpu-requests-waiting", "gpu-srv-02", 0, "up"))
+    inc = opened.incident
+    inc.hypotheses = [Hypothesis(fault="nccl_hang", entity="gpu-srv-02", confidence=0.97)]
+    # twelve minutes on (past the 10-min window) the engine goes silent: the same hang
+    [ev] = c.add_finding(_f("f2", "gpu-engine-metrics-present", "gpu-srv-02", 720, "down"))
+    assert ev.kind == "updated" and ev.incident is inc
+    # a diagnosis that is no fault, or not confident, holds nothing open past the window
+    inc.hypotheses = [Hypothesis(fault="nccl_hang", entity="gpu-srv-02", confidence=0.3)]
+    [late] = c.add_finding(_f("f3", "gpu-sm-clock-min", "gpu-srv-02", 1400, "down"))
+    assert late.kind == "opened"
+
+
+def test_a_peer_failing_towards_the_diagnosed_root_joins() -> None:
+    c = _correlator()
+    [opened] = c.add_finding(_f("f1", "sbi-pcf-error-share", "smf-01", 0, "up"))
+    opened.incident.hypotheses = [
+        Hypothesis(fault="sbi_cert_expiry", entity="pcf-01", confidence=0.99)
+    ]
+    # smf-02 depends on pcf-01: its failing sessions are the same certificate's
+    [ev] = c.add_finding(_f("f2", "smf-pdu-session-success", "smf-02", 0, "down"))
+    assert ev.incident is opened.incident
+    # a GPU server is nothing to the PCF
+    [other] = c.add_finding(_f("f3", "gpu-ttft-mean", "gpu-srv-01", 0, "up"))
+    assert other.kind == "opened"
+
+
+def test_the_same_symptom_on_peers_is_one_incident() -> None:
+    c = _correlator()
+    events = [
+        ev
+        for i, amf in enumerate(["amf-01", "amf-02"])
+        for ev in c.add_finding(_f(f"f{i}", "amf-registration-attempts", amf, 30.0 * i, "up"))
+    ]
+    assert [ev.kind for ev in events] == ["opened", "updated"]
+    # the other way, or past the window, is not the same symptom
+    c1 = _correlator()
+    c1.add_finding(_f("h1", "amf-registration-attempts", "amf-01", 0, "up"))
+    [down] = c1.add_finding(_f("h2", "amf-registration-attempts", "amf-02", 60, "down"))
+    assert down.kind == "opened"
+    c2 = _correlator()
+    c2.add_finding(_f("g1", "amf-registration-attempts", "amf-01", 0, "up"))
+    [late] = c2.add_finding(_f("g2", "amf-registration-attempts", "amf-02", 900, "up"))
+    assert late.kind == "opened"
+
+
+def test_a_mass_registration_surge_is_one_notice_until_service_suffers() -> None:
+    c = _correlator()
+    found: dict[str, Finding] = {}
+    incidents = set()
+    for i, amf in enumerate(["amf-01", "amf-02"]):
+        f = _f(f"f{i}", "amf-registration-attempts", amf, 15.0 * i, "up")
+        found[f.id] = f
+        for ev in c.add_finding(f):
+            incidents.add(ev.incident.id)
+            _diagnose(ev.incident, list(found.values()))
+    [inc] = [c.incidents[i] for i in incidents]
+    assert _severity(inc) == "info" and inc.escalated_at == []
+    # registrations start failing: the notice becomes a page now
+    bad = _f("f9", "amf-registration-success", "amf-01", 120, "down")
+    found[bad.id] = bad
+    [ev] = c.add_finding(bad)
+    assert ev.kind == "updated"  # a notice is not escalated by score: its diagnosis decides
+    _diagnose(inc, list(found.values()))
+    assert _severity(inc) == "page" and inc.escalated_at == [120]
+    # and a page stays a page
+    _diagnose(inc, [found["f0"]])
+    assert _severity(inc) == "page"
+
+
+def test_a_confident_no_fault_on_a_service_kpi_still_pages() -> None:
+    # a lone uncorroborated anchor is no_fault too: a failing service KPI must page
+    f = _f("f1", "amf-registered-subscribers-by-plmn", "amf-01", 0, "down")
+    inc = Incident(id="i", fingerprint="x", opened_at=0, updated_at=0, finding_ids=["f1"])
+    d = diagnose(inc, [f], TOPO, PACK)
+    assert d.top.fault == "no_fault" and d.top.confidence >= 0.9
+    assert inc.severity == "page"
+
+
+def test_alertmanager_labels_a_notice_info_and_ends_it_when_it_pages() -> None:
+    sent: list[list[dict[str, object]]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200)
+
+    sink = AlertmanagerSink("http://am", transport=httpx.MockTransport(handler))
+    inc = Incident(id="inc-1", fingerprint="x", opened_at=0, updated_at=0, entities=["amf-01"])
+    inc.severity = "info"
+    assert sink.labels(inc)["severity"] == "info"
+    sink.track([inc])
+    inc.severity = "page"
+    inc.hypotheses = [Hypothesis(fault="registration_storm", entity="amf-01", confidence=0.9)]
+    sink.track([inc])
+    last = {(a["labels"]["alertname"], a["labels"]["severity"]): a for a in sent[-1]}  # type: ignore[index]
+    assert ("NocIncident", "critical") in last
+    assert ("NocIncident", "info") in last  # the notice's alert, ended
+    assert str(last[("NocIncident", "info")]["endsAt"]) <= str(
+        last[("NocIncident", "critical")]["endsAt"]
+    )
+
+
+def test_stored_incidents_without_a_severity_read_as_pages() -> None:
+    old = {"id": "i", "fingerprint": "x", "opened_at": 0.0, "updated_at": 0.0}
+    assert Incident.model_validate_json(json.dumps(old)).severity == "page"
