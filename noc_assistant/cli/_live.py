@@ -122,7 +122,8 @@ class IncidentOutput:
         if self.hub is not None:
             self.hub.publish({"kind": event.kind, "incident": inc.id, "state": inc.state})
         if event.kind in ("opened", "resolved", "reopened"):
-            word = {"opened": "[red]ALERT[/]", "resolved": "[green]RESOLVED[/]"}.get(
+            opened = "[blue]NOTICE[/]" if inc.severity == "info" else "[red]ALERT[/]"
+            word = {"opened": opened, "resolved": "[green]RESOLVED[/]"}.get(
                 event.kind, "[yellow]REOPENED[/]"
             )
             console.print(

@@ -147,8 +147,9 @@ def demo(
                 if f
                 else ""
             )
+            word = "[blue]NOTICE[/]" if inc.severity == "info" else "[red]ALERT[/]"
             console.print(
-                f"[red]ALERT[/] {_utc(inc.opened_at)}  [bold]{', '.join(inc.entities)}[/]  "
+                f"{word} {_utc(inc.opened_at)}  [bold]{', '.join(inc.entities)}[/]  "
                 f"{detail}  [dim]{inc.id}[/]",
                 highlight=False,
                 soft_wrap=True,
