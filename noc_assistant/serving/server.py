@@ -43,311 +43,449 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from jinja2 import TemplateError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field
 
 from noc_assistant.serving.engine import Engine
 from noc_assistant.serving.engine import Request as GenRequest
 from noc_assistant.serving.errors import RequestError, ServingError
-from noc_assistant.serving.grammar import (
-    TOOL_CALL_OPEN,
-    Constraint,
-    ToolChoiceMode,
-    ToolSpec,
-    json_schema_grammar,
-    parse_tool_call,
-    render_tool_call,
-    render_tool_response,
-    render_tools_prompt,
-    response_format_schema,
-    tool_call_grammar,
+from noc_assistant.serving.grammar import Constraint, json_schema_grammar, response_format_schema
+from noc_assistant.serving.openai_api import (
+    ApiError,
+    BodyLimit,
+    ChatPlan,
+    ChatRequest,
+    ClientGone,
+    CommonRequest,
+    CompletionRequest,
+    error_response,
+    first_stop,
+    plan_chat,
+    stop_prefix,
+    stops_of,
+    tool_call_message,
 )
 from noc_assistant.serving.speculative import GenerationStats
 
 __all__ = ["BodyLimit", "ClientGone", "ServerThread", "create_app"]
 
 
-class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["text"]
-    text: str
+class _Service:
+    """The server's state and steps: the queue in front of the engine, request preparation
+    and the two response shapes (one JSON body, or SSE chunks)."""
 
-
-class FunctionCall(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    name: str
-    arguments: str = "{}"
-
-
-class ToolCall(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    id: str | None = None
-    type: Literal["function"] = "function"
-    function: FunctionCall
-
-
-class ChatMessage(BaseModel):
-    """One message; ``content`` may be null (an assistant turn with ``tool_calls``) or a list of
-    text parts (joined with newlines)."""
-
-    model_config = ConfigDict(extra="ignore")
-    role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[ContentPart] | None = None
-    name: str | None = None
-    tool_calls: list[ToolCall] | None = None
-    tool_call_id: str | None = None
-
-    def text(self) -> str:
-        if self.content is None:
-            return ""
-        if isinstance(self.content, str):
-            return self.content
-        return "\n".join(p.text for p in self.content)
-
-
-class FunctionDef(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-
-
-class Tool(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["function"]
-    function: FunctionDef
-
-
-class FunctionName(BaseModel):
-    name: str
-
-
-class NamedToolChoice(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["function"]
-    function: FunctionName
-
-
-class ResponseFormat(BaseModel):
-    """OpenAI ``response_format``; ``json_schema`` is ``{"name", "schema", "strict"}``."""
-
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["text", "json_object", "json_schema"]
-    json_schema: dict[str, Any] | None = None
-
-
-class StreamOptions(BaseModel):
-    include_usage: bool = False
-
-
-class _Common(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    model: str
-    max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
-    """torch's generator takes 64-bit seeds; a bigger one was a 500."""
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = None
-    n: int = Field(default=1, ge=1, le=1)
-    response_format: ResponseFormat | None = None
-
-
-class ChatRequest(_Common):
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    tools: list[Tool] | None = None
-    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
-    parallel_tool_calls: bool | None = None
-
-
-class CompletionRequest(_Common):
-    prompt: str | list[str]
-
-
-class ApiError(Exception):
     def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type_: str = "invalid_request_error",
-        param: str | None = None,
-        code: str | None = None,
-        headers: dict[str, str] | None = None,
+        self, engine: Engine, max_tokens_default: int, max_waiting: int, disconnect_poll_s: float
     ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.param, self.code = (
-            status,
-            message,
-            type_,
-            param,
-            code,
+        self.engine = engine
+        self.max_tokens_default = max_tokens_default
+        self.max_waiting = max_waiting
+        self.disconnect_poll_s = disconnect_poll_s
+        self.queue_lock = asyncio.Lock()
+        self.waiting = engine.metrics.waiting.labels(engine.name)
+        self.queued = 0  # requests waiting for queue_lock (the gauge is for Prometheus only)
+
+    def check_model(self, name: str) -> None:
+        if name != self.engine.name:
+            raise ApiError(
+                404, f"The model `{name}` does not exist.", param="model", code="model_not_found"
+            )
+
+    def admit(self) -> None:
+        """429 when ``max_waiting`` requests already wait (checked again on queueing)."""
+        if self.queued >= self.max_waiting:
+            raise ApiError(
+                429,
+                f"the server is busy: {self.queued} requests are waiting; retry later",
+                type_="rate_limit_error",
+                code="queue_full",
+                headers={"Retry-After": "1"},
+            )
+
+    async def watch(self, request: Request, gone: asyncio.Event, stop: threading.Event) -> None:
+        """Set ``gone`` and ``stop`` once the client has disconnected."""
+        while not await request.is_disconnected():
+            await asyncio.sleep(self.disconnect_poll_s)
+        gone.set()
+        stop.set()
+
+    async def enter_queue(self, gone: asyncio.Event) -> None:
+        """Wait for ``queue_lock``; :class:`ClientGone` (lock not held) if the client leaves
+        first, so a request whose client left never starts."""
+        self.admit()
+        self.queued += 1
+        self.waiting.inc()
+        acq = asyncio.ensure_future(self.queue_lock.acquire())
+        left = asyncio.ensure_future(gone.wait())
+        held = False
+        try:
+            await asyncio.wait({acq, left}, return_when=asyncio.FIRST_COMPLETED)
+            held = acq.done() and not acq.cancelled()
+        finally:
+            self.queued -= 1
+            self.waiting.dec()
+            left.cancel()
+            if not acq.done():
+                acq.cancel()
+            elif not acq.cancelled() and not held:  # granted while we were being cancelled
+                self.queue_lock.release()
+        if gone.is_set() or not held:
+            if held:
+                self.queue_lock.release()
+            raise ClientGone
+
+    async def run_stream(
+        self, req: GenRequest, stats: GenerationStats, request: Request | None = None
+    ) -> AsyncGenerator[list[int], None]:
+        """Queue behind other requests, then pump the engine's thread into this coroutine.
+
+        The worker checks ``stop_flag`` after every decode round: it is set when the consumer
+        stops (a stop string, a closed stream) or the client disconnects (``watch``)."""
+        loop = asyncio.get_running_loop()
+        q: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop_flag = threading.Event()
+        gone = asyncio.Event()
+
+        def work() -> None:
+            gen = self.engine.stream(req, stats)
+            try:
+                for part in gen:
+                    loop.call_soon_threadsafe(q.put_nowait, ("tok", part))
+                    if stop_flag.is_set():
+                        break
+                loop.call_soon_threadsafe(q.put_nowait, ("end", None))
+            except Exception as exc:  # handed to the request coroutine
+                loop.call_soon_threadsafe(q.put_nowait, ("err", exc))
+            finally:
+                close = getattr(gen, "close", None)
+                if close is not None:
+                    close()  # releases the engine lock now, not when collected
+
+        watcher = (
+            asyncio.create_task(self.watch(request, gone, stop_flag))
+            if request is not None
+            else None
         )
-        self.headers = headers
-
-
-class ClientGone(Exception):
-    """The client disconnected before its answer was ready (nobody to answer)."""
-
-
-def _error(
-    status: int,
-    message: str,
-    type_: str,
-    param: str | None,
-    code: str | None,
-    headers: dict[str, str] | None = None,
-) -> JSONResponse:
-    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
-    return JSONResponse(status_code=status, content=body, headers=headers)
-
-
-class BodyLimit:
-    """ASGI middleware: a POST body over ``limit`` bytes is answered 413 before any route reads
-    it (a 5 MB prompt used to be parsed and tokenised on the event loop, holding half a GB).
-
-    The declared ``Content-Length`` is refused at once; a chunked body is read up to the limit
-    and replayed to the app, so only ``limit`` bytes are ever held."""
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            msg = await receive()
-            if msg["type"] != "http.request":  # gone before the body was in
-                return
-            chunk = msg.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                await self._refuse(scope, receive, send)
-                return
-            chunks.append(chunk)
-            if not msg.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay() -> Any:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: Any, receive: Any, send: Any) -> None:
-        msg = f"request body is larger than {self.limit} bytes"
-        resp = _error(413, msg, "invalid_request_error", None, "request_too_large")
-        await resp(scope, receive, send)
-
-
-def _stops(stop: str | list[str] | None) -> list[str]:
-    if stop is None:
-        return []
-    return [stop] if isinstance(stop, str) else [s for s in stop if s]
-
-
-@dataclass
-class _ChatPlan:
-    """What a chat request turns into before tokenisation."""
-
-    messages: list[dict[str, str]]
-    grammar: str | None = None
-    param: str = "response_format"  # the request field the grammar comes from
-    content_schema: dict[str, Any] | None = None
-    tool_mode: bool = False  # the reply may be a tool call
-    tools: list[ToolSpec] = field(default_factory=list)
-
-
-def _tool_choice(body: ChatRequest, has_tools: bool) -> tuple[ToolChoiceMode, str | None]:
-    choice = body.tool_choice
-    if choice is None:
-        return ("auto" if has_tools else "none"), None
-    if isinstance(choice, NamedToolChoice):
-        return "function", choice.function.name
-    if choice == "auto" and not has_tools:
-        return "none", None
-    return choice, None
-
-
-def _render_messages(body: ChatRequest) -> list[dict[str, str]]:
-    """Messages as plain role/content text: tool calls and tool results become tagged text."""
-    names: dict[str, str] = {}
-    out: list[dict[str, str]] = []
-    for m in body.messages:
-        text = m.text()
-        if m.role == "assistant" and m.tool_calls:
-            parts = [text] if text else []
-            for tc in m.tool_calls:
+        try:
+            await self.enter_queue(gone)
+            try:
+                fut = loop.run_in_executor(None, work)
                 try:
-                    args: Any = json.loads(tc.function.arguments)
-                except ValueError:
-                    args = tc.function.arguments
-                parts.append(render_tool_call(tc.function.name, args))
-                if tc.id:
-                    names[tc.id] = tc.function.name
-            text = "".join(parts)
-        elif m.role == "tool":
-            text = render_tool_response(text, names.get(m.tool_call_id or "") or m.name)
-        out.append({"role": m.role, "content": text})
-    return out
+                    while True:
+                        kind, val = await q.get()
+                        if kind == "tok":
+                            yield val
+                        elif kind == "err":
+                            raise val
+                        else:
+                            break
+                finally:
+                    stop_flag.set()
+                    await fut
+            finally:
+                self.queue_lock.release()
+            if gone.is_set():
+                raise ClientGone
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    def prepare(self, body: CommonRequest, prompt: list[int]) -> GenRequest:
+        self.check_model(body.model)
+        mt = body.max_tokens
+        if isinstance(body, ChatRequest) and body.max_completion_tokens is not None:
+            mt = body.max_completion_tokens
+        req = GenRequest(prompt, mt or self.max_tokens_default, body.temperature, body.seed)
+        return self.engine.check(req)
+
+    def compile_json(self, schema: Any, param: str) -> None:
+        grammar = json_schema_grammar(schema, param=param)
+        Constraint.compile(self.engine.target, grammar, param=param)
+
+    def blame(self, plan: ChatPlan) -> None:
+        """Raise the error of the schema that made the tools grammar invalid (if one alone)."""
+        if plan.content_schema is not None:
+            self.compile_json(plan.content_schema, "response_format")
+        for t in plan.tools:
+            try:
+                self.compile_json(t.call_schema(), "tools")
+            except RequestError as exc:
+                why = str(exc).removeprefix("invalid tools: ")
+                raise RequestError(
+                    f"invalid parameters of tool {t.name!r}: {why}", param="tools"
+                ) from None
+
+    async def constrain(
+        self, req: GenRequest, grammar: str | None, param: str, plan: ChatPlan
+    ) -> None:
+        """Compile ``grammar`` into ``req.constraint`` off the event loop (a 400 if invalid)."""
+        if grammar is None:
+            return
+        try:
+            req.constraint = await asyncio.to_thread(
+                Constraint.compile, self.engine.target, grammar, param=param
+            )
+        except RequestError:
+            if param == "tools":  # name the schema at fault
+                await asyncio.to_thread(self.blame, plan)
+            raise
+
+    def encode_messages(self, msgs: list[dict[str, str]]) -> list[int]:
+        """Chat prompt ids; ``tool`` messages become ``user`` ones where the template refuses."""
+        try:
+            return self.engine.encode_chat(msgs)
+        except (TemplateError, ValueError, TypeError, KeyError):
+            if not any(m["role"] == "tool" for m in msgs):
+                raise
+        return self.engine.encode_chat(
+            [{**m, "role": "user"} if m["role"] == "tool" else m for m in msgs]
+        )
+
+    def plan_and_encode(self, body: ChatRequest) -> tuple[ChatPlan, list[int]]:
+        plan = plan_chat(body)
+        return plan, self.encode_messages(plan.messages)
+
+    def extension(self, st: GenerationStats) -> dict[str, Any]:
+        e = self.engine.energy(st)
+        return {
+            "spec": {
+                "rounds": st.rounds,
+                "draft_tokens": st.draft_tokens,
+                "accepted_tokens": st.accepted_tokens,
+                "mean_accept_length": st.mean_accept_length,
+            },
+            "energy_j": {"prefill": e.prefill, "kv_read": e.kv_read, "per_token": e.per_token},
+            "constrained": st.constrained,
+            "forced_tokens": st.forced_tokens,
+        }
+
+    @staticmethod
+    def usage(st: GenerationStats) -> dict[str, int]:
+        return {
+            "prompt_tokens": st.prompt_tokens,
+            "completion_tokens": st.output_tokens,
+            "total_tokens": st.prompt_tokens + st.output_tokens,
+        }
+
+    async def complete(
+        self, req: GenRequest, stops: list[str], request: Request
+    ) -> tuple[str, str, GenerationStats]:
+        st = GenerationStats()
+        toks: list[int] = []
+        text = ""
+        reason: str | None = None
+        parts = self.run_stream(req, st, request)
+        async with aclosing(parts):  # a break frees the lock now
+            async for part in parts:
+                toks += part
+                text = self.engine.target.tokenizer.decode(toks)
+                cut = first_stop(text, stops)
+                if cut is not None:
+                    text, reason = text[:cut], "stop"
+                    break
+        return text, reason or st.finish_reason, st
+
+    def sse(
+        self,
+        req: GenRequest,
+        stops: list[str],
+        chat: bool,
+        body: CommonRequest,
+        request: Request,
+        tool_mode: bool = False,
+    ) -> AsyncIterator[str]:
+        """SSE chunks; with ``tool_mode`` a reply that begins with ``<`` (a tool call: the
+        grammar keeps content from beginning so) is held back and sent as one final delta."""
+        return _Sse(self, chat, body, request).events(req, stops, tool_mode)
+
+    async def chat(self, body: ChatRequest, request: Request) -> JSONResponse | StreamingResponse:
+        self.check_model(body.model)
+        self.admit()  # before tokenising: a full queue costs the server nothing more
+        plan, prompt = await asyncio.to_thread(self.plan_and_encode, body)
+        req = self.prepare(body, prompt)
+        await self.constrain(req, plan.grammar, plan.param, plan)
+        stops = stops_of(body.stop)
+        if body.stream:
+            self.admit()
+            return StreamingResponse(
+                self.sse(req, stops, True, body, request, plan.tool_mode),
+                media_type="text/event-stream",
+            )
+        text, reason, st = await self.complete(req, stops, request)
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        call = tool_call_message(text) if plan.tool_mode else None
+        if call is not None:
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            reason = "tool_calls"
+        choice = {"index": 0, "message": message, "finish_reason": reason, "logprobs": None}
+        return self._answer("chatcmpl-", "chat.completion", choice, st)
+
+    async def completions(
+        self, body: CompletionRequest, request: Request
+    ) -> JSONResponse | StreamingResponse:
+        self.check_model(body.model)
+        prompt = body.prompt
+        if isinstance(prompt, list):
+            if len(prompt) != 1:
+                raise ApiError(400, "only one prompt per request is supported", param="prompt")
+            prompt = prompt[0]
+        self.admit()
+        encode = self.engine.target.tokenizer.encode
+        req = self.prepare(body, await asyncio.to_thread(encode, prompt))
+        rf = body.response_format.model_dump() if body.response_format is not None else None
+        schema = response_format_schema(rf)
+        if schema is not None:
+            grammar = json_schema_grammar(schema, param="response_format")
+            await self.constrain(req, grammar, "response_format", ChatPlan([]))
+        stops = stops_of(body.stop)
+        if body.stream:
+            self.admit()
+            return StreamingResponse(
+                self.sse(req, stops, False, body, request), media_type="text/event-stream"
+            )
+        text, reason, st = await self.complete(req, stops, request)
+        choice = {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
+        return self._answer("cmpl-", "text_completion", choice, st)
+
+    def _answer(
+        self, prefix: str, obj: str, choice: dict[str, Any], st: GenerationStats
+    ) -> JSONResponse:
+        return JSONResponse(
+            {
+                "id": prefix + uuid.uuid4().hex[:24],
+                "object": obj,
+                "created": int(time.time()),
+                "model": self.engine.name,
+                "choices": [choice],
+                "usage": self.usage(st),
+                "noc": self.extension(st),
+            }
+        )
 
 
-def _plan_chat(body: ChatRequest) -> _ChatPlan:
-    """Prompt messages and grammar of a chat request (``response_format`` and ``tools``)."""
-    rf = body.response_format.model_dump() if body.response_format is not None else None
-    schema = response_format_schema(rf)
-    tools = [
-        ToolSpec(t.function.name, t.function.description or "", t.function.parameters or {})
-        for t in body.tools or []
-    ]
-    mode, function = _tool_choice(body, bool(tools))
-    plan = _ChatPlan(_render_messages(body), content_schema=schema, tools=tools)
-    if tools:
-        block = render_tools_prompt(tools, mode, function)
-        msgs = plan.messages
-        if msgs[0]["role"] in ("system", "developer"):
-            msgs[0] = {"role": msgs[0]["role"], "content": f"{msgs[0]['content']}\n\n{block}"}
+class _Sse:
+    """One streamed answer: its id, and its chunks in the OpenAI shape."""
+
+    def __init__(self, svc: _Service, chat: bool, body: CommonRequest, request: Request) -> None:
+        self.svc, self.chat, self.body, self.request = svc, chat, body, request
+        self.rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
+        self.created = int(time.time())
+        self.obj = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(
+        self,
+        delta: str | None,
+        reason: str | None,
+        role: bool = False,
+        tool_call: dict[str, Any] | None = None,
+    ) -> str:
+        choice: dict[str, Any]
+        if self.chat:
+            d: dict[str, Any] = {}
+            if role:
+                d["role"] = "assistant"
+            if delta is not None:
+                d["content"] = delta
+            if tool_call is not None:
+                d["tool_calls"] = [{"index": 0, **tool_call}]
+            choice = {"index": 0, "delta": d, "finish_reason": reason}
         else:
-            msgs.insert(0, {"role": "system", "content": block})
-    if mode != "none":
-        plan.grammar = tool_call_grammar(tools, mode, function=function, content_schema=schema)
-        plan.param, plan.tool_mode = "tools", True
-    elif schema is not None:
-        plan.grammar = json_schema_grammar(schema, param="response_format")
-    return plan
+            choice = {"index": 0, "text": delta or "", "finish_reason": reason, "logprobs": None}
+        return self._data([choice])
+
+    def _data(self, choices: list[dict[str, Any]], **extra: Any) -> str:
+        msg = {
+            "id": self.rid,
+            "object": self.obj,
+            "created": self.created,
+            "model": self.svc.engine.name,
+            "choices": choices,
+            **extra,
+        }
+        return f"data: {json.dumps(msg)}\n\n"
+
+    async def events(
+        self, req: GenRequest, stops: list[str], tool_mode: bool
+    ) -> AsyncIterator[str]:
+        st = GenerationStats()
+        if self.chat:
+            yield self.chunk("", None, role=True)
+        state = _Streamed(stops, holding=None if tool_mode else False)
+        try:
+            async for part in self.svc.run_stream(req, st, self.request):
+                delta = state.take(part, self.svc.engine.target.tokenizer.decode)
+                if delta:
+                    yield self.chunk(delta, None)
+                if state.reason is not None:
+                    break
+        except ClientGone:
+            return
+        except (RequestError, ApiError) as exc:  # a 429 here: the queue filled since admit()
+            yield _error_event(exc)
+            return
+        call = tool_call_message(state.text) if state.holding else None
+        reason = state.reason
+        if call is not None:
+            yield self.chunk(None, None, tool_call=call)
+            reason = "tool_calls"
+        elif len(state.text) > len(state.sent):
+            yield self.chunk(state.text[len(state.sent) :], None)
+        yield self.chunk(None if self.chat else "", reason or st.finish_reason)
+        if self.body.stream_options is not None and self.body.stream_options.include_usage:
+            yield self._data([], usage=self.svc.usage(st), noc=self.svc.extension(st))
+        yield "data: [DONE]\n\n"
 
 
-def _tool_call_message(text: str) -> dict[str, Any] | None:
-    """The OpenAI ``tool_calls`` entry for a reply that is a complete call, else None."""
-    call = parse_tool_call(text) if text.startswith(TOOL_CALL_OPEN) else None
-    if call is None:
-        return None
-    return {
-        "id": "call_" + uuid.uuid4().hex[:24],
-        "type": "function",
-        "function": {"name": call[0], "arguments": json.dumps(call[1], ensure_ascii=False)},
+class _Streamed:
+    """What a stream has decoded and sent: the text, the part already out, a stop reason, and
+    whether the reply is held back whole (a possible tool call; None until its first
+    character says)."""
+
+    def __init__(self, stops: list[str], holding: bool | None) -> None:
+        self.stops, self.holding = stops, holding
+        self.toks: list[int] = []
+        self.text = self.sent = ""
+        self.reason: str | None = None
+
+    def take(self, part: list[int], decode: Any) -> str:
+        """Add decoded tokens; the text that may be sent now ('' for none yet)."""
+        self.toks += part
+        self.text = decode(self.toks)
+        cut = first_stop(self.text, self.stops)
+        if cut is not None:
+            self.text, self.reason = self.text[:cut], "stop"
+        if self.holding is None and self.text:
+            self.holding = self.text.startswith("<")
+        if self.holding is not False:  # maybe a tool call: sent whole at the end
+            return ""
+        if self.text.endswith("\ufffd") and self.reason is None:
+            return ""  # wait for the rest of a multi-byte character
+        # hold back a tail that may still grow into a stop string
+        safe = self.text
+        if self.reason is None:
+            safe = self.text[: len(self.text) - stop_prefix(self.text, self.stops)]
+        if len(safe) <= len(self.sent):
+            return ""
+        delta, self.sent = safe[len(self.sent) :], safe
+        return delta
+
+
+def _error_event(exc: RequestError | ApiError) -> str:
+    api = exc if isinstance(exc, ApiError) else None
+    err = {
+        "error": {
+            "message": api.message if api else str(exc),
+            "type": api.type if api else "invalid_request_error",
+            "param": exc.param,
+            "code": exc.code,
+        }
     }
+    return f"data: {json.dumps(err)}\n\n"
 
 
 def create_app(
@@ -365,39 +503,8 @@ def create_app(
     waiting or running request checks that its client is still there."""
     app = FastAPI(title="noc-assistant LLM server")
     app.add_middleware(BodyLimit, limit=max_body_bytes)
-    queue_lock = asyncio.Lock()
-    waiting = engine.metrics.waiting.labels(engine.name)
-    queued = 0  # requests waiting for queue_lock (the gauge above is for Prometheus only)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errs = exc.errors()
-        first = errs[0] if errs else {}
-        loc = [str(x) for x in first.get("loc", ()) if x != "body"]
-        if first.get("type") == "json_invalid":
-            return _error(
-                400, "request body is not valid JSON", "invalid_request_error", None, None
-            )
-        msg = f"{'.'.join(loc) or 'body'}: {first.get('msg', 'invalid request')}"
-        return _error(400, msg, "invalid_request_error", ".".join(loc) or None, None)
-
-    @app.exception_handler(ApiError)
-    async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        return _error(exc.status, exc.message, exc.type, exc.param, exc.code, exc.headers)
-
-    @app.exception_handler(ClientGone)
-    async def _gone(_: Request, exc: ClientGone) -> Response:
-        return Response(status_code=499)  # nginx's "client closed request": nobody reads it
-
-    @app.exception_handler(RequestError)
-    async def _req(_: Request, exc: RequestError) -> JSONResponse:
-        return _error(400, str(exc), "invalid_request_error", exc.param, exc.code)
-
-    def check_model(name: str) -> None:
-        if name != engine.name:
-            raise ApiError(
-                404, f"The model `{name}` does not exist.", param="model", code="model_not_found"
-            )
+    _install_errors(app)
+    svc = _Service(engine, max_tokens_default, max_waiting, disconnect_poll_s)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -418,408 +525,45 @@ def create_app(
         }
         return {"object": "list", "data": [card]}
 
-    def admit() -> None:
-        """429 when ``max_waiting`` requests already wait (checked again on queueing)."""
-        if queued >= max_waiting:
-            raise ApiError(
-                429,
-                f"the server is busy: {queued} requests are waiting; retry later",
-                type_="rate_limit_error",
-                code="queue_full",
-                headers={"Retry-After": "1"},
-            )
-
-    async def watch(request: Request, gone: asyncio.Event, stop: threading.Event) -> None:
-        """Set ``gone`` and ``stop`` once the client has disconnected."""
-        while not await request.is_disconnected():
-            await asyncio.sleep(disconnect_poll_s)
-        gone.set()
-        stop.set()
-
-    async def enter_queue(gone: asyncio.Event) -> None:
-        """Wait for ``queue_lock``; :class:`ClientGone` (lock not held) if the client leaves
-        first, so a request whose client left never starts."""
-        nonlocal queued
-        admit()
-        queued += 1
-        waiting.inc()
-        acq = asyncio.ensure_future(queue_lock.acquire())
-        left = asyncio.ensure_future(gone.wait())
-        held = False
-        try:
-            await asyncio.wait({acq, left}, return_when=asyncio.FIRST_COMPLETED)
-            held = acq.done() and not acq.cancelled()
-        finally:
-            queued -= 1
-            waiting.dec()
-            left.cancel()
-            if not acq.done():
-                acq.cancel()
-            elif not acq.cancelled() and not held:  # granted while we were being cancelled
-                queue_lock.release()
-        if gone.is_set() or not held:
-            if held:
-                queue_lock.release()
-            raise ClientGone
-
-    async def run_stream(
-        req: GenRequest, stats: GenerationStats, request: Request | None = None
-    ) -> AsyncGenerator[list[int], None]:
-        """Queue behind other requests, then pump the engine's thread into this coroutine.
-
-        The worker checks ``stop_flag`` after every decode round: it is set when the consumer
-        stops (a stop string, a closed stream) or the client disconnects (``watch``)."""
-        loop = asyncio.get_running_loop()
-        q: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        stop_flag = threading.Event()
-        gone = asyncio.Event()
-
-        def work() -> None:
-            gen = engine.stream(req, stats)
-            try:
-                for part in gen:
-                    loop.call_soon_threadsafe(q.put_nowait, ("tok", part))
-                    if stop_flag.is_set():
-                        break
-                loop.call_soon_threadsafe(q.put_nowait, ("end", None))
-            except Exception as exc:  # handed to the request coroutine
-                loop.call_soon_threadsafe(q.put_nowait, ("err", exc))
-            finally:
-                close = getattr(gen, "close", None)
-                if close is not None:
-                    close()  # releases the engine lock now, not when collected
-
-        watcher = (
-            asyncio.create_task(watch(request, gone, stop_flag)) if request is not None else None
-        )
-        try:
-            await enter_queue(gone)
-            try:
-                fut = loop.run_in_executor(None, work)
-                try:
-                    while True:
-                        kind, val = await q.get()
-                        if kind == "tok":
-                            yield val
-                        elif kind == "err":
-                            raise val
-                        else:
-                            break
-                finally:
-                    stop_flag.set()
-                    await fut
-            finally:
-                queue_lock.release()
-            if gone.is_set():
-                raise ClientGone
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-
-    def prepare(body: _Common, prompt: list[int]) -> GenRequest:
-        check_model(body.model)
-        mt = body.max_tokens
-        if isinstance(body, ChatRequest) and body.max_completion_tokens is not None:
-            mt = body.max_completion_tokens
-        req = GenRequest(prompt, mt or max_tokens_default, body.temperature, body.seed)
-        return engine.check(req)
-
-    def compile_json(schema: Any, param: str) -> None:
-        Constraint.compile(engine.target, json_schema_grammar(schema, param=param), param=param)
-
-    def blame(plan: _ChatPlan) -> None:
-        """Raise the error of the schema that made the tools grammar invalid (if one alone)."""
-        if plan.content_schema is not None:
-            compile_json(plan.content_schema, "response_format")
-        for t in plan.tools:
-            try:
-                compile_json(t.call_schema(), "tools")
-            except RequestError as exc:
-                why = str(exc).removeprefix("invalid tools: ")
-                raise RequestError(
-                    f"invalid parameters of tool {t.name!r}: {why}", param="tools"
-                ) from None
-
-    async def constrain(req: GenRequest, grammar: str | None, param: str, plan: _ChatPlan) -> None:
-        """Compile ``grammar`` into ``req.constraint`` off the event loop (a 400 if invalid)."""
-        if grammar is None:
-            return
-        try:
-            req.constraint = await asyncio.to_thread(
-                Constraint.compile, engine.target, grammar, param=param
-            )
-        except RequestError:
-            if param == "tools":  # name the schema at fault
-                await asyncio.to_thread(blame, plan)
-            raise
-
-    def encode_messages(msgs: list[dict[str, str]]) -> list[int]:
-        """Chat prompt ids; ``tool`` messages become ``user`` ones where the template refuses."""
-        try:
-            return engine.encode_chat(msgs)
-        except (TemplateError, ValueError, TypeError, KeyError):
-            if not any(m["role"] == "tool" for m in msgs):
-                raise
-        return engine.encode_chat(
-            [{**m, "role": "user"} if m["role"] == "tool" else m for m in msgs]
-        )
-
-    def extension(st: GenerationStats) -> dict[str, Any]:
-        e = engine.energy(st)
-        return {
-            "spec": {
-                "rounds": st.rounds,
-                "draft_tokens": st.draft_tokens,
-                "accepted_tokens": st.accepted_tokens,
-                "mean_accept_length": st.mean_accept_length,
-            },
-            "energy_j": {"prefill": e.prefill, "kv_read": e.kv_read, "per_token": e.per_token},
-            "constrained": st.constrained,
-            "forced_tokens": st.forced_tokens,
-        }
-
-    def usage(st: GenerationStats) -> dict[str, int]:
-        return {
-            "prompt_tokens": st.prompt_tokens,
-            "completion_tokens": st.output_tokens,
-            "total_tokens": st.prompt_tokens + st.output_tokens,
-        }
-
-    async def complete(
-        req: GenRequest, stops: list[str], request: Request
-    ) -> tuple[str, str, GenerationStats]:
-        st = GenerationStats()
-        toks: list[int] = []
-        text = ""
-        reason: str | None = None
-        async with aclosing(run_stream(req, st, request)) as parts:  # a break frees the lock now
-            async for part in parts:
-                toks += part
-                text = engine.target.tokenizer.decode(toks)
-                cut = _first_stop(text, stops)
-                if cut is not None:
-                    text, reason = text[:cut], "stop"
-                    break
-        return text, reason or st.finish_reason, st
-
-    async def sse(
-        req: GenRequest,
-        stops: list[str],
-        chat: bool,
-        body: _Common,
-        request: Request,
-        tool_mode: bool = False,
-    ) -> AsyncIterator[str]:
-        """SSE chunks; with ``tool_mode`` a reply that begins with ``<`` (a tool call: the
-        grammar keeps content from beginning so) is held back and sent as one final delta."""
-        st = GenerationStats()
-        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
-        created = int(time.time())
-        obj = "chat.completion.chunk" if chat else "text_completion"
-
-        def chunk(
-            delta: str | None,
-            reason: str | None,
-            role: bool = False,
-            tool_call: dict[str, Any] | None = None,
-        ) -> str:
-            if chat:
-                d: dict[str, Any] = {}
-                if role:
-                    d["role"] = "assistant"
-                if delta is not None:
-                    d["content"] = delta
-                if tool_call is not None:
-                    d["tool_calls"] = [{"index": 0, **tool_call}]
-                choice: dict[str, Any] = {"index": 0, "delta": d, "finish_reason": reason}
-            else:
-                choice = {
-                    "index": 0,
-                    "text": delta or "",
-                    "finish_reason": reason,
-                    "logprobs": None,
-                }
-            msg = {
-                "id": rid,
-                "object": obj,
-                "created": created,
-                "model": engine.name,
-                "choices": [choice],
-            }
-            return f"data: {json.dumps(msg)}\n\n"
-
-        if chat:
-            yield chunk("", None, role=True)
-        toks: list[int] = []
-        sent = text = ""
-        reason: str | None = None
-        holding: bool | None = None if tool_mode else False  # None: not known yet
-        try:
-            async for part in run_stream(req, st, request):
-                toks += part
-                text = engine.target.tokenizer.decode(toks)
-                cut = _first_stop(text, stops)
-                if cut is not None:
-                    text, reason = text[:cut], "stop"
-                if holding is None and text:
-                    holding = text.startswith("<")
-                if holding is not False:  # maybe a tool call: sent whole at the end
-                    if reason is None:
-                        continue
-                    break
-                if text.endswith("\ufffd") and reason is None:
-                    continue  # wait for the rest of a multi-byte character
-                # hold back a tail that may still grow into a stop string
-                safe = text if reason is not None else text[: len(text) - _stop_prefix(text, stops)]
-                if len(safe) > len(sent):
-                    yield chunk(safe[len(sent) :], None)
-                    sent = safe
-                if reason is not None:
-                    break
-        except ClientGone:
-            return
-        except (RequestError, ApiError) as exc:  # a 429 here: the queue filled since admit()
-            api = exc if isinstance(exc, ApiError) else None
-            err = {
-                "error": {
-                    "message": api.message if api else str(exc),
-                    "type": api.type if api else "invalid_request_error",
-                    "param": exc.param,
-                    "code": exc.code,
-                }
-            }
-            yield f"data: {json.dumps(err)}\n\n"
-            return
-        call = _tool_call_message(text) if holding else None
-        if call is not None:
-            yield chunk(None, None, tool_call=call)
-            reason = "tool_calls"
-        elif len(text) > len(sent):
-            yield chunk(text[len(sent) :], None)
-        yield chunk(None if chat else "", reason or st.finish_reason)
-        if body.stream_options is not None and body.stream_options.include_usage:
-            msg = {
-                "id": rid,
-                "object": obj,
-                "created": created,
-                "model": engine.name,
-                "choices": [],
-                "usage": usage(st),
-                "noc": extension(st),
-            }
-            yield f"data: {json.dumps(msg)}\n\n"
-        yield "data: [DONE]\n\n"
-
-    def plan_and_encode(body: ChatRequest) -> tuple[_ChatPlan, list[int]]:
-        plan = _plan_chat(body)
-        return plan, encode_messages(plan.messages)
-
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(body: ChatRequest, request: Request) -> JSONResponse | StreamingResponse:
-        check_model(body.model)
-        admit()  # before tokenising: a full queue costs the server nothing more
-        plan, prompt = await asyncio.to_thread(plan_and_encode, body)
-        req = prepare(body, prompt)
-        await constrain(req, plan.grammar, plan.param, plan)
-        stops = _stops(body.stop)
-        if body.stream:
-            admit()
-            return StreamingResponse(
-                sse(req, stops, True, body, request, plan.tool_mode),
-                media_type="text/event-stream",
-            )
-        text, reason, st = await complete(req, stops, request)
-        message: dict[str, Any] = {"role": "assistant", "content": text}
-        call = _tool_call_message(text) if plan.tool_mode else None
-        if call is not None:
-            message = {"role": "assistant", "content": None, "tool_calls": [call]}
-            reason = "tool_calls"
-        return JSONResponse(
-            {
-                "id": "chatcmpl-" + uuid.uuid4().hex[:24],
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": engine.name,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": reason,
-                        "logprobs": None,
-                    }
-                ],
-                "usage": usage(st),
-                "noc": extension(st),
-            }
-        )
+        return await svc.chat(body, request)
 
     @app.post("/v1/completions", response_model=None)
     async def completions(
         body: CompletionRequest, request: Request
     ) -> JSONResponse | StreamingResponse:
-        check_model(body.model)
-        prompt = body.prompt
-        if isinstance(prompt, list):
-            if len(prompt) != 1:
-                raise ApiError(400, "only one prompt per request is supported", param="prompt")
-            prompt = prompt[0]
-        admit()
-        req = prepare(body, await asyncio.to_thread(engine.target.tokenizer.encode, prompt))
-        rf = body.response_format.model_dump() if body.response_format is not None else None
-        schema = response_format_schema(rf)
-        if schema is not None:
-            grammar = json_schema_grammar(schema, param="response_format")
-            await constrain(req, grammar, "response_format", _ChatPlan([]))
-        stops = _stops(body.stop)
-        if body.stream:
-            admit()
-            return StreamingResponse(
-                sse(req, stops, False, body, request), media_type="text/event-stream"
-            )
-        text, reason, st = await complete(req, stops, request)
-        return JSONResponse(
-            {
-                "id": "cmpl-" + uuid.uuid4().hex[:24],
-                "object": "text_completion",
-                "created": int(time.time()),
-                "model": engine.name,
-                "choices": [{"index": 0, "text": text, "finish_reason": reason, "logprobs": None}],
-                "usage": usage(st),
-                "noc": extension(st),
-            }
-        )
+        return await svc.completions(body, request)
 
     return app
 
 
-def _stop_prefix(text: str, stops: list[str]) -> int:
-    r"""Length of the longest tail of ``text`` that begins some stop string (not all of it).
+def _install_errors(app: FastAPI) -> None:
+    """OpenAI error bodies for every error a route may raise."""
 
-    A stream must not send those characters yet: the next tokens may complete the stop string,
-    which the client must never see.
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errs = exc.errors()
+        first = errs[0] if errs else {}
+        loc = [str(x) for x in first.get("loc", ()) if x != "body"]
+        if first.get("type") == "json_invalid":
+            return error_response(
+                400, "request body is not valid JSON", "invalid_request_error", None, None
+            )
+        msg = f"{'.'.join(loc) or 'body'}: {first.get('msg', 'invalid request')}"
+        return error_response(400, msg, "invalid_request_error", ".".join(loc) or None, None)
 
-    >>> _stop_prefix("the answer is 42\n\nUs", ["\n\nUser:"])
-    4
-    >>> _stop_prefix("done.", ["STOP"]), _stop_prefix("x ST", ["STOP", "T"])
-    (0, 2)
-    """
-    best = 0
-    for stop in stops:
-        for n in range(min(len(stop) - 1, len(text)), best, -1):
-            if text.endswith(stop[:n]):
-                best = n
-                break
-    return best
+    @app.exception_handler(ApiError)
+    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.message, exc.type, exc.param, exc.code, exc.headers)
 
+    @app.exception_handler(ClientGone)
+    async def _gone(_: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nginx's "client closed request": nobody reads it
 
-def _first_stop(text: str, stops: list[str]) -> int | None:
-    """Index where the earliest stop string starts, or None.
-
-    >>> _first_stop("a b STOP c", ["STOP", "c"])
-    4
-    """
-    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return min(hits) if hits else None
+    @app.exception_handler(RequestError)
+    async def _req(_: Request, exc: RequestError) -> JSONResponse:
+        return error_response(400, str(exc), "invalid_request_error", exc.param, exc.code)
 
 
 class ServerThread:
