@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
+from noc_assistant.errors import ConfigError
+
 __all__ = ["LIVENESS", "SELECTORS", "Formula", "FormulaError", "SelectorSource", "parse_formula"]
 
 SELECTORS = frozenset(
@@ -77,8 +79,8 @@ _BINOPS: dict[type[ast.operator], Callable[[float, float], float]] = {
 }
 
 
-class FormulaError(ValueError):
-    """A KPI formula that does not parse or uses something not allowed."""
+class FormulaError(ConfigError, ValueError):
+    """A KPI formula that does not parse or uses something not allowed (exit 2)."""
 
 
 class SelectorSource(Protocol):

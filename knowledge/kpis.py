@@ -25,12 +25,13 @@ from pydantic import (
 )
 
 from knowledge.formula import Formula, FormulaError, parse_formula
+from noc_assistant.errors import ConfigError
 
 __all__ = ["KpiDef", "KpiFile", "KpiLoadError", "load_kpis"]
 
 
-class KpiLoadError(ValueError):
-    """A KPI file that cannot be used; the message names the file and field."""
+class KpiLoadError(ConfigError, ValueError):
+    """A KPI file that cannot be used; the message names the file and field (exit 2)."""
 
 
 class KpiDef(BaseModel):

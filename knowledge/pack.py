@@ -58,6 +58,7 @@ from knowledge.schema import (
     RuleFile,
     TopologyFile,
 )
+from noc_assistant.errors import ConfigError
 
 __all__ = [
     "REQUIRED_FAULTS",
@@ -92,8 +93,8 @@ REQUIRED_FAULTS = frozenset(
 _M = TypeVar("_M", bound=BaseModel)
 
 
-class PackError(ValueError):
-    """A knowledge pack that cannot be used. ``file`` and ``field`` say where."""
+class PackError(ConfigError, ValueError):
+    """A knowledge pack that cannot be used (exit 2). ``file`` and ``field`` say where."""
 
     def __init__(self, message: str, *, file: Path | str | None = None, field: str | None = None):
         self.file = str(file) if file is not None else None

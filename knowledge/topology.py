@@ -34,6 +34,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from knowledge.pack import Pack, load_pack
+from noc_assistant.errors import InventoryError
 
 __all__ = [
     "InventoryEntity",
@@ -45,8 +46,8 @@ __all__ = [
 ]
 
 
-class TopologyError(ValueError):
-    """An inventory that does not follow FORMATS.md §4; names file and field."""
+class TopologyError(InventoryError, ValueError):
+    """An inventory that does not follow docs/FORMATS.md §4; names file and field (exit 2)."""
 
     def __init__(self, message: str, *, file: str | None = None, field: str | None = None):
         self.file = file

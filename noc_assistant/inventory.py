@@ -1,7 +1,7 @@
 """The operator's network inventory (FORMATS.md §4), read into the pack's topology.
 
 The knowledge pack owns what an inventory means (``knowledge.topology``); this module maps its
-errors to :class:`~noc_assistant.errors.InventoryError` (exit 2, naming file and field).
+errors are :class:`~noc_assistant.errors.InventoryError`\s (exit 2, naming file and field).
 
 >>> topo = topology_from_dict({"entities": [{"id": "smf-1", "type": "smf", "peers": ["upf-1"]},
 ...                                         {"id": "upf-1", "type": "upf"}]})
@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from knowledge.pack import Pack
-from knowledge.topology import Topology, TopologyError
+from knowledge.topology import Topology
 from knowledge.topology import load_inventory as _load_inventory
-from noc_assistant.errors import InventoryError
 
 __all__ = ["load_topology", "topology_from_dict"]
 
@@ -27,15 +26,9 @@ def topology_from_dict(
     data: Mapping[str, Any], pack: Pack | None = None, source: str = "inventory"
 ) -> Topology:
     """Topology of an inventory mapping (``{"entities": [...]}``)."""
-    try:
-        return Topology.from_inventory(data, pack, source=source)
-    except TopologyError as exc:
-        raise InventoryError(str(exc)) from None
+    return Topology.from_inventory(data, pack, source=source)
 
 
 def load_topology(path: Path, pack: Pack | None = None) -> Topology:
     """Read an inventory file; :class:`InventoryError` names the file and field."""
-    try:
-        return _load_inventory(path, pack)
-    except TopologyError as exc:
-        raise InventoryError(str(exc)) from None
+    return _load_inventory(path, pack)

@@ -48,14 +48,10 @@ SYNC_EVERY_S = 1.0
 def load_pack_and_topology(
     settings: Settings, inventory: Path | None
 ) -> tuple[Pack, Topology | None]:
-    from knowledge.pack import PackError, load_pack
-    from noc_assistant.errors import ConfigError
+    from knowledge.pack import load_pack
     from noc_assistant.inventory import load_topology
 
-    try:
-        pack = load_pack(settings.pack_dir)
-    except PackError as exc:
-        raise ConfigError(str(exc)) from None
+    pack = load_pack(settings.pack_dir)  # a PackError is a ConfigError: exit 2
     return pack, (load_topology(inventory, pack) if inventory is not None else None)
 
 
