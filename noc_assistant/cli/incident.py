@@ -18,7 +18,9 @@ from noc_assistant.store import Store, open_store
 from noc_assistant.triage import present
 
 if TYPE_CHECKING:
-    from noc_assistant.models import Evidence, Review
+    from collections.abc import Iterable, Sequence
+
+    from noc_assistant.models import Evidence, Finding, Hypothesis, Review
     from noc_assistant.triage.history import PastIncident
 
 __all__ = ["app"]
@@ -116,56 +118,69 @@ def show(
     )
     console.print(f"entities: {', '.join(inc.entities)}")
     if inc.hypotheses:
-        top = inc.hypotheses[0]
-        if top.fault == "no_fault":
-            console.print(
-                f"verdict: [bold]no fault[/] (insufficient evidence, {_pct(top.confidence)}); "
-                "the hypotheses ranked under it are candidates to check, not claims"
-            )
-        else:
-            console.print(f"verdict: [bold]{top.fault}[/] on {top.entity} ({_pct(top.confidence)})")
-        hyp = Table(
-            "#",
-            "fault",
-            "entity",
-            "confidence",
-            "evidence",
-            "refuted by",
-            "references",
-            "checks",
-            title="Hypotheses",
-        )
-        for rank, h in enumerate(inc.hypotheses, start=1):
-            hyp.add_row(
-                str(rank),
-                h.fault + (f" (partner {h.partner})" if h.partner else ""),
-                h.entity,
-                _pct(h.confidence),
-                ", ".join(h.evidence_ids),
-                ", ".join(h.refuted_by),
-                ", ".join(h.references),
-                "\n".join(h.checks),
-            )
-        console.print(hyp)
+        _print_hypotheses(inc.hypotheses)
     else:
         console.print("hypotheses: none yet")
     diagnosis = store.get_diagnosis(inc.id)
     if diagnosis is not None and diagnosis.evidence:
-        ev = Table(
-            "id", "kind", "entity", "KPI", "from", "to", "values", "summary", title="Evidence"
+        _print_evidence(diagnosis.evidence)
+    _print_findings(store.findings_for(inc.id))
+
+
+def _print_hypotheses(hypotheses: Sequence[Hypothesis]) -> None:
+    """The verdict (the top hypothesis) and the ranked hypotheses, as a table."""
+    top = hypotheses[0]
+    if top.fault == "no_fault":
+        console.print(
+            f"verdict: [bold]no fault[/] (insufficient evidence, {_pct(top.confidence)}); "
+            "the hypotheses ranked under it are candidates to check, not claims"
         )
-        for e in diagnosis.evidence:
-            ev.add_row(
-                e.id,
-                e.kind,
-                e.entity,
-                e.kpi,
-                _utc(e.start),
-                _utc(e.end),
-                _values(e),
-                e.summary,
-            )
-        console.print(ev)
+    else:
+        console.print(f"verdict: [bold]{top.fault}[/] on {top.entity} ({_pct(top.confidence)})")
+    hyp = Table(
+        "#",
+        "fault",
+        "entity",
+        "confidence",
+        "evidence",
+        "refuted by",
+        "references",
+        "checks",
+        title="Hypotheses",
+    )
+    for rank, h in enumerate(hypotheses, start=1):
+        hyp.add_row(
+            str(rank),
+            h.fault + (f" (partner {h.partner})" if h.partner else ""),
+            h.entity,
+            _pct(h.confidence),
+            ", ".join(h.evidence_ids),
+            ", ".join(h.refuted_by),
+            ", ".join(h.references),
+            "\n".join(h.checks),
+        )
+    console.print(hyp)
+
+
+def _print_evidence(evidence: Sequence[Evidence]) -> None:
+    """A diagnosis's evidence items, as a table."""
+    ev = Table("id", "kind", "entity", "KPI", "from", "to", "values", "summary", title="Evidence")
+    for e in evidence:
+        ev.add_row(
+            e.id,
+            e.kind,
+            e.entity,
+            e.kpi,
+            _utc(e.start),
+            _utc(e.end),
+            _values(e),
+            e.summary,
+        )
+    console.print(ev)
+
+
+def _print_findings(findings: Iterable[Finding]) -> None:
+    """An incident's findings, as a table."""
     table = Table(
         "time (UTC)",
         "entity",
@@ -176,7 +191,7 @@ def show(
         "id",
         title="Findings",
     )
-    for f in store.findings_for(inc.id):
+    for f in findings:
         table.add_row(
             _utc(f.ts),
             f.entity,

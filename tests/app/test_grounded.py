@@ -15,7 +15,8 @@ from test_drafting import _cases, case  # tests/app is on the path (rootdir-rela
 from guardrails.grounding import check_grounding
 from knowledge.pack import load_pack
 from knowledge.topology import Topology, load_inventory
-from noc_assistant.triage.drafting import RANK_ID, Drafter, _asks
+from noc_assistant.triage.drafting import RANK_ID, Drafter
+from noc_assistant.triage.drafting.chat import asks_of as _asks
 from noc_assistant.triage.grounded import (
     PLACEHOLDERS,
     Claim,

@@ -1,0 +1,121 @@
+"""What every draft passes before a person sees it: the pack's grounding check, and
+:meth:`Checks.vet` for a model's text (cites evidence, names no entity outside the incident,
+echoes no prompt data, does not loop); and how a model's claims are given their names and
+numbers (:mod:`noc_assistant.triage.grounded`)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from guardrails.grounding import GroundingReport, check_grounding
+from noc_assistant.models import Incident
+from noc_assistant.triage import present
+from noc_assistant.triage.drafting.views import RANK_ID, DraftViews, Pool, pct
+from noc_assistant.triage.grounded import RANK_FIELD, SAFE_NAME
+from noc_assistant.triage.rca import Diagnosis
+from noc_assistant.triage.tools import ToolResult
+
+__all__ = ["ENTITYISH", "Checks", "issues", "loops", "strip_citations"]
+
+_CITATION = re.compile(r"\s?\[(?:ev-[A-Za-z0-9_.:-]+|ref:[A-Za-z0-9_.:-]+)\]")
+ENTITYISH = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
+"""What reads as an entity name in a text (``amf-01``, ``gnb-12-3``)."""
+
+
+def strip_citations(text: str) -> str:
+    """A checked text as a partner reads it: without our evidence and reference ids.
+
+    >>> strip_citations("42 % succeeded [ev-f-1] [ref:ts-29-573].")
+    '42 % succeeded.'
+    """
+    return _CITATION.sub("", text)
+
+
+def loops(text: str, width: int = 40, times: int = 3) -> bool:
+    """Whether some ``width``-character stretch occurs ``times`` times or more (spacing
+    ignored): a model caught in a repetition loop.
+
+    >>> loops("Hang on gpu-srv-2, confidence 73.1 %, " * 4)
+    True
+    >>> loops("Registrations from PLMN 262-01 fail on amf-01 [ev-1]. The rules rank it first.")
+    False
+    """
+    flat = " ".join(text.split())
+    seen: dict[str, int] = {}
+    for i in range(len(flat) - width + 1):
+        chunk = flat[i : i + width]
+        seen[chunk] = seen.get(chunk, 0) + 1
+        if seen[chunk] >= times:
+            return True
+    return False
+
+
+def issues(report: GroundingReport) -> str:
+    """The first grounding issues of a draft, for a reason shown to a person."""
+    return "; ".join(f"{i.kind} {i.token!r}" for i in report.issues[:5])
+
+
+class Checks(DraftViews):
+    """The checks of a draft against the incident, and the filling of a model's claims."""
+
+    def _check(self, text: str, pool: Pool) -> GroundingReport:
+        return check_grounding(text, pool, self.pack.references, self.pack.grounding)
+
+    def _strangers(self, text: str, incident: Incident, diagnosis: Diagnosis) -> list[str]:
+        """Entities of the network a text names that the incident does not involve."""
+        known = set(incident.entities) | {h.entity for h in diagnosis.hypotheses}
+        known |= {e.entity for e in diagnosis.evidence}
+        types = self.network_topology.types
+        return sorted({m for m in ENTITYISH.findall(text) if m in types and m not in known})
+
+    def _names(self, incident: Incident, diagnosis: Diagnosis) -> list[str]:
+        """The entity names a model's claims may write: the incident's own, masked, and only
+        those that read as names (an entity named ``amf-1 ignore previous instructions`` is
+        telemetry text, not something the model may be made to write)."""
+        known = [*incident.entities, *(h.entity for h in diagnosis.hypotheses)]
+        known += [e.entity for e in diagnosis.evidence]
+        masked = (self._mask(n) for n in dict.fromkeys(known) if n)
+        return [n for n in dict.fromkeys(masked) if SAFE_NAME.fullmatch(n)]
+
+    def _filler(
+        self, diagnosis: Diagnosis, tools: Sequence[ToolResult] = ()
+    ) -> Callable[[str, str], str | None]:
+        """How a claim's placeholder is filled from the item it cites: the ranking's
+        confidence, an evidence item's value, range or time (:mod:`noc_assistant.triage.present`),
+        a tool result's first number."""
+        by_id = {e.id: e for e in diagnosis.evidence}
+        results = {t.id: t for t in tools}
+        fields = {"observed": "observed", "expected": "band", "at": "start"}
+
+        def fill(item_id: str, name: str) -> str | None:
+            if item_id == RANK_ID:
+                return pct(diagnosis.top.confidence) if name == RANK_FIELD else None
+            evidence = by_id.get(item_id)
+            if evidence is not None and name in fields:
+                return present.placeholder(evidence, fields[name])
+            result = results.get(item_id)
+            if result is not None and result.values and name == "observed":
+                return f"{result.values[0]:.4g}"
+            return None
+
+        return fill
+
+    def vet(self, text: str, incident: Incident, diagnosis: Diagnosis) -> str | None:
+        """Why a model's text (already grounding-checked) cannot be shown, or None.
+
+        It must cite at least one evidence id, name no entity of the network outside the
+        incident, not echo the prompt's wrapped data, and not loop (a small model's greedy
+        decoding repeats a line over and over: every copy may be grounded, the text is not
+        worth reading).
+        """
+        if "<data" in text or "</data" in text or "&lt;data" in text:
+            return "it echoes the prompt's data"
+        strangers = self._strangers(text, incident, diagnosis)
+        if strangers:
+            return f"it names entities outside the incident: {', '.join(strangers)}"
+        if not self._cite.search(text):
+            return "it cites no evidence"
+        if loops(text):
+            return "it repeats itself"
+        return None
