@@ -7,6 +7,8 @@ Libraries raise these; only the CLI turns them into messages and exit codes::
     │   ├── ReplayFormatError     a telemetry replay file (names file and line)
     │   ├── InventoryError        a network inventory file
     │   ├── EmailStateError       an e-mail step its state does not allow (send a draft …)
+    │   │   └── FourEyesError     an approval by who drafted or edited the e-mail
+    │   ├── UserError             a user name or role that cannot be used
     │   ├── ReviewError           a verdict that does not hold together (root cause half given)
     │   ├── MaintenanceError      a maintenance window that does not hold (no end, too long …)
     │   ├── TuningError           a raised bar that does not hold (unknown KPI, no reason …)
@@ -27,6 +29,7 @@ __all__ = [
     "BadInputError",
     "ConfigError",
     "EmailStateError",
+    "FourEyesError",
     "InventoryError",
     "LlmError",
     "MaintenanceError",
@@ -37,6 +40,7 @@ __all__ = [
     "StorageError",
     "TuningError",
     "UnreachableError",
+    "UserError",
 ]
 
 
@@ -70,6 +74,14 @@ class InventoryError(BadInputError):
 class EmailStateError(BadInputError):
     """A step an e-mail's state does not allow: approving one already sent, sending one not
     approved, editing one no longer a draft."""
+
+
+class FourEyesError(EmailStateError):
+    """An approval by the person who drafted or edited the e-mail: another must approve it."""
+
+
+class UserError(BadInputError):
+    """A user name or role that cannot be used (reserved, malformed, unknown, taken)."""
 
 
 class ReviewError(BadInputError):

@@ -19,7 +19,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from noc_assistant.errors import EmailStateError, ReviewError
+from noc_assistant.errors import EmailStateError, FourEyesError, ReviewError
 
 __all__ = [
     "ChatRecord",
@@ -587,8 +587,39 @@ class EmailDraft(_Model):
         )
         return self._step(("draft",), "edit", event, **changes)
 
+    def authors(self) -> list[str]:
+        """Who asked for it to be drafted and who edited it, first first: none of them may
+        approve it (four eyes: the text a partner gets was read by someone who did not write
+        or choose it)."""
+        named = [e.by for e in self.history if e.action in ("drafted", "edited") and e.by]
+        return list(dict.fromkeys(named))
+
+    def drafted_by(self, by: str | None) -> EmailDraft:
+        """The draft with the person who asked for it named on its ``drafted`` step."""
+        history = [
+            e.model_copy(update={"by": by}) if e.action == "drafted" else e for e in self.history
+        ]
+        return self.model_copy(update={"history": history})
+
     def approved(self, by: str, at: float) -> EmailDraft:
-        """Approved by a named person (only a draft)."""
+        """Approved by a named person (only a draft), who neither asked for it nor edited it
+        (names compared without regard to case; :class:`~noc_assistant.errors.FourEyesError`):
+
+        >>> d = EmailDraft(id="em-2", incident_id="i", to=["a@b.example"], subject="s",
+        ...                body="b", created_at=0.0).edited(body="b2", by="eve", at=1.0)
+        >>> d.approved("Eve", at=2.0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        noc_assistant.errors.FourEyesError: e-mail em-2 may not be approved by eve, who drafted...
+        >>> d.approved("bo", at=2.0).approved_by
+        'bo'
+        """
+        authors = self.authors()
+        if self.status == "draft" and by.casefold() in {a.casefold() for a in authors}:
+            raise FourEyesError(
+                f"e-mail {self.id} may not be approved by {', '.join(authors)}, who drafted"
+                " or edited it (four eyes: someone else must approve it)"
+            )
         event = EmailEvent(at=at, action="approved", by=by)
         return self._step(
             ("draft",), "approve", event, status="approved", approved_by=by, approved_at=at

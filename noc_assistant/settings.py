@@ -27,11 +27,15 @@ class Settings(BaseSettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     api_token: SecretStr | None = None
-    """Bearer token required by write endpoints; without one they answer 401/503."""
+    """A shared bearer token that acts as an admin named ``api-token`` (deployments from
+    before named users; ``noc user add`` makes per-user tokens with roles). Whoever holds it
+    names the person acting in the request (``by``, ``approver``…). Without it and without
+    any user the write endpoints answer 503."""
     api_read_token: SecretStr | None = None
-    """Bearer token that reads of drafting (a report, a chat answer, the kept chat) need when
-    set (the write token also does): they call the model, which anyone on the network could
-    otherwise keep busy. Unset: those reads are open."""
+    """A shared bearer token of a viewer: reads of drafting (a report, a chat answer, the kept
+    chat) need it or another valid token when it is set or any user exists: they call the
+    model, which anyone on the network could otherwise keep busy. Unset, with no user: those
+    reads are open."""
     chat_rate_per_min: int = Field(default=12, ge=1)
     """Chat answers and narrated reports one caller (a token, else a client address) may ask
     for per minute; the next gets 429 with ``Retry-After``. One answer holds the model for
@@ -118,6 +122,11 @@ class Settings(BaseSettings):
     CA); default: the system's. The server's name is always checked."""
     smtp_timeout_s: float = 10.0
     """How long to wait for the SMTP server, per connection and per reply."""
+    notify_routes: Path | None = None
+    """A YAML or JSON file of notification routes (webhook, Slack/Mattermost, PagerDuty:
+    :mod:`noc_assistant.integrations.notify`) that live commands send incident events to;
+    it holds webhook URLs and routing keys, so it lives outside the repository. Unset: no
+    notifications."""
 
     @field_validator("local_tz")
     @classmethod

@@ -46,6 +46,7 @@ from noc_assistant.api.plots import evidence_plots, sparkline, topology_svg
 from noc_assistant.api.reviews import reviews_router
 from noc_assistant.api.triage import Triage
 from noc_assistant.api.tuning import tuning_router
+from noc_assistant.api.users import users_router
 from noc_assistant.integrations.alertmanager import Silences
 from noc_assistant.integrations.mail import Mailer
 from noc_assistant.models import Finding, Incident, Review
@@ -291,6 +292,7 @@ def create_app(
     app.include_router(reviews_router(drafter))
     app.include_router(maintenance_router(drafter, silences))
     app.include_router(tuning_router(drafter))
+    app.include_router(users_router())
 
     def _incident_or_404(s: Store, incident_id: str) -> Incident:
         inc = s.get_incident(incident_id)

@@ -1,44 +1,79 @@
-"""What the console's endpoints depend on: the application's store, and the write token.
+"""What the console's endpoints depend on: the application's store, and who is calling.
 
-Write endpoints take :data:`Writer`: ``Authorization: Bearer <NOC_API_TOKEN>`` or 401; with no
-token configured they are disabled (503), never open. The scheme is matched in any case
-(``bearer``, ``BEARER``: RFC 7235 §2.1 makes auth-schemes case-insensitive), the token exactly.
+A caller is who its bearer token names (:func:`authenticate`; the scheme is matched in any
+case, ``bearer``, ``BEARER``: RFC 7235 §2.1 makes auth-schemes case-insensitive, the token
+exactly and in constant time):
 
-Reads that call the model (a report's narration, a chat answer) are guarded too: with a read
-token (``NOC_API_READ_TOKEN``, or ``app.state.api_read_token``) they need it or the write token
-(:func:`require_reader`), and each caller gets a budget of them per minute
-(:class:`RateLimiter`, ``NOC_CHAT_RATE_PER_MIN``): one slow model is shared by everyone.
+- a named user (:class:`noc_assistant.users.User`, ``noc user add``) with its role;
+- ``api-token``, an admin: the shared ``NOC_API_TOKEN`` (``app.state.api_token``) of
+  deployments from before named users. It names nobody in particular, so the person a request
+  names (``by``, ``approver``, ``editor``, ``asked_by``) is recorded as who acted;
+- ``read-token``, a viewer: the shared ``NOC_API_READ_TOKEN``.
+
+Each write endpoint needs a role (:func:`need`: :data:`Operator`, :data:`Approver`,
+:data:`Admin`): none or an unknown token answers 401, a role below it 403. With neither a write
+token nor any user the writes are disabled (503), never open. A named user acts as itself: a
+name the request body gives is ignored and the user's own is recorded (:func:`acting`), so no
+one records a step in another's name. Reads that call the model or show the kept chat need a
+viewer (:func:`require_reader`) once any user exists or a read token is set; each caller gets a
+budget of model calls per minute (:class:`RateLimiter`, ``NOC_CHAT_RATE_PER_MIN``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Header, HTTPException, Request
 
 from noc_assistant.settings import get_settings
 from noc_assistant.store import Store
+from noc_assistant.users import ROLES, Role, User
 
 __all__ = [
+    "Admin",
+    "Approver",
+    "AuthHeader",
+    "Caller",
+    "Operator",
     "RateLimiter",
     "StoreDep",
+    "Viewer",
     "Writer",
+    "acting",
+    "authenticate",
     "bearer_token",
     "caller_key",
     "get_store",
     "locked_step",
+    "need",
     "read_token",
     "require_reader",
     "require_writer",
 ]
 
 T = TypeVar("T")
+AuthHeader = Annotated[str | None, Header()]
+LEGACY_NAME = "api-token"
+READ_NAME = "read-token"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request comes from: a user's name and role, or a shared token (``shared``)."""
+
+    name: str
+    role: Role
+    shared: bool = False
+
+    def may(self, role: Role) -> bool:
+        """Whether the caller's role is ``role`` or above."""
+        return ROLES.index(self.role) >= ROLES.index(role)
 
 
 def get_store(request: Request) -> Store:
@@ -57,19 +92,6 @@ def bearer_token(authorization: str | None) -> tuple[str, str]:
     return scheme.lower(), given.strip()
 
 
-def require_writer(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
-    """401 unless the request carries the application's bearer token (``app.state.api_token``),
-    compared in constant time; 503 when the application has none."""
-    token: str | None = request.app.state.api_token
-    if token is None:
-        raise HTTPException(503, "write endpoints are disabled: set NOC_API_TOKEN")
-    scheme, given = bearer_token(authorization)
-    if scheme != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
-        raise HTTPException(
-            401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
-        )
-
-
 def read_token(request: Request) -> str | None:
     """The read token: ``app.state.api_read_token`` where the application set one (even to
     None), else ``NOC_API_READ_TOKEN``."""
@@ -81,35 +103,87 @@ def read_token(request: Request) -> str | None:
     return secret.get_secret_value() if secret is not None else None
 
 
-def _valid_token(request: Request, authorization: str | None) -> str | None:
-    """The read or write token the header carries (compared in constant time), else None."""
+def _same(given: str, token: str | None) -> bool:
+    return bool(token) and hmac.compare_digest(given.encode(), (token or "").encode())
+
+
+def authenticate(request: Request, authorization: str | None) -> Caller | None:
+    """Who the bearer token of ``authorization`` names (None: no token, or none we know)."""
     scheme, given = bearer_token(authorization)
     if scheme != "bearer" or not given:
         return None
-    for token in (read_token(request), request.app.state.api_token):
-        if token and hmac.compare_digest(given.encode(), token.encode()):
-            return token
+    if _same(given, request.app.state.api_token):
+        return Caller(LEGACY_NAME, "admin", shared=True)
+    user = get_store(request).user_by_token_hash(User.hash_token(given))
+    if user is not None and user.holds(given):
+        return Caller(user.name, user.role)
+    if _same(given, read_token(request)):
+        return Caller(READ_NAME, "viewer", shared=True)
     return None
 
 
-def require_reader(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
-    """With a read token configured: 401 unless the request carries it or the write token.
-    Without one: open (the default: the console's reads need no credentials)."""
-    if read_token(request) is None:
-        return
-    if _valid_token(request, authorization) is None:
-        raise HTTPException(
-            401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
-        )
+def _unauthorized() -> HTTPException:
+    return HTTPException(
+        401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+def need(role: Role) -> Callable[[Request, str | None], Caller]:
+    """A dependency: the caller, if its role is ``role`` or above (else 401 or 403; 503
+    while there is neither a write token nor a user)."""
+
+    def dependency(request: Request, authorization: AuthHeader = None) -> Caller:
+        caller = authenticate(request, authorization)
+        if caller is None:
+            if request.app.state.api_token is None and not get_store(request).has_users():
+                raise HTTPException(
+                    503, "write endpoints are disabled: set NOC_API_TOKEN or add a user"
+                )
+            raise _unauthorized()
+        if not caller.may(role):
+            raise HTTPException(
+                403, f"{caller.name} is a {caller.role}: this needs {role} or above"
+            )
+        return caller
+
+    dependency.__name__ = f"need_{role}"
+    return dependency
+
+
+def require_writer(request: Request, authorization: AuthHeader = None) -> Caller:
+    """An operator or above (:func:`need`): the role of the console's ordinary writes."""
+    return need("operator")(request, authorization)
+
+
+def require_reader(request: Request, authorization: AuthHeader = None) -> Caller | None:
+    """Once any user exists or a read token is set: the caller (any role; 401 without a
+    valid token). Before: None, open (the console's reads need no credentials)."""
+    caller = authenticate(request, authorization)
+    if caller is not None:
+        return caller
+    if read_token(request) is None and not get_store(request).has_users():
+        return None
+    raise _unauthorized()
+
+
+def acting(caller: Caller, named: str | None, field: str, *, required: bool = True) -> str | None:
+    """Who is recorded as acting: a named user itself (``named``, what the body says, is
+    ignored); with the shared write token, the person the body names (422 when ``required``
+    and it names nobody: the token alone names no person)."""
+    if not caller.shared:
+        return caller.name
+    if named is None and required:
+        raise HTTPException(422, f"{field}: the shared API token names nobody; give a name")
+    return named
 
 
 def caller_key(request: Request, authorization: str | None) -> str:
-    """Who is asking, for rate limits: a valid token (hashed) or else the client's address.
+    """Who is asking, for rate limits: the authenticated caller, or else the client's address.
 
     An invalid token counts as the address: made-up tokens must not buy fresh budgets."""
-    token = _valid_token(request, authorization)
-    if token is not None:
-        return "token:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    caller = authenticate(request, authorization)
+    if caller is not None:
+        return f"{'token' if caller.shared else 'user'}:{caller.name}"
     host = request.client.host if request.client is not None else "unknown"
     return "addr:" + host
 
@@ -162,7 +236,13 @@ class RateLimiter:
 
 
 StoreDep = Annotated[Store, Depends(get_store)]
-Writer = Annotated[None, Depends(require_writer)]
+Viewer = Annotated[Caller | None, Depends(require_reader)]
+"""Any caller once users or a read token exist; before, anyone (None)."""
+Operator = Annotated[Caller, Depends(need("operator"))]
+Approver = Annotated[Caller, Depends(need("approver"))]
+Admin = Annotated[Caller, Depends(need("admin"))]
+Writer = Operator
+"""The ordinary write (an operator); kept for routers written before roles."""
 
 
 def locked_step(

@@ -5,9 +5,9 @@ entity and a window (``start``, default now; ``end``, or ``duration_s``), who de
 why. The running pipeline (``noc watch``, ``noc bus worker``) takes the store's windows at its
 next round (:meth:`noc_assistant.cli._live.IncidentOutput.sync_maintenance`): findings of the
 entity and its topology neighbours are kept and page nobody, and a silence that outlasts the
-window pages when it ends. Declaring and ending early are writes (the API token); a window is
-never deleted, so what was muted when stays on record. With an Alertmanager, each window is
-also a silence there (``silence_id``; ``silence_error`` says why not).
+window pages when it ends. Declaring and ending early are writes (an operator's token); a
+window is never deleted, so what was muted when stays on record. With an Alertmanager, each
+window is also a silence there (``silence_id``; ``silence_error`` says why not).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from noc_assistant.api.deps import StoreDep, Writer, locked_step
+from noc_assistant.api.deps import Operator, StoreDep, acting, locked_step
 from noc_assistant.errors import MaintenanceError
 from noc_assistant.ingest.window import TimeWindow
 from noc_assistant.integrations.alertmanager import Silences
@@ -34,7 +34,8 @@ class Declaration(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     entity: str = Field(min_length=1, max_length=200)
-    by: str = Field(min_length=1, max_length=200)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
+    """Who (needed with the shared token; a named user is recorded as itself)."""
     reason: str | None = Field(default=None, max_length=2000)
     start: str | None = None
     """RFC 3339 or epoch seconds; default: now."""
@@ -51,7 +52,8 @@ answered 500)."""
 class Ending(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    by: str = Field(min_length=1, max_length=200)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
+    """Who (needed with the shared token; a named user is recorded as itself)."""
 
 
 def maintenance_router(
@@ -73,12 +75,13 @@ def maintenance_router(
         return [w for w in found if w.active(now)] if current else found
 
     @router.post("/api/maintenance", status_code=201)
-    def declare_window(s: StoreDep, _: Writer, d: Declaration) -> Maintenance:
+    def declare_window(s: StoreDep, caller: Operator, d: Declaration) -> Maintenance:
         known = set(drafter.network_topology.types) if drafter is not None else None
+        by = acting(caller, d.by, "by") or ""
         try:
             window = new_window(
                 d.entity,
-                d.by,
+                by,
                 clock(),
                 start=d.start,
                 end=d.end,
@@ -95,7 +98,9 @@ def maintenance_router(
         return declare(s, window, silences)
 
     @router.post("/api/maintenance/{window_id}/end")
-    def end(s: StoreDep, _: Writer, window_id: str, e: Ending) -> Maintenance:
+    def end(s: StoreDep, caller: Operator, window_id: str, e: Ending) -> Maintenance:
+        by = acting(caller, e.by, "by") or ""
+
         def load() -> Maintenance:
             window = s.get_maintenance(window_id)
             if window is None:
@@ -103,7 +108,7 @@ def maintenance_router(
             return window
 
         def step(w: Maintenance) -> Maintenance:
-            return end_early(w, e.by, clock(), silences)
+            return end_early(w, by, clock(), silences)
 
         return locked_step(lock, load, step, s.save_maintenance, MaintenanceError, 422)
 

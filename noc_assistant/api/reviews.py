@@ -1,9 +1,10 @@
 """What the NOC did with its incidents, over HTTP (mounted by :func:`create_app`).
 
 Acknowledging an incident (who took it) and judging it (``fault`` with the confirmed root
-cause, ``no_fault`` for a false page, ``maintenance``) are writes: they need
-``Authorization: Bearer <NOC_API_TOKEN>`` and the person's name, and each step is kept in the
-review's history. Reading a review, and the live evaluation the verdicts make
+cause, ``no_fault`` for a false page, ``maintenance``) are writes: they need an operator's
+token (:mod:`noc_assistant.api.deps`; a named user is recorded as itself, the shared
+``NOC_API_TOKEN`` needs the person's name in ``by``), and each step is kept in the review's
+history. Reading a review, and the live evaluation the verdicts make
 (:func:`evals.live.live_report`: the false-alarm share with its interval, false alerts per
 day, RCA accuracy against the confirmed causes, time to acknowledge, the noisiest KPIs) and
 the verdicts as a labels file (:func:`evals.live.labels_from_reviews`), need none.
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evals._io import json_safe
 from evals.live import labels_from_reviews, live_report, period
-from noc_assistant.api.deps import StoreDep, Writer, locked_step
+from noc_assistant.api.deps import Operator, StoreDep, acting, locked_step
 from noc_assistant.errors import ReviewError
 from noc_assistant.ingest.replay import parse_time
 from noc_assistant.ingest.window import TimeWindow
@@ -38,13 +39,13 @@ __all__ = ["reviews_router"]
 class Ack(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    by: str = Field(min_length=1, max_length=200)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class Judgement(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    by: str = Field(min_length=1, max_length=200)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
     verdict: Verdict
     fault: str | None = Field(default=None, min_length=1, max_length=100)
     entity: str | None = Field(default=None, min_length=1, max_length=200)
@@ -63,21 +64,62 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
     """The endpoints; the pack's fault classes (through ``drafter``) check a verdict's root
     cause, and its network counts the monitored entities."""
     router = APIRouter()
-    lock = threading.Lock()
+    window = TimeWindow(ahead_s=QUERY_AHEAD_S, clock=clock)
+    _review_routes(router, drafter, clock)
+    _report_routes(router, drafter, clock, window)
+    return router
 
-    def review_of(s: Store, incident_id: str) -> Review:
-        review = s.review_of(incident_id)
-        if review is None:
-            raise HTTPException(404, f"incident {incident_id} not found")
-        return review
+
+def _review_of(s: Store, incident_id: str) -> Review:
+    review = s.review_of(incident_id)
+    if review is None:
+        raise HTTPException(404, f"incident {incident_id} not found")
+    return review
+
+
+def _review_routes(router: APIRouter, drafter: Drafter | None, clock: Callable[[], float]) -> None:
+    """Reading a review; acknowledging and judging (an operator)."""
+    lock = threading.Lock()
 
     def change(s: Store, incident_id: str, step: Callable[[Review], Review]) -> Review:
         # two engineers at once both land in the history
         return locked_step(
-            lock, lambda: review_of(s, incident_id), step, s.save_review, ReviewError, 422
+            lock, lambda: _review_of(s, incident_id), step, s.save_review, ReviewError, 422
         )
 
-    window = TimeWindow(ahead_s=QUERY_AHEAD_S, clock=clock)
+    @router.get("/api/incidents/{incident_id}/review")
+    def get_review(s: StoreDep, incident_id: str) -> Review:
+        return _review_of(s, incident_id)
+
+    @router.post("/api/incidents/{incident_id}/ack")
+    def acknowledge(s: StoreDep, caller: Operator, incident_id: str, ack: Ack) -> Review:
+        by = acting(caller, ack.by, "by") or ""
+        return change(s, incident_id, lambda r: r.acknowledged(by, clock()))
+
+    @router.post("/api/incidents/{incident_id}/verdict")
+    def judge(s: StoreDep, caller: Operator, incident_id: str, j: Judgement) -> Review:
+        known = set(drafter.pack.faults) if drafter is not None else None
+        by = acting(caller, j.by, "by") or ""
+        return change(
+            s,
+            incident_id,
+            lambda r: r.judged(
+                j.verdict,
+                by,
+                clock(),
+                fault=j.fault,
+                entity=j.entity,
+                partner=j.partner,
+                note=j.note,
+                known_faults=known,
+            ),
+        )
+
+
+def _report_routes(
+    router: APIRouter, drafter: Drafter | None, clock: Callable[[], float], window: TimeWindow
+) -> None:
+    """The live evaluation (JSON and page), the shift handover and the verdicts as labels."""
 
     def within(name: str, ts: float) -> float:
         """``ts`` if a report may start or end there (since 2000, not a century ahead)."""
@@ -92,32 +134,6 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from None
         return within("since", start), within("until", end)
-
-    @router.get("/api/incidents/{incident_id}/review")
-    def get_review(s: StoreDep, incident_id: str) -> Review:
-        return review_of(s, incident_id)
-
-    @router.post("/api/incidents/{incident_id}/ack")
-    def acknowledge(s: StoreDep, _: Writer, incident_id: str, ack: Ack) -> Review:
-        return change(s, incident_id, lambda r: r.acknowledged(ack.by, clock()))
-
-    @router.post("/api/incidents/{incident_id}/verdict")
-    def judge(s: StoreDep, _: Writer, incident_id: str, j: Judgement) -> Review:
-        known = set(drafter.pack.faults) if drafter is not None else None
-        return change(
-            s,
-            incident_id,
-            lambda r: r.judged(
-                j.verdict,
-                j.by,
-                clock(),
-                fault=j.fault,
-                entity=j.entity,
-                partner=j.partner,
-                note=j.note,
-                known_faults=known,
-            ),
-        )
 
     def figures(s: Store, since: str | None, until: str | None) -> dict[str, Any]:
         start, end = span(since, until)
@@ -162,5 +178,3 @@ def reviews_router(drafter: Drafter | None, clock: Callable[[], float] = time.ti
         start, end = span(since, until)
         doc: dict[str, Any] = json_safe(labels_from_reviews(s, start, end))
         return doc
-
-    return router

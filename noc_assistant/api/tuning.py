@@ -2,7 +2,7 @@
 
 ``GET /api/tuning/suggestions`` proposes bars from the verdicts (the KPIs that opened false
 pages, the bar that would have held them, the confirmed faults it would have held too);
-``POST /api/tuning`` declares one (a write: the API token; a reason is required); the running
+``POST /api/tuning`` declares one (a write: an operator's token; a reason is required); the running
 pipeline takes it at its next round. Ending one early is a write too; a bar is never deleted.
 """
 
@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from noc_assistant.api.deps import StoreDep, Writer, locked_step
+from noc_assistant.api.deps import Operator, StoreDep, acting, locked_step
 from noc_assistant.errors import TuningError
 from noc_assistant.models import Tuning
 from noc_assistant.ops.raised_bars import DEFAULT_TUNING_S, new_rule, suggest
@@ -32,7 +32,8 @@ class Declaration(BaseModel):
     kpi: str = Field(min_length=1, max_length=200)
     entity: str = Field(default="*", min_length=1, max_length=200)
     min_score: float
-    by: str = Field(min_length=1, max_length=200)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
+    """Who (needed with the shared token; a named user is recorded as itself)."""
     reason: str = Field(min_length=1, max_length=2000)
     duration_s: float = Field(default=DEFAULT_TUNING_S, gt=0)
 
@@ -40,7 +41,8 @@ class Declaration(BaseModel):
 class Ending(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    by: str = Field(min_length=1, max_length=200)
+    by: str | None = Field(default=None, min_length=1, max_length=200)
+    """Who (needed with the shared token; a named user is recorded as itself)."""
 
 
 def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.time) -> APIRouter:
@@ -65,11 +67,12 @@ def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.tim
         return [dataclasses.asdict(x) for x in found]
 
     @router.post("/api/tuning", status_code=201)
-    def declare(s: StoreDep, _: Writer, d: Declaration) -> Tuning:
+    def declare(s: StoreDep, caller: Operator, d: Declaration) -> Tuning:
+        by = acting(caller, d.by, "by") or ""
         try:
             rule = new_rule(
                 d.kpi,
-                d.by,
+                by,
                 clock(),
                 min_score=d.min_score,
                 reason=d.reason,
@@ -84,7 +87,9 @@ def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.tim
         return rule
 
     @router.post("/api/tuning/{rule_id}/end")
-    def end(s: StoreDep, _: Writer, rule_id: str, e: Ending) -> Tuning:
+    def end(s: StoreDep, caller: Operator, rule_id: str, e: Ending) -> Tuning:
+        by = acting(caller, e.by, "by") or ""
+
         def load() -> Tuning:
             rule = s.get_tuning(rule_id)
             if rule is None:
@@ -92,7 +97,7 @@ def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.tim
             return rule
 
         def step(t: Tuning) -> Tuning:
-            return t.ended(e.by, clock())
+            return t.ended(by, clock())
 
         return locked_step(lock, load, step, s.save_tuning, TuningError, 422)
 

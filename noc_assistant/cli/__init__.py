@@ -31,6 +31,7 @@ from noc_assistant.cli import run as run_cmd
 from noc_assistant.cli import serve as serve_cmd
 from noc_assistant.cli import simulate as simulate_cmd
 from noc_assistant.cli import tune as tune_cmd
+from noc_assistant.cli import user as user_cmd
 from noc_assistant.cli import watch as watch_cmd
 from noc_assistant.cli._console import err_console
 from noc_assistant.errors import NocError, UnreachableError
@@ -58,6 +59,7 @@ app.add_typer(llm_cmd.app, name="llm")
 app.add_typer(bus_cmd.app, name="bus")
 app.add_typer(prom_cmd.app, name="prom")
 app.add_typer(pm_cmd.app, name="pm")
+app.add_typer(user_cmd.app, name="user")
 
 
 def run(argv: Sequence[str] | None = None) -> int:

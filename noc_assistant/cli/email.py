@@ -1,7 +1,11 @@
 """`noc email ...`: partner-NOC e-mail drafts: draft (one open draft per incident and partner),
 list, show (with its history), edit, approve, reject, send, and export as a ``.eml`` message
-file. An e-mail is sent only once a named person has approved it; every step is kept on the
-draft with who took it."""
+file. An e-mail is sent only once a named person has approved it, who neither asked for the
+draft nor edited it (four eyes); every step is kept on the draft with who took it.
+
+These commands work on the store directly (``NOC_DB_URL``): whoever runs them there has local
+admin access, and ``--by`` names the person (the API records its authenticated user instead).
+The four-eyes rule holds here too, on the names given."""
 
 from __future__ import annotations
 
@@ -48,6 +52,9 @@ def _print(d: EmailDraft, note: str) -> None:
 def draft(
     incident_id: Annotated[str, typer.Argument(help="Incident id")],
     inventory: InventoryOpt = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Who asks for it (recorded; may not approve it)")
+    ] = None,
 ) -> None:
     """Draft an e-mail to the NOC of the roaming partner an incident implicates (stored as a
     draft: `noc email approve` / `noc email send`). Where one to that partner is still open
@@ -71,6 +78,7 @@ def draft(
         )
         _print(d, ", already exists")
         return
+    d = d.drafted_by(by)
     store.save_email(d)
     _print(d, "")
 
@@ -188,7 +196,8 @@ def approve(
     email_id: Annotated[str, typer.Argument(help="E-mail id")],
     by: Annotated[str, typer.Option("--by", help="Who approves it (recorded)")],
 ) -> None:
-    """Approve a draft for sending."""
+    """Approve a draft for sending: not by whoever asked for it or edited it (four eyes;
+    names compared without regard to case)."""
     store = open_store(get_settings().db_url)
     store.save_email(_draft(store, email_id).approved(by, time.time()))
     console.print(f"{email_id} approved by {by}", highlight=False)

@@ -24,6 +24,7 @@ from noc_assistant.models import (
     Review,
     Tuning,
 )
+from noc_assistant.users import User
 
 __all__ = ["Store", "schema"]
 
@@ -97,6 +98,12 @@ def schema(real: str) -> list[str]:
     incident_id TEXT PRIMARY KEY,
     first_seen {real} NOT NULL
 )""",
+        """CREATE TABLE IF NOT EXISTS users (
+    name TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL UNIQUE,
+    role TEXT NOT NULL,
+    body TEXT NOT NULL
+)""",
     ]
 
 
@@ -146,7 +153,7 @@ class Store:
 
     def clear(self) -> None:
         """Remove every finding, incident, diagnosis, e-mail draft, chat turn, review,
-        maintenance window, raised bar and paging time (a fresh demo run)."""
+        maintenance window, raised bar and paging time (a fresh demo run); the users stay."""
         tables = (
             "findings",
             "incidents",
@@ -441,3 +448,40 @@ class Store:
         if table not in {"findings", "incidents"}:
             raise ValueError(table)
         return int(self._query(f"SELECT COUNT(*) FROM {table}")[0][0])
+
+    # -- users (noc_assistant.users): the token's SHA-256 only, never the token ------------
+
+    def save_user(self, user: User) -> None:
+        """Keep a user (saving the same name again replaces its role and token hash)."""
+        self._save(
+            f"user {user.name}",
+            "INSERT INTO users (name, token_sha256, role, body) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET token_sha256 = excluded.token_sha256,"
+            " role = excluded.role, body = excluded.body",
+            [(user.name, user.token_sha256, user.role, user.model_dump_json())],
+        )
+
+    def get_user(self, name: str) -> User | None:
+        rows = self._query("SELECT body FROM users WHERE name = ?", (name,))
+        return User.model_validate_json(rows[0][0]) if rows else None
+
+    def user_by_token_hash(self, token_sha256: str) -> User | None:
+        """The user whose token has this SHA-256 (hex), if any."""
+        rows = self._query("SELECT body FROM users WHERE token_sha256 = ?", (token_sha256,))
+        return User.model_validate_json(rows[0][0]) if rows else None
+
+    def list_users(self) -> list[User]:
+        """Every user, by name."""
+        rows = self._query("SELECT body FROM users ORDER BY name")
+        return [User.model_validate_json(r[0]) for r in rows]
+
+    def has_users(self) -> bool:
+        """Whether any user exists (then every guarded read needs a token)."""
+        return bool(self._query("SELECT 1 FROM users LIMIT 1"))
+
+    def remove_user(self, name: str) -> bool:
+        """Remove a user (its token stops working); False if there was none of that name."""
+        if self.get_user(name) is None:
+            return False
+        self._save(f"user {name}", "DELETE FROM users WHERE name = ?", [(name,)])
+        return True

@@ -164,10 +164,10 @@ def test_read_token_guards_drafting_reads(store: Store, settings_env: pytest.Mon
         assert c.post(chat, json={"question": "why?"}, headers=auth).status_code == 200
         assert c.get(report, headers=auth).status_code == 200
         assert c.get(chat, headers=auth).status_code == 200
-    # keeping a turn is a write: the read token is not enough
+    # keeping a turn is a write: the read token (a viewer) is not enough
     kept = {"question": "why?", "keep": True, "asked_by": "ana"}
     r = c.post(chat, json=kept, headers={"Authorization": f"Bearer {READ}"})
-    assert r.status_code == 401
+    assert r.status_code == 403
 
 
 def test_read_token_from_the_settings(store: Store, settings_env: pytest.MonkeyPatch) -> None:
