@@ -7,29 +7,34 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
 from evals._io import json_safe
-from noc_assistant.cli._console import console
+from noc_assistant.cli._console import console, err_console
 from noc_assistant.errors import BadInputError, NocError
 from noc_assistant.ingest.files import reading
+
+if TYPE_CHECKING:
+    from evals.rca import Labels
 
 __all__ = ["app"]
 
 app = typer.Typer(help="eval commands", no_args_is_help=True)
 
 
-def _write(report: dict[str, Any], out: Path | None) -> None:
+def _write(report: dict[str, Any], out: Path | None, as_json: bool = False) -> None:
+    """The report to ``out`` and, with ``as_json`` or without ``out``, to stdout: the JSON
+    document alone there (what is said about it goes to stderr)."""
     text = json.dumps(json_safe(report), indent=2, sort_keys=True, default=float, allow_nan=False)
-    if out is None:
-        console.print_json(text)
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n", encoding="utf-8")
-    console.print(f"report written to {out}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n", encoding="utf-8")
+        err_console.print(f"report written to {out}", highlight=False)
+    if as_json or out is None:
+        typer.echo(text)
 
 
 def _zone_option(value: str | None) -> str | None:
@@ -115,7 +120,7 @@ def nab(
     rate = nab_eval.NAB_TARGET_RATE if budget is None else budget
     report = evaluate(data, scores_out=scores_out, detector=detector, tz=tz, target_rate=rate)
     _write(report, out)
-    console.print(
+    err_console.print(
         f"NAB standard {report['nab_score_standard']:.1f}  low_FP {report['nab_score_low_fp']:.1f}"
         f"  low_FN {report['nab_score_low_fn']:.1f}  windows {report['windows_detected']}/"
         f"{report['windows_total']}  FA/series-day {report['false_alarms_per_series_day']:.3f}",
@@ -123,29 +128,63 @@ def nab(
     )
 
 
-@app.command("run")
-def run(
-    telemetry: Annotated[Path, typer.Option("--telemetry", help="replay JSONL")],
-    labels: Annotated[Path, typer.Option("--labels", help="ground-truth labels JSON")],
-    inventory: Annotated[Path | None, typer.Option("--inventory")] = None,
-    pack: Annotated[Path | None, typer.Option("--pack", help="knowledge pack directory")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="report.json")] = None,
-) -> None:
-    """Replay telemetry through the pipeline and score its alerts against labels."""
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print the report as JSON, alone on stdout (also with --out)"),
+]
+
+
+def _read_labels(labels: Path) -> tuple[dict[str, Any], Labels]:
+    """The labels file as read and as checked against FORMATS §2 (exit 2 naming the field
+    that fails)."""
     from evals._io import read_json_object
-    from evals.rca import Labels, cases_from_run, report_keys, score_rca
-    from evals.scenario import alerts_raised, score_scenario
+    from evals.rca import Labels
 
     with reading(str(labels)):
         label_doc = read_json_object(labels)
     try:
-        label_set = Labels.model_validate(label_doc)
+        return label_doc, Labels.model_validate(label_doc)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise BadInputError(f"field {where}: {first['msg']}", source=str(labels)) from None
     except (ValueError, TypeError, OverflowError) as exc:  # a validator's own error (1e400)
         raise BadInputError(f"labels do not hold: {exc}", source=str(labels)) from None
+
+
+def _maintenance(label_doc: dict[str, Any], labels: Path) -> list[Any]:
+    """The labels' maintenance windows, for the correlator to hold their pages."""
+    from evals.scenario import parse_time
+
+    correlate = importlib.import_module("noc_assistant.stream.correlate")
+    try:
+        return [
+            correlate.MaintenanceWindow(
+                str(m["entity"]),
+                parse_time(m["start"], source=str(labels)),
+                parse_time(m["end"], source=str(labels)),
+            )
+            for m in label_doc.get("maintenance", []) or []
+        ]
+    except (KeyError, TypeError):
+        msg = "maintenance entries need entity/start/end"
+        raise BadInputError(msg, source=str(labels)) from None
+
+
+def _entities(result: Any, inventory: Path | None) -> set[str]:
+    """The entities of the run and of its inventory (all of them have normal time)."""
+    entities = set(result.entities)
+    if inventory is not None:
+        try:
+            inv = json.loads(inventory.read_text(encoding="utf-8"))
+            entities |= {str(e["id"]) for e in inv.get("entities", [])}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise BadInputError("unreadable inventory", source=str(inventory)) from None
+    return entities
+
+
+def _check_inputs(telemetry: Path, inventory: Path | None) -> Any:
+    """The pipeline module, once the telemetry and inventory are known to be readable."""
     if not telemetry.is_file():
         raise BadInputError(
             "is a folder, not a file" if telemetry.is_dir() else "file not found",
@@ -157,24 +196,41 @@ def run(
         with reading(str(inventory)):  # its errors named before the replay starts
             load_topology(inventory)
     try:
-        pipeline = importlib.import_module("noc_assistant.stream.pipeline")
+        return importlib.import_module("noc_assistant.stream.pipeline")
     except ImportError:
         raise NocError("noc_assistant.stream.pipeline is not available in this build") from None
-    from evals.scenario import parse_time
 
-    correlate = importlib.import_module("noc_assistant.stream.correlate")
-    try:
-        maintenance = [
-            correlate.MaintenanceWindow(
-                str(m["entity"]),
-                parse_time(m["start"], source=str(labels)),
-                parse_time(m["end"], source=str(labels)),
-            )
-            for m in label_doc.get("maintenance", []) or []
-        ]
-    except (KeyError, TypeError):
-        msg = "maintenance entries need entity/start/end"
-        raise BadInputError(msg, source=str(labels)) from None
+
+def _run_summary(report: dict[str, Any]) -> str:
+    """One line of the report, for the operator (stderr)."""
+    recall, ac1 = report["incident_recall"], report["rca_ac1"]
+    return (
+        f"{report['incidents_total']} incidents, recall "
+        + ("n/a" if recall is None else f"{recall:.2f}")
+        + f"; {report['alerts_total']} pages: {report['false_positives']} false,"
+        f" {report['duplicate_pages']} duplicate"
+        f" ({report['false_alerts_per_entity_day']:.3f} per normal entity-day),"
+        f" {report['no_fault_pages_total']} with no_fault ranked first; RCA AC@1 "
+        + ("n/a" if ac1 is None else f"{ac1:.2f}")
+    )
+
+
+@app.command("run")
+def run(
+    telemetry: Annotated[Path, typer.Option("--telemetry", help="replay JSONL")],
+    labels: Annotated[Path, typer.Option("--labels", help="ground-truth labels JSON")],
+    inventory: Annotated[Path | None, typer.Option("--inventory")] = None,
+    pack: Annotated[Path | None, typer.Option("--pack", help="knowledge pack directory")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="report.json")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay telemetry through the pipeline and score its alerts against labels."""
+    from evals.rca import cases_from_run, report_keys, score_rca
+    from evals.scenario import alerts_raised, score_scenario
+
+    label_doc, label_set = _read_labels(labels)
+    pipeline = _check_inputs(telemetry, inventory)
+    maintenance = _maintenance(label_doc, labels)
     start = time.perf_counter()
     result = pipeline.run_replay(
         telemetry, inventory=inventory, pack_dir=pack, maintenance=maintenance
@@ -182,30 +238,23 @@ def run(
     elapsed = time.perf_counter() - start
     if result.samples == 0:
         raise BadInputError("no parsable samples", source=str(telemetry))
-    entities = set(result.entities)
-    if inventory is not None:
-        try:
-            inv = json.loads(inventory.read_text(encoding="utf-8"))
-            entities |= {str(e["id"]) for e in inv.get("entities", [])}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            raise BadInputError("unreadable inventory", source=str(inventory)) from None
-    alerts = alerts_raised(result.incidents, result.findings)
     report = score_scenario(
-        alerts,
+        alerts_raised(result.incidents, result.findings),
         label_doc,
-        entities,
+        _entities(result, inventory),
         (result.first_ts, result.last_ts),
         source=str(labels),
         scrapes=result.scrapes,
         interval_s=result.interval_s or None,
     )
-    rca = score_rca(cases_from_run(label_set, result.incidents, result.diagnoses, result.findings))
-    report.update(report_keys(rca))
+    cases = cases_from_run(label_set, result.incidents, result.diagnoses, result.findings)
+    report.update(report_keys(score_rca(cases)))
     report["samples"] = result.samples
     report["quarantined"] = result.quarantined
     seconds = result.elapsed_s or elapsed
     report["samples_per_s"] = result.samples / seconds if seconds > 0 else 0.0
-    _write(report, out)
+    _write(report, out, as_json)
+    err_console.print(_run_summary(report), highlight=False)
 
 
 def _period(since: str | None, until: str | None) -> tuple[float, float]:
@@ -235,6 +284,7 @@ def live(
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="report.json")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Score production from the engineers' verdicts (`noc incident verdict`): the share of
     false pages with its 95 % interval, false alerts per day, RCA accuracy against the
@@ -251,13 +301,14 @@ def live(
     report = live_report(
         open_store(settings.db_url), start, end, entities=entities, faults=set(pack.faults)
     )
-    _write(report, out)
+    _write(report, out, as_json)
     share = report["false_alarm_share"]
-    console.print(
-        f"{report['incidents_total']} incidents, {report['reviewed']} judged:"
-        f" {report['false_positives']} false"
+    err_console.print(
+        f"{report['incidents_total']} incidents over {report['days']:.2f} days of data,"
+        f" {report['reviewed']} judged: {report['false_positives']} false"
         + (f" ({100 * share:.1f} %)" if math.isfinite(share) else "")
-        + f", {report['unreviewed']} not yet judged",
+        + f", {report['duplicate_pages']} duplicate pages"
+        f", {report['unreviewed']} not yet judged",
         highlight=False,
     )
 
