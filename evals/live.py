@@ -95,9 +95,13 @@ def _stamp(ts: float) -> str:
 
 
 def _pages(incident: Incident) -> int:
-    """Times the on-call was paged for it: the opening, each reopening and escalation (none
-    for a notice, :func:`evals.scenario.is_page`)."""
-    return 1 + len(incident.reopened_at) + len(incident.escalated_at) if is_page(incident) else 0
+    """Times the on-call was paged for it: the opening (unless it opened as a notice, then
+    its promotion is the first page, an escalation), each reopening and escalation (none for
+    a notice, :func:`evals.scenario.is_page`)."""
+    if not is_page(incident):
+        return 0
+    opening = 1 if incident.noticed_at is None else 0
+    return opening + len(incident.reopened_at) + len(incident.escalated_at)
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -145,12 +145,14 @@ def alerts_raised(incidents: Iterable[_Incident], findings: Iterable[_Finding]) 
         ents = list(inc.entities) or [""]
         related = tuple(ents[1:])
         page, cause = is_page(inc), rank1_cause(inc)
+        # an incident that opened as a notice first paged when it was promoted
+        opened_paging = page and getattr(inc, "noticed_at", None) is None
         times = [
-            (inc.id, inc.opened_at),
-            *((f"{inc.id}@{k}", ts) for k, ts in enumerate(inc.reopened_at, 1)),
-            *((f"{inc.id}^{k}", ts) for k, ts in enumerate(inc.escalated_at, 1)),
+            (inc.id, inc.opened_at, opened_paging),
+            *((f"{inc.id}@{k}", ts, page) for k, ts in enumerate(inc.reopened_at, 1)),
+            *((f"{inc.id}^{k}", ts, page) for k, ts in enumerate(inc.escalated_at, 1)),
         ]
-        alerts += [Alert(ents[0], ts, dets, i, related, kpis, page, cause) for i, ts in times]
+        alerts += [Alert(ents[0], ts, dets, i, related, kpis, p, cause) for i, ts, p in times]
     return alerts
 
 

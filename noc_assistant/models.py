@@ -254,6 +254,9 @@ class Incident(_Model):
     diagnosis turns into a fault, or that a service symptom joins, becomes a page then (an
     escalation: ``escalated_at``); a page never turns back into a notice
     (:func:`noc_assistant.triage.rca.severity`). Older stored incidents read as pages."""
+    noticed_at: float | None = None
+    """Set when the incident opened as a notice (its opening time): its first page, if it
+    ever became one, is then its promotion (the first of ``escalated_at``), not its opening."""
 
 
 class Report(_Model):

@@ -157,6 +157,8 @@ def severity(
 def _apply_severity(incident: Incident, level: Severity, findings: Sequence[Finding]) -> None:
     """Record ``level`` on ``incident``; a notice turning into a page pages now (an
     escalation, at its newest finding)."""
+    if level == "info" and incident.noticed_at is None:
+        incident.noticed_at = incident.opened_at
     if incident.severity == "info" and level == "page":
         at = max((f.ts for f in findings), default=incident.updated_at)
         if at not in incident.escalated_at:  # the correlator escalated on that finding already

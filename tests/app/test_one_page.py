@@ -113,6 +113,7 @@ def test_a_mass_registration_surge_is_one_notice_until_service_suffers() -> None
     assert ev.kind == "updated"  # a notice is not escalated by score: its diagnosis decides
     _diagnose(inc, list(found.values()))
     assert _severity(inc) == "page" and inc.escalated_at == [120]
+    assert inc.noticed_at == inc.opened_at  # so its first page is the promotion, not the opening
     # and a page stays a page
     _diagnose(inc, [found["f0"]])
     assert _severity(inc) == "page"
@@ -125,6 +126,7 @@ def test_a_confident_no_fault_on_a_service_kpi_still_pages() -> None:
     d = diagnose(inc, [f], TOPO, PACK)
     assert d.top.fault == "no_fault" and d.top.confidence >= 0.9
     assert inc.severity == "page"
+    assert inc.noticed_at is None
 
 
 def test_alertmanager_labels_a_notice_info_and_ends_it_when_it_pages() -> None:

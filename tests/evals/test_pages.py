@@ -197,3 +197,24 @@ def test_eval_run_json_is_json_alone(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert key in rep
     assert rep["no_fault_pages"] == [] and rep["pages_per_labelled_fault_mean"] is None
     assert "report written to" in err and "pages" in err
+
+
+def test_a_promoted_notice_pages_once_at_its_promotion() -> None:
+    """An incident that opened as a notice and became a page (an escalation) was paged once:
+    its opening is no page and its promotion no duplicate."""
+    from types import SimpleNamespace as NS
+
+    from evals.scenario import alerts_raised
+
+    inc = NS(
+        id="i1",
+        opened_at=100.0,
+        entities=["amf-1"],
+        finding_ids=[],
+        reopened_at=[],
+        escalated_at=[160.0],
+        severity="page",
+        noticed_at=100.0,
+    )
+    alerts = alerts_raised([inc], [])
+    assert [(a.opened_at, a.page) for a in alerts] == [(100.0, False), (160.0, True)]
