@@ -124,12 +124,12 @@ def _chart(
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH:g} {HEIGHT:g}" '
         f'width="{WIDTH:g}" height="{HEIGHT:g}" role="img" class="evidence-plot">',
         f"<title>{escape(kpi)}: {len(group)} finding(s) with their expected band</title>",
-        _rect(fr, incident.opened_at, end, "#fde2e1", "incident"),
+        _rect(fr, incident.opened_at, end, "#f87171", "incident"),
     ]
     for w in windows:
         if w.end >= fr.t0 and w.start <= fr.t1:
             parts.append(
-                _rect(fr, max(w.start, fr.t0), min(w.end, fr.t1), "#e5e7eb", "maintenance")
+                _rect(fr, max(w.start, fr.t0), min(w.end, fr.t1), "#9ca3af", "maintenance")
             )
     band_top = [(fr.x(f.ts), fr.y(min(f.expected_high, ceiling))) for f in group]
     band_low = [(fr.x(f.ts), fr.y(max(f.expected_low, floor))) for f in reversed(group)]
@@ -138,11 +138,11 @@ def _chart(
         band_top, band_low = [(x - 4, yt), (x + 4, yt)], [(x + 4, yl), (x - 4, yl)]
     poly = " ".join(f"{x:.1f},{y:.1f}" for x, y in [*band_top, *band_low])
     parts.append(
-        f'<polygon points="{poly}" fill="#dbeafe" stroke="#93c5fd">'
+        f'<polygon points="{poly}" fill="#60a5fa" fill-opacity="0.35" stroke="#93c5fd">'
         + "<title>expected band</title></polygon>"
     )
     line = " ".join(f"{fr.x(f.ts):.1f},{fr.y(f.observed):.1f}" for f in group)
-    parts.append(f'<polyline points="{line}" fill="none" stroke="#374151" stroke-width="1.2"/>')
+    parts.append(f'<polyline points="{line}" fill="none" stroke="#e5e7eb" stroke-width="1.2"/>')
     for f in group:
         colour = "#9ca3af" if f.evidence_only or f.held_by else "#dc2626"
         band = present.band(kpi, f.expected_low, f.expected_high)
@@ -160,13 +160,14 @@ def _rect(fr: _Frame, start: float, end: float, fill: str, what: str) -> str:
     x0, x1 = fr.x(start), fr.x(max(end, start))
     return (
         f'<rect x="{x0:.1f}" y="{TOP:g}" width="{max(x1 - x0, 1.0):.1f}" '
-        f'height="{HEIGHT - TOP - BOTTOM:g}" fill="{fill}"><title>{what}</title></rect>'
+        f'height="{HEIGHT - TOP - BOTTOM:g}" fill="{fill}" fill-opacity="0.22">'
+        f"<title>{what}</title></rect>"
     )
 
 
 def _axes(fr: _Frame, kpi: str) -> list[str]:
     base = HEIGHT - BOTTOM
-    text = 'font-size="10" fill="#374151" font-family="sans-serif"'
+    text = 'font-size="10" fill="#d1d5db" font-family="sans-serif"'
     return [
         f'<line x1="{LEFT:g}" y1="{TOP:g}" x2="{LEFT:g}" y2="{base:g}" stroke="#6b7280"/>',
         f'<line x1="{LEFT:g}" y1="{base:g}" x2="{WIDTH - RIGHT:g}" y2="{base:g}" '
@@ -259,12 +260,12 @@ def topology_svg(entities: Sequence[str], root: str | None, network: _Network) -
                 (x1, y1), (x2, y2) = pos[a], pos[b]
                 parts.append(
                     f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" '
-                    'stroke="#9ca3af"/>'
+                    'stroke="#4b5563"/>'
                 )
-    text = 'font-size="10" fill="#111827" font-family="sans-serif" text-anchor="middle"'
+    text = 'font-size="10" fill="#d1d5db" font-family="sans-serif" text-anchor="middle"'
     for n, (x, y) in pos.items():
-        fill = "#dc2626" if n in entities else "#d1d5db"
-        ring = ' stroke="#111827" stroke-width="2.5"' if n == root else ""
+        fill = "#dc2626" if n in entities else "#6b7280"
+        ring = ' stroke="#fbbf24" stroke-width="2.5"' if n == root else ""
         parts.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="7" fill="{fill}"{ring}>'
             f"<title>{escape(n)} ({escape(network.type_of(n))})</title></circle>"
