@@ -37,6 +37,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from noc_assistant.api.alert_intake import AlertIntake, alert_router, default_intake
 from noc_assistant.api.deps import StoreDep
 from noc_assistant.api.drafts import drafts_router
 from noc_assistant.api.events import Broadcaster
@@ -274,13 +275,15 @@ def create_app(
     mailer: Mailer | None = None,
     api_token: str | None = None,
     silences: Silences | None = None,
+    alerts: AlertIntake | None = None,
 ) -> FastAPI:
     """Build the application around a store (and a live event hub, if one runs); an incident's
     times are shown on the network's wall clock ``local_tz`` too (``NOC_LOCAL_TZ``).
 
     ``drafter`` writes reports, chat answers and e-mail drafts (none: those endpoints answer
     503), ``mailer`` sends approved e-mails, ``api_token`` guards the write endpoints,
-    ``silences`` mirrors maintenance windows in Alertmanager."""
+    ``silences`` mirrors maintenance windows in Alertmanager, ``alerts`` takes Alertmanager's
+    webhook (default: correlated here and stored, :mod:`noc_assistant.api.alert_intake`)."""
     app = FastAPI(title="noc-assistant", version="0.1.0")
     app.add_middleware(StrictJsonBodies)
     hub = broadcaster or Broadcaster()
@@ -293,6 +296,7 @@ def create_app(
     app.include_router(maintenance_router(drafter, silences))
     app.include_router(tuning_router(drafter))
     app.include_router(users_router())
+    app.include_router(alert_router(alerts or default_intake(store, drafter)))
 
     def _incident_or_404(s: Store, incident_id: str) -> Incident:
         inc = s.get_incident(incident_id)
