@@ -1,7 +1,7 @@
 """The operator's network inventory (FORMATS.md §4), read into the pack's topology.
 
-The knowledge pack owns what an inventory means (``knowledge.topology``); this module maps its
-errors are :class:`~noc_assistant.errors.InventoryError` (exit 2, naming file and field).
+The knowledge pack owns what an inventory means (``knowledge.topology``); this module reads one:
+its errors are :class:`~noc_assistant.errors.InventoryError` (exit 2, naming file and field).
 
 >>> topo = topology_from_dict({"entities": [{"id": "smf-1", "type": "smf", "peers": ["upf-1"]},
 ...                                         {"id": "upf-1", "type": "upf"}]})

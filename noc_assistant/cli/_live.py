@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
     from knowledge.pack import Pack
     from knowledge.topology import Topology
+    from noc_assistant.api.alert_intake import AlertSink
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.integrations.alertmanager import AlertmanagerSink
+    from noc_assistant.integrations.notify import Notifier
     from noc_assistant.models import Incident
     from noc_assistant.settings import Settings
     from noc_assistant.store import Store
@@ -100,12 +102,23 @@ class IncidentOutput:
         self._synced_at = -math.inf
         self.logs: LogEvidence | None = None
         """NF log lines to cite as evidence (``noc watch --syslog``), when received."""
+        self.notifier: Notifier | None = None
+        """Webhook, Slack and PagerDuty routes of ``NOC_NOTIFY_ROUTES``, when set."""
+        if settings.notify_routes is not None:
+            from noc_assistant.integrations.notify import Notifier
+
+            pack, _ = load_pack_and_topology(settings, None)
+            self.notifier = Notifier.from_settings(settings, store, pack)
+            if self.notifier is not None:
+                self.notifier.start()
 
     def __call__(self, event: IncidentEvent) -> None:
         inc = event.incident
         if self.alerts is not None:
             self.alerts.on_incident(event)
         self.store.save_incident(inc)
+        if self.notifier is not None:
+            self.notifier.on_incident(event)
         pipe = self.pipeline()
         diagnosis = pipe.diagnoses.get(inc.id) if pipe is not None else None
         if diagnosis is not None and self.logs is not None and pipe is not None:
@@ -133,6 +146,9 @@ class IncidentOutput:
         process was down)."""
         if self.refresh_maintenance():
             self.check_acknowledgements()
+            pipe = self.pipeline()
+            if self.notifier is not None and pipe is not None:
+                self.notifier.check_acknowledgements(pipe.correlator.incidents.values())
         if self.alerts is None:
             return
         pipe = self.pipeline()
@@ -269,12 +285,14 @@ class IncidentOutput:
         self._synced = windows
 
     def summary(self) -> str | None:
+        notified = self.notifier.summary() if self.notifier is not None else None
         if self.alerts is None:
-            return None
+            return notified
         a = self.alerts
-        return f"alertmanager {a.url}: {a.sent} alerts sent, {a.pending} waiting" + (
+        line = f"alertmanager {a.url}: {a.sent} alerts sent, {a.pending} waiting" + (
             f" ({a.last_error})" if a.last_error else ""
         )
+        return f"{notified}\n{line}" if notified else line
 
 
 def console_app(
@@ -283,11 +301,15 @@ def console_app(
     settings: Settings,
     pack: Pack,
     topology: Topology | Callable[[], Topology],
+    alert_sink: AlertSink | None = None,
 ) -> FastAPI:
     """The web console with drafting on: reports and chat through ``NOC_LLM_BASE_URL`` (the
     template answers when it is down), e-mails sent through ``NOC_SMTP_HOST``, writes guarded
     by ``NOC_API_TOKEN``, maintenance windows mirrored as silences in
-    ``NOC_ALERTMANAGER_URL``."""
+    ``NOC_ALERTMANAGER_URL``, Alertmanager's webhook alerts into ``alert_sink`` (a running
+    pipeline's :class:`~noc_assistant.api.alert_intake.QueuedAlerts`), else correlated by the
+    console itself and stored."""
+    from noc_assistant.api.alert_intake import AlertIntake
     from noc_assistant.api.app import create_app
     from noc_assistant.integrations.alertmanager import Silences
     from noc_assistant.integrations.mail import Mailer
@@ -303,6 +325,15 @@ def console_app(
         mailer=Mailer.from_settings(settings),
         api_token=token,
         silences=Silences(settings.alertmanager_url) if settings.alertmanager_url else None,
+        alerts=AlertIntake(alert_sink, pack, topology)
+        if alert_sink is not None
+        else AlertIntake.for_store(
+            store,
+            pack,
+            topology,
+            window_s=settings.correlation_window_s,
+            resolve_after_s=settings.resolve_after_s,
+        ),
     )
 
 

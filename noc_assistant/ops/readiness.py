@@ -8,6 +8,8 @@ on it. Each part is asked by its own module, as it is used, and nothing is chang
 - Alertmanager (``NOC_ALERTMANAGER_URL``): ready, and its version;
 - NATS JetStream (``NOC_NATS_URL``): connected, and what ``NOC_NATS_STREAM`` and the
   findings stream of workers of slices (``NOC_NATS_FINDINGS_STREAM``) hold.
+- each notification route of ``NOC_NOTIFY_ROUTES``: its URL parses and its host answers a
+  TCP connect (no notification is sent).
 
 A part the settings leave out is ``not configured`` (SMTP, Alertmanager); the LLM and NATS
 have defaults, so they are always asked (a NOC that uses neither reads their failure as
@@ -24,6 +26,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from noc_assistant.errors import NocError
@@ -102,4 +105,15 @@ def check_all(settings: Settings) -> list[Check]:
         checks.append(_timed("alertmanager", am, lambda: alertmanager_probe(am)))
     url, streams = settings.nats_url, (settings.nats_stream, settings.nats_findings_stream)
     checks.append(_timed("nats", url, lambda: nats_probe(url, *streams)))
+    if settings.notify_routes is not None:  # each route's host answers (nothing is sent)
+        from noc_assistant.integrations.notify import load_routes
+        from noc_assistant.integrations.notify import probe as notify_probe
+
+        try:
+            routes = load_routes(settings.notify_routes)
+        except NocError as exc:
+            checks.append(Check("notify", str(settings.notify_routes), "failed", str(exc), 0.0))
+            routes = ()
+        for r in routes:
+            checks.append(_timed(f"notify {r.name}", r.shown, partial(notify_probe, r)))
     return checks
