@@ -1,6 +1,6 @@
 """Streaming anomaly detectors (river contract: ``learn_one`` / ``score_one``, higher = more
-anomalous), label-free calibration, the alarm layer, the per-series monitor the pipeline uses
-and a vectorised bank for many series at once.
+anomalous), label-free calibration, the alarm layer, the count gate of sparse event counters,
+the per-series monitor the pipeline uses and a vectorised bank for many series at once.
 
 Univariate detectors take a float (and, for the daily profile, a timestamp ``t``); detectors
 of several inputs take a mapping of named inputs (documented per class).
@@ -9,6 +9,7 @@ of several inputs take a mapping of named inputs (documented per class).
 from detectors.alerting import Alerter
 from detectors.bank import BankResult, EnsembleBank
 from detectors.calibrate import AdaptiveThreshold
+from detectors.counts import CountGate
 from detectors.cusum import Cusum
 from detectors.energy import EnergyPerRequest
 from detectors.ensemble import Ensemble
@@ -27,6 +28,7 @@ __all__ = [
     "Alerter",
     "BankResult",
     "BinomialRatio",
+    "CountGate",
     "Cusum",
     "EnergyPerRequest",
     "Ensemble",

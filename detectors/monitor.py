@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from detectors.bank import EnsembleBank
+from detectors.counts import CountGate
 from detectors.ensemble import MEMBERS, Ensemble
 from detectors.robust_zscore import Direction
 
@@ -153,6 +154,13 @@ class SeriesMonitor:
         self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
         #: the score of the last open or update event (NaN while closed)
         self.reported_ = math.nan
+        #: the count gate of a count series (made by its first count, see :meth:`observe`)
+        self.counts_: CountGate | None = None
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A snapshot from before the count gates restores with none."""
+        state.setdefault("counts_", None)
+        self.__dict__.update(state)
 
     def ensemble_params(self) -> dict[str, Any]:
         """The ensemble parameters this monitor sets (all but the bad direction)."""
@@ -184,7 +192,9 @@ class SeriesMonitor:
 
     @property
     def firing(self) -> bool:
-        return self.ensemble_.firing
+        """Whether the alarm is open and shown (not withheld by the count gate)."""
+        gated = self.counts_ is not None and self.counts_.gated_
+        return self.ensemble_.firing and not gated
 
     def observe(
         self,
@@ -193,9 +203,13 @@ class SeriesMonitor:
         support: float | None = None,
         hold: bool = False,
         proportion: bool = False,
+        count_scale: float = 0.0,
+        window_s: float = 0.0,
     ) -> MonitorEvent | None:
         """Feed one derived value; return an event when the alarm opens or closes. ``hold``
-        and ``proportion``: see :meth:`~detectors.ensemble.Ensemble.update`."""
+        and ``proportion``: see :meth:`~detectors.ensemble.Ensemble.update`. A count series
+        (``value × count_scale`` events in a ``window_s`` window; ``count_scale`` 0: not one)
+        shows its alarms through its :class:`~detectors.counts.CountGate`."""
         if not _usable(value, support, self.min_support):
             return None
         assert value is not None
@@ -209,6 +223,13 @@ class SeriesMonitor:
         elif ens.firing and ens.score_ >= self.update_factor * self.reported_:
             self.reported_ = ens.score_
             transition = "update"
+        if count_scale > 0.0:
+            if self.counts_ is None:
+                self.counts_ = CountGate(self.target_rate)
+            count = value * count_scale
+            transition = self.counts_.step(ts, count, window_s, transition, ens.firing)
+            if transition == "open":
+                self.reported_ = ens.score_
         if transition is None:
             return None
         return _event(transition, ts, value, ens.score_, ens.expected_, ens.scale_, ens.bars_[0],
@@ -272,6 +293,12 @@ class Observation:
     #: the IANA time zone of the entity's site where it is not the network's (the monitor's
     #: ``tz``): its traffic follows that wall clock
     tz: str | None = None
+    #: the value times this is a number of events (the KPI window in s for a counter's
+    #: ``rate``, 1 for its ``increase``); 0: not a count. A count series' alarms pass its
+    #: :class:`~detectors.counts.CountGate` (a sparse counter's single events do not page)
+    count_scale: float = 0.0
+    #: the window (s) the count is over (consecutive windows overlap at fast scrapes)
+    window_s: float = 0.0
 
 
 class MonitorBank:
@@ -305,6 +332,15 @@ class MonitorBank:
         self._slots: dict[Hashable, tuple[_BankKey, int]] = {}
         self._used: dict[_BankKey, int] = {}
         self._keys: dict[_BankKey, list[Hashable]] = {}
+        self._target_rate = float(self._params["target_rate"])
+        #: the count gate of each count series (``Observation.count_scale``)
+        self._gates: dict[Hashable, CountGate] = {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A snapshot from before the count gates restores with none."""
+        state.setdefault("_gates", {})
+        state.setdefault("_target_rate", float(state["_params"]["target_rate"]))
+        self.__dict__.update(state)
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -315,15 +351,17 @@ class MonitorBank:
     def firing(self, key: Hashable) -> bool:
         """Whether ``key``'s alarm is open."""
         which, i = self._slots[key]
-        return bool(self._banks[which].firing_[i])
+        gate = self._gates.get(key)
+        return bool(self._banks[which].firing_[i]) and not (gate is not None and gate.gated_)
 
     def firing_keys(self) -> list[Hashable]:
-        """The keys whose alarm is open."""
+        """The keys whose alarm is open (and shown: not withheld by a count gate)."""
         out: list[Hashable] = []
         for which, keys in self._keys.items():
             firing = self._banks[which].firing_
             out.extend(keys[i] for i in np.flatnonzero(firing[: len(keys)]).tolist())
-        return out
+        gates = self._gates
+        return [k for k in out if k not in gates or not gates[k].gated_]
 
     def _slot(
         self, key: Hashable, direction: Direction, counts: bool, tz: str | None
@@ -397,16 +435,48 @@ class MonitorBank:
                 grew = seen & bank.firing_ & ~opened & (score >= self._update_factor * reported)
             reported[grew] = score[grew]
             changed = opened | closed | grew
-            if not changed.any():
+            counted = [it for it in items if observations[it[0]].count_scale > 0.0]
+            if not changed.any() and not counted:
                 continue
-            d = bank.detail_
-            for pos, i, v, *_, at in items:
-                if changed[i]:
-                    kind: Literal["open", "update", "close"] = (
-                        "open" if opened[i] else "close" if closed[i] else "update"
-                    )
-                    ev = _event(kind, at, v, float(score[i]), float(d[i, 0]), float(d[i, 1]),
-                                float(d[i, 2]), (float(d[i, 3]), float(d[i, 4])))  # fmt: skip
-                    events.append((pos, observations[pos].key, ev))
+            for pos, i, v, *_, at in items if changed.any() else counted:
+                kind: Literal["open", "update", "close"] | None = (
+                    "open" if opened[i] else "close" if closed[i] else "update" if grew[i] else None
+                )
+                ob = observations[pos]
+                if ob.count_scale > 0.0:
+                    kind = self._gate(ob, at, v, kind, bool(bank.firing_[i]))
+                    if kind == "open":
+                        reported[i] = score[i]
+                if kind is not None:
+                    events.append((pos, ob.key, self._event(which, i, kind, at, v, score)))
         events.sort(key=lambda e: e[0])
         return [(key, ev) for _, key, ev in events]
+
+    def _gate(
+        self,
+        ob: Observation,
+        at: float,
+        value: float,
+        kind: Literal["open", "update", "close"] | None,
+        firing: bool,
+    ) -> Literal["open", "update", "close"] | None:
+        """The transition a count series shows: its :class:`~detectors.counts.CountGate`
+        judges the bank's, then learns the count."""
+        gate = self._gates.get(ob.key)
+        if gate is None:
+            gate = self._gates[ob.key] = CountGate(self._target_rate)
+        return gate.step(at, value * ob.count_scale, ob.window_s, kind, firing)
+
+    def _event(
+        self,
+        which: _BankKey,
+        i: int,
+        kind: Literal["open", "update", "close"],
+        at: float,
+        value: float,
+        score: npt.NDArray[np.float64],
+    ) -> MonitorEvent:
+        """The event of series ``i`` of bank ``which`` from the bank's detail of this step."""
+        d = self._banks[which].detail_
+        return _event(kind, at, value, float(score[i]), float(d[i, 0]), float(d[i, 1]),
+                      float(d[i, 2]), (float(d[i, 3]), float(d[i, 4])))  # fmt: skip

@@ -138,6 +138,7 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("detectors.params", "EnsembleParams"),
         ("detectors.clock", "LocalClock"),
         ("detectors.monitor", "MonitorBank"),
+        ("detectors.counts", "CountGate"),
         ("detectors.monitor", "SeriesMonitor"),
         ("detectors.monitor", "Observation"),
         ("detectors.monitor", "MonitorEvent"),

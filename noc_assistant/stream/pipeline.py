@@ -20,6 +20,7 @@ joins an incident and never opens one.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import math
 import statistics
@@ -93,6 +94,36 @@ def stored_names(formula: Formula) -> frozenset[str]:
         if sel.fn == "hist_mean":
             names.add(canonical_metric(sel.metric + "_count"))
     return frozenset(names)
+
+
+@lru_cache(maxsize=1024)
+def count_unit(formula: str) -> str | None:
+    """``"rate"`` or ``"increase"`` when a formula is a number of a counter's events: that
+    selector alone, summed (``+``) or chosen (``first``), so its value is a whole count (or one
+    over the window); None otherwise (a ratio, a scaled value, a gauge, rates mixed with
+    increases). Its series' alarms pass a count gate (:class:`detectors.counts.CountGate`).
+
+    >>> count_unit('first(rate("a"), rate("b"))'), count_unit('increase("a") + increase("b")')
+    ('rate', 'increase')
+    >>> count_unit('increase("a") / 1000'), count_unit('rate("a") + increase("b")')
+    (None, None)
+    """
+    fns: set[str] = set()
+
+    def walk(node: ast.expr) -> bool:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return walk(node.left) and walk(node.right)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "first":
+                return all(walk(a) for a in node.args)
+            if node.func.id in ("rate", "increase"):
+                fns.add(node.func.id)
+                return True
+        return False
+
+    if not walk(ast.parse(formula, mode="eval").body) or len(fns) != 1:
+        return None
+    return fns.pop()
 
 
 def own_metrics(kpis: Iterable[KpiDef], types: Iterable[str]) -> dict[str, frozenset[str]]:
@@ -530,6 +561,9 @@ class Pipeline:
                     if hist is None:
                         hist = self.kpi_history[key] = deque(maxlen=self._history)
                     hist.append((now, value))
+                    # a number of events (value × scale): its alarms pass a count gate
+                    unit = None if support is not None else count_unit(kpi.formula)
+                    scale = 0.0 if unit is None else window if unit == "rate" else 1.0
                     observations.append(
                         Observation(
                             key,
@@ -542,6 +576,8 @@ class Pipeline:
                             kpi.proportion,
                             now,
                             zone,
+                            scale,
+                            window,
                         )
                     )
                     where[key] = (kpi, entity, group)
