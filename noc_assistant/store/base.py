@@ -107,6 +107,20 @@ def schema(real: str) -> list[str]:
     ]
 
 
+#: a string a stored text must contain, or strings it must all contain
+Mention = str | tuple[str, ...]
+
+
+def _mentions(mentioning: Sequence[Mention]) -> tuple[str, list[object]]:
+    """A ``body LIKE`` clause true when any mention holds (all strings of a tuple)."""
+    ors, args = [], []
+    for m in mentioning:
+        parts = (m,) if isinstance(m, str) else m
+        ors.append("(" + " AND ".join("body LIKE ?" for _ in parts) + ")")
+        args += [f"%{p}%" for p in parts]
+    return "(" + " OR ".join(ors) + ")", list(args)
+
+
 class Store:
     """Findings, incidents, diagnoses, e-mail drafts, chat turns, reviews and maintenance
     windows; the SQL is shared, the connection is the subclass's (:class:`SqliteStore`,
@@ -414,17 +428,39 @@ class Store:
         )
         return [model.model_validate_json(r[0]) for r in rows]
 
-    def _incidents_by(self, column: str, since: float, until: float) -> list[Incident]:
-        rows = self._query(
-            f"SELECT body FROM incidents WHERE {column} >= ? AND {column} < ?"
-            f" ORDER BY {column}, id",
-            (since, until),
-        )
+    def _incidents_by(
+        self, column: str, since: float, until: float, mentioning: Sequence[Mention] = ()
+    ) -> list[Incident]:
+        where = f"{column} >= ? AND {column} < ?"
+        args: list[object] = [since, until]
+        if mentioning:
+            clause, more = _mentions(mentioning)
+            where += f" AND {clause}"
+            args += more
+        rows = self._query(f"SELECT body FROM incidents WHERE {where} ORDER BY {column}, id", args)
         return [Incident.model_validate_json(r[0]) for r in rows]
 
-    def incidents_between(self, since: float, until: float) -> list[Incident]:
-        """The incidents opened in ``[since, until)``, oldest first."""
-        return self._incidents_by("opened_at", since, until)
+    def incidents_between(
+        self, since: float, until: float, mentioning: Sequence[Mention] = ()
+    ) -> list[Incident]:
+        """The incidents opened in ``[since, until)``, oldest first; with ``mentioning``, only
+        those whose stored text contains one of these strings (an entity, a KPI) or all the
+        strings of one of these tuples (a fault class and its entity): a filter in the
+        database that may let more through, never fewer, so that a page over a large store
+        reads only the candidates."""
+        return self._incidents_by("opened_at", since, until, mentioning)
+
+    def incidents_with_ids(self, incident_ids: Sequence[str]) -> list[Incident]:
+        """The stored incidents of these ids (one query per 500)."""
+        rows = self._query_in("SELECT body FROM incidents WHERE id", incident_ids)
+        return [Incident.model_validate_json(r[0]) for r in rows]
+
+    def reviewed_mentioning(self, mention: Mention) -> list[str]:
+        """Ids of the incidents whose review's text mentions ``mention`` (a superset, like
+        ``mentioning`` above)."""
+        clause, args = _mentions([mention])
+        rows = self._query(f"SELECT incident_id FROM reviews WHERE {clause}", args)
+        return [str(r[0]) for r in rows]
 
     def incidents_resolved_between(self, since: float, until: float) -> list[Incident]:
         """The incidents resolved in ``[since, until)``, by resolution."""

@@ -197,7 +197,16 @@ def similar_in_store(
 ) -> IncidentHistory:
     """:func:`similar` over the store's incidents opened in the ``lookback_s`` before
     ``incident``, with their reviews."""
-    earlier = store.incidents_between(incident.opened_at - lookback_s, incident.opened_at)
+    since, until = incident.opened_at - lookback_s, incident.opened_at
+    cause = _top(incident)
+    # candidates only: an earlier incident like this one shares an entity, or its own top
+    # cause or its review's confirmed cause names this one's fault class
+    needles: list[str | tuple[str, ...]] = [*incident.entities, *([cause] if cause else [])]
+    earlier = store.incidents_between(since, until, mentioning=needles) if needles else []
+    if cause is not None:
+        have = {i.id for i in earlier}
+        judged = [i for i in store.reviewed_mentioning(cause) if i not in have]
+        earlier += [i for i in store.incidents_with_ids(judged) if since <= i.opened_at < until]
     reviews = store.reviews_for([i.id for i in earlier])
     return similar(incident, earlier, reviews, lookback_s=lookback_s)
 
@@ -260,6 +269,10 @@ def concurrent_in_store(
     """:func:`concurrent` over the store's incidents opened from a day before ``incident`` to
     its end, with their reviews."""
     _, end = _span(incident, now)
-    others = store.incidents_between(incident.opened_at - 86_400.0, end + margin_s)
+    ours = set(incident.entities)
+    near = set().union(*(neighbours(e) for e in ours)) if neighbours else set()
+    others = store.incidents_between(
+        incident.opened_at - 86_400.0, end + margin_s, mentioning=sorted(ours | near)
+    )
     reviews = store.reviews_for([i.id for i in others])
     return concurrent(incident, others, neighbours, reviews, now=now, margin_s=margin_s)

@@ -292,3 +292,46 @@ def test_the_report_lists_the_incidents_at_the_same_time() -> None:
         "`inc-smf` on smf-01 (a neighbour, open): pfcp_association_loss on upf-01; not judged"
     )
     assert "## At the same time" not in d.report(inc, diagnosis).body
+
+
+def test_the_stores_candidate_filter_loses_nothing(tmp_path: Path) -> None:
+    """The database filter (incidents mentioning an entity, or a fault and its entity; reviews
+    confirming that cause) gives what a scan of every earlier incident gives."""
+    import random
+
+    from noc_assistant.triage.history import concurrent, concurrent_in_store, similar
+
+    rng = random.Random(3)
+    store = SqliteStore(tmp_path / "noc.db")
+    entities = [f"{t}-{i}" for t in ("amf", "smf", "upf") for i in range(1, 5)]
+    faults = ["pfcp_association_loss", "n2_sctp_loss", "upf_gtpu_drop"]
+    everything = []
+    for k in range(400):
+        entity, t = rng.choice(entities), 1_764_000_000.0 + 900.0 * k
+        hyp = Hypothesis(fault=rng.choice(faults), entity=rng.choice(entities), confidence=0.7)
+        inc = Incident(
+            id=f"inc-{k:04d}",
+            fingerprint=str(k),
+            opened_at=t,
+            updated_at=t + 600,
+            entities=[entity],
+            kpis=[rng.choice(["k-a", "k-b"])],
+            hypotheses=[hyp],
+        )
+        store.save_incident(inc)
+        everything.append(inc)
+        if k % 7 == 0:  # a review that confirms another cause than the incident's own top
+            cause = (rng.choice(entities), rng.choice(faults))
+            review = Review(incident_id=inc.id).judged(
+                "fault", "ana", at=t + 700, fault=cause[1], entity=cause[0]
+            )
+            store.save_review(review)
+    reviews = store.reviews()
+    for inc in everything[-40:]:
+        full = similar(inc, everything, reviews)
+        assert similar_in_store(store, inc) == full
+        near = {"smf-1": {"upf-1", "upf-2"}, "upf-1": {"smf-1"}}.get
+        scan = concurrent(inc, everything, lambda e: near(e, set()), reviews, now=inc.updated_at)
+        assert concurrent_in_store(store, inc, lambda e: near(e, set()), now=inc.updated_at) == [
+            p for p in scan if p.opened_at >= inc.opened_at - 86_400.0
+        ]
