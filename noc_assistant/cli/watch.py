@@ -64,6 +64,7 @@ def watch(
     """Scrape the targets (or poll Prometheus) every interval, detect, store and show
     incidents as they happen. With ``--prometheus --backfill`` the detectors first learn from
     the stored history, instead of waiting out their probation."""
+    from noc_assistant.api.alert_intake import QueuedAlerts
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.cli._live import IncidentOutput, console_app, load_pack_and_topology
     from noc_assistant.cli.run import _serve, _utc
@@ -90,6 +91,7 @@ def watch(
     pipe: Pipeline | None = None
     output = IncidentOutput(settings, store, lambda: pipe, hub)
     receiver = _syslog(output, pack, syslog, syslog_tls) if syslog else None
+    alerts = QueuedAlerts()
     if checkpoint is not None and checkpoint.exists():
         pipe, meta = restore(
             read_file(checkpoint), key, pack=pack, on_incident=output, source=str(checkpoint)
@@ -115,7 +117,7 @@ def watch(
         PrometheusSource(prometheus, match=match or ['{__name__=~".+"}']) if prometheus else None
     )
     if serve:
-        app = console_app(store, hub, settings, pack, pipe.current_topology)
+        app = console_app(store, hub, settings, pack, pipe.current_topology, alert_sink=alerts)
         _serve(app, settings.http_host, settings.http_port)
         console.print(f"console http://{settings.http_host}:{settings.http_port}")
     what = [f"{len(targets)} target(s)"] if targets else []
@@ -164,6 +166,7 @@ def watch(
             scrapes += 1
             if scrapes % checkpoint_every == 0:
                 save()
+            alerts.drain(pipe.add_finding, pipe.clear_series)  # Alertmanager's, via the console
             output.tick()
             tick += interval
             if tick < time.time():  # fell behind (a slow scrape): skip, do not burst

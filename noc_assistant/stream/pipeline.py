@@ -749,6 +749,15 @@ class Pipeline:
             self.outbox.finding(finding, event.kind == "update", self._phase)
         self._add(finding)
 
+    def add_finding(self, finding: Finding) -> None:
+        """A finding from outside the detectors (an Alertmanager alert, through the console's
+        webhook): kept, correlated and ranked like the detectors' own."""
+        self._add(finding)
+
+    def clear_series(self, series: str, entity: str, ts: float) -> None:
+        """An outside finding's series stopped alarming at ``ts`` (its alert resolved)."""
+        self._clear(series, entity, ts)
+
     def _add(self, finding: Finding) -> None:
         rule = self.correlator.held(finding)
         if rule is not None:  # under a raised bar: evidence, no page (Finding.held_by)

@@ -381,3 +381,37 @@ def test_beside_a_pipeline_the_alerts_wait_for_its_loop(pack: Pack) -> None:
     assert (series, entity) == (series_id(finding.kpi, finding.labels), "amf-1")
     assert ts == pytest.approx(STARTS + 60.123456)
     assert queued.drain(added.append, lambda *c: cleared.append(c)) == 0
+
+
+def test_a_pipeline_takes_the_queued_alerts_into_its_own_correlator() -> None:
+    """`noc watch` drains the console's queued alerts into its pipeline each round: the alert
+    opens an incident there, diagnosed like the detectors' findings, and its clear resolves
+    the series."""
+    from knowledge.pack import load_pack
+    from noc_assistant.stream.correlate import series_id
+    from noc_assistant.stream.pipeline import Pipeline
+
+    q = QueuedAlerts()
+    pipe = Pipeline(pack=load_pack())
+    f = Finding(
+        id="f-am-1",
+        detector="alertmanager",
+        kpi="alert:GnbDown",
+        entity="amf-1",
+        ts=1_764_000_000.0,
+        score=6.0,
+        observed=1.0,
+        expected_low=0.0,
+        expected_high=0.0,
+        direction="up",
+    )
+    q.fire(f)
+    assert q.drain(pipe.add_finding, pipe.clear_series) == 1
+    [inc] = pipe.correlator.incidents.values()
+    assert inc.entities == ["amf-1"] and "f-am-1" in inc.finding_ids
+    assert pipe.findings[-1].id == "f-am-1" and inc.id in pipe.diagnoses
+    series = series_id(f.kpi, f.labels)  # what the intake clears when the alert resolves
+    assert pipe.correlator.alarming(series, "amf-1", "up")
+    q.clear(series, "amf-1", f.ts + 60)
+    assert q.drain(pipe.add_finding, pipe.clear_series) == 1
+    assert not pipe.correlator.alarming(series, "amf-1", "up")
