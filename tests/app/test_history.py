@@ -327,11 +327,15 @@ def test_the_stores_candidate_filter_loses_nothing(tmp_path: Path) -> None:
             )
             store.save_review(review)
     reviews = store.reviews()
+    links = {"smf-1": {"upf-1", "upf-2"}, "upf-1": {"smf-1"}}
+
+    def near(e: str) -> set[str]:
+        return links.get(e, set())
+
     for inc in everything[-40:]:
         full = similar(inc, everything, reviews)
         assert similar_in_store(store, inc) == full
-        near = {"smf-1": {"upf-1", "upf-2"}, "upf-1": {"smf-1"}}.get
-        scan = concurrent(inc, everything, lambda e: near(e, set()), reviews, now=inc.updated_at)
-        assert concurrent_in_store(store, inc, lambda e: near(e, set()), now=inc.updated_at) == [
+        scan = concurrent(inc, everything, near, reviews, now=inc.updated_at)
+        assert concurrent_in_store(store, inc, near, now=inc.updated_at) == [
             p for p in scan if p.opened_at >= inc.opened_at - 86_400.0
         ]
