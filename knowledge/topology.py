@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -112,6 +113,20 @@ class PartnerLink:
     s8_peers: tuple[str, ...] = ()
     noc_email: str | None = None
     name: str = ""
+    tmf621_url: str | None = None
+    """The base of the partner NOC's TMF621 Trouble Ticket API (``…/tmf-api/troubleTicket/v5``)
+    where it takes tickets from us (:mod:`noc_assistant.integrations.tmf621`); inventory
+    ``partners[].tmf621_url``. Its token is in the environment, never here."""
+
+
+def _tmf621_url(value: object, source: str | None, where: str) -> str | None:
+    """An inventory partner's ``tmf621_url``: an http(s) URL with a host, or None."""
+    if value is None:
+        return None
+    parts = urlsplit(value) if isinstance(value, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise TopologyError("an http:// or https:// URL with a host", file=source, field=where)
+    return str(value)
 
 
 def plmn_digits(plmn: str) -> str:
@@ -173,14 +188,18 @@ class Topology:
         for e in inventory.entities:
             explicit[e.id] += [f"{e.id}/gpu{g}" for g in e.gpus]
         partners: list[PartnerLink] = []
-        for entity in inventory.entities:
-            for p in entity.partners:
+        for i, entity in enumerate(inventory.entities):
+            for j, p in enumerate(entity.partners):
+                url = (p.model_extra or {}).get("tmf621_url")
                 partners.append(
                     PartnerLink(
                         plmn=p.plmn,
                         sepp=entity.id,
                         s8_peers=(p.s8_peer,) if p.s8_peer else (),
                         noc_email=p.noc_email,
+                        tmf621_url=_tmf621_url(
+                            url, source, f"entities.{i}.partners.{j}.tmf621_url"
+                        ),
                     )
                 )
         return cls._build(types, explicit, partners, pack, attributes)
@@ -234,6 +253,8 @@ class Topology:
                 s8_peers=tuple(dict.fromkeys((*(base.s8_peers if base else ()), *op.s8_peers))),
                 noc_email=op.noc_email or (base.noc_email if base else None),
                 name=op.name,
+                # the overlay's own where its schema has one, else the inventory's
+                tmf621_url=getattr(op, "tmf621_url", None) or (base.tmf621_url if base else None),
             )
         home = pack.operator.home_plmns if pack.operator else ()
         return cls(types, edges, tuple(merged.values()), tuple(home), attributes, roles)

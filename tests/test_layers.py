@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "noc_assistant.simulate": 1,
     "noc_assistant.integrations.llm": 1,
     "noc_assistant.integrations.mail": 1,
+    "noc_assistant.integrations.tmf621": 1,
     "noc_assistant.integrations.prometheus": 1,
     # 2: from an incident to what a person reads
     "noc_assistant.triage": 2,

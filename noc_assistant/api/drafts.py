@@ -62,6 +62,7 @@ from noc_assistant.integrations.mail import (
     export,
     masked,
 )
+from noc_assistant.integrations.tmf621 import on_approval
 from noc_assistant.models import ChatRecord, Diagnosis, EmailDraft, Incident, Report
 from noc_assistant.settings import get_settings
 from noc_assistant.store import Store
@@ -371,9 +372,21 @@ def _email_step_routes(router: APIRouter, ctx: _Drafting) -> None:
         )
 
     @router.post("/api/emails/{email_id}/approve")
-    def approve(s: StoreDep, caller: Approver, email_id: str, who: Approval) -> EmailDraft:
+    def approve(
+        s: StoreDep, caller: Approver, email_id: str, who: Approval, response: Response
+    ) -> EmailDraft:
+        """Approve a draft; where its partner takes TMF621 tickets, open one (a partner that
+        cannot be told leaves the approval standing: a ``Warning`` header says so, and the
+        ticket is opened at the incident's next event)."""
         approver = acting(caller, who.approver, "approver") or ""
-        return ctx.step(s, email_id, lambda m: m.approved(approver, ctx.clock()))
+        draft = ctx.step(s, email_id, lambda m: m.approved(approver, ctx.clock()))
+        if ctx.drafter is not None:
+            d = ctx.drafter
+            warning = on_approval(s, draft, d.network_topology, d.masker, [d.contact])
+            if warning:
+                text = warning.encode("latin-1", "replace").decode("latin-1").replace('"', "'")
+                response.headers["Warning"] = f'199 noc-assistant "{" ".join(text.split())}"'
+        return draft
 
     @router.post("/api/emails/{email_id}/reject")
     def reject(s: StoreDep, caller: Operator, email_id: str, who: Approval) -> EmailDraft:

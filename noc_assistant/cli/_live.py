@@ -111,6 +111,10 @@ class IncidentOutput:
             self.notifier = Notifier.from_settings(settings, store, pack)
             if self.notifier is not None:
                 self.notifier.start()
+        from noc_assistant.integrations.tmf621 import Tickets
+
+        self.tickets = Tickets.from_settings(settings, store)
+        """Partner TMF621 tickets of approved e-mails: noted and resolved with the incident."""
 
     def __call__(self, event: IncidentEvent) -> None:
         inc = event.incident
@@ -130,6 +134,8 @@ class IncidentOutput:
             self.store.save_findings([event.finding], incident_id=inc.id)
         if self.hub is not None:
             self.hub.publish({"kind": event.kind, "incident": inc.id, "state": inc.state})
+        for warning in self.tickets.on_incident(event):
+            err_console.print(f"warning: {warning}", markup=False, highlight=False)
         if event.kind in ("opened", "resolved", "reopened"):
             opened = "[blue]NOTICE[/]" if inc.severity == "info" else "[red]ALERT[/]"
             word = {"opened": opened, "resolved": "[green]RESOLVED[/]"}.get(

@@ -195,12 +195,22 @@ def edit(
 def approve(
     email_id: Annotated[str, typer.Argument(help="E-mail id")],
     by: Annotated[str, typer.Option("--by", help="Who approves it (recorded)")],
+    inventory: InventoryOpt = None,
 ) -> None:
     """Approve a draft for sending: not by whoever asked for it or edited it (four eyes;
-    names compared without regard to case)."""
-    store = open_store(get_settings().db_url)
-    store.save_email(_draft(store, email_id).approved(by, time.time()))
+    names compared without regard to case). Where the partner takes TMF621 tickets
+    (``partners[].tmf621_url``), one is opened; if the partner cannot be told, the approval
+    stands, a warning says so, and the ticket is opened at the incident's next event."""
+    from noc_assistant.integrations.tmf621 import on_approval
+
+    store, drafter = drafting_for_cli(inventory)
+    d = _draft(store, email_id).approved(by, time.time())
+    store.save_email(d)
     console.print(f"{email_id} approved by {by}", highlight=False)
+    topology, masker = drafter.network_topology, drafter.masker
+    warning = on_approval(store, d, topology, masker, [drafter.contact])
+    if warning:
+        err_console.print(f"warning: {warning}", markup=False, highlight=False)
 
 
 @app.command("reject")
