@@ -256,7 +256,10 @@ class Correlator:
                 candidates, key=lambda o: (o.alarms(key, finding.direction), o.incident.updated_at)
             )
             known = target.alarms(key, finding.direction)
-            self._attach(target, finding, symptom=not known)
+            # an entity of the incident going silent is that fault's consequence: it joins
+            # without moving the grouping window, so peers' later readings are not pulled in
+            aftermath_only = self._consequence(finding, target) and not self._near(finding, target)
+            self._attach(target, finding, symptom=not known and not aftermath_only)
             if known:  # evidence for the diagnosis, not a new symptom: no page
                 return [IncidentEvent("updated", target.incident, finding)]
             if (
