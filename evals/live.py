@@ -4,7 +4,7 @@
 the engineers' verdicts on the incidents they were paged for (:class:`~noc_assistant.models.
 Review`: ``fault``, ``no_fault`` — a false page — or ``maintenance``). :func:`live_report`
 turns the incidents opened in a period and their verdicts into the figures a NOC reviews every
-week, with the report keys of FORMATS.md §5 where they mean the same thing:
+week, with the report keys of docs/FORMATS.md §5 where they mean the same thing:
 
 - ``false_positives``: incidents judged ``no_fault``; ``false_alarm_share`` the share of the
   judged incidents (``fault`` or ``no_fault``) that were false, with its Wilson 95 % interval
@@ -31,7 +31,7 @@ week, with the report keys of FORMATS.md §5 where they mean the same thing:
 - ``per_kpi`` and ``per_detector``: incidents and false ones by the KPI and detector of the
   finding that opened them, so the noisiest KPI is the first line to read.
 
-:func:`labels_from_reviews` writes the verdicts as a labels file (FORMATS.md §2), so that a
+:func:`labels_from_reviews` writes the verdicts as a labels file (docs/FORMATS.md §2), so that a
 recording of the same telemetry can be re-scored by `noc eval run` with another detector
 version or knowledge pack: the operation's verdicts become its regression test.
 
@@ -320,7 +320,7 @@ def _table(rows: dict[str, Counter[str]]) -> dict[str, dict[str, Any]]:
 
 
 def labels_from_reviews(store: Store, since: float, until: float) -> dict[str, Any]:
-    """The verdicts on the incidents opened in ``[since, until)`` as a labels file (FORMATS.md
+    """The verdicts on the incidents opened in ``[since, until)`` as a labels file (docs/FORMATS.md
     §2): a ``fault`` with its confirmed root cause is an incident (from its first finding to
     its resolution; affected: its entities), ``no_fault`` a no-fault window, ``maintenance``
     a maintenance window per entity. A ``fault`` with no root cause yet cannot be a label: its

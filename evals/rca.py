@@ -1,12 +1,12 @@
 """RCA evaluation: AC@1, AC@3, no-fault accuracy, evidence resolution and calibration.
 
-Ground truth is the labels file of FORMATS.md §2. Each labelled incident becomes one case, scored
-on the diagnosis of the pipeline incident that best overlaps it: the one with findings on the most
-labelled entities inside the labelled window, then the first to react, then entity overlap; each
-``no_fault`` window becomes one case that is right when every incident active in it (a finding
-inside the window) is answered ``no_fault`` (or none was). An incident that merely stays open
-across a window, with nothing new, says nothing about it. Without the run's findings, time
-overlap alone decides. Scoring is deterministic: no judge, closed fault set.
+Ground truth is the labels file of docs/FORMATS.md §2. Each labelled incident becomes one case,
+scored on the diagnosis of the pipeline incident that best overlaps it: the one with findings on
+the most labelled entities inside the labelled window, then the first to react, then entity
+overlap; each ``no_fault`` window becomes one case that is right when every incident active in
+it (a finding inside the window) is answered ``no_fault`` (or none was). An incident that merely
+stays open across a window, with nothing new, says nothing about it. Without the run's findings,
+time overlap alone decides. Scoring is deterministic: no judge, closed fault set.
 
 >>> from noc_assistant.models import Hypothesis
 >>> h = lambda f, e, c: Hypothesis(fault=f, entity=e, confidence=c)
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------- labels (FORMATS.md §2)
+# ---------------------------------------------------------------- labels (docs/FORMATS.md §2)
 
 
 def _epoch(value: Any) -> float:
@@ -107,7 +107,7 @@ class Labels(BaseModel):
 
 
 def load_labels(path: Path | str) -> Labels:
-    """Read a labels JSON file (FORMATS.md §2)."""
+    """Read a labels JSON file (docs/FORMATS.md §2)."""
     return Labels.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
@@ -253,7 +253,7 @@ def score_rca(cases: Sequence[RcaCase], bins: int = 10) -> RcaScores:
 
 
 def report_keys(scores: RcaScores) -> dict[str, Any]:
-    """The report.json keys of FORMATS.md §5 this module owns, plus extras."""
+    """The report.json keys of docs/FORMATS.md §5 this module owns, plus extras."""
     return {
         "rca_ac1": scores.ac1,
         "rca_ac3": scores.ac3,

@@ -5,7 +5,7 @@ A pack is a directory::
     pack.yaml          name, semver version, scope, params, ``extends`` (overlays)
     references/*.yaml  standards and sources rules cite
     kpis/*.yaml        derived KPIs (formulas over counters and gauges)
-    faults.yaml        fault classes (FORMATS.md §3 + no_fault)
+    faults.yaml        fault classes (docs/FORMATS.md §3 + no_fault)
     topology.yaml      NF types and their dependencies
     rules/*.yaml       diagnostic rules, each with positive and negative fixtures
     guardrails/*.yaml  masking, grounding and prompt-injection policies
@@ -88,7 +88,7 @@ REQUIRED_FAULTS = frozenset(
         "no_fault",
     }
 )
-"""FORMATS.md §3: fault ids every pack must define (with their meaning)."""
+"""docs/FORMATS.md §3: fault ids every pack must define (with their meaning)."""
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -389,7 +389,7 @@ def _check(pack: Pack) -> None:
 
     missing = sorted(REQUIRED_FAULTS - set(pack.faults))
     if missing:
-        raise PackError(f"fault classes of FORMATS.md §3 missing: {', '.join(missing)}")
+        raise PackError(f"fault classes of docs/FORMATS.md §3 missing: {', '.join(missing)}")
     for nf in pack.nf_types.values():
         for i, dep in enumerate(nf.depends_on):
             if dep not in pack.nf_types:

@@ -85,7 +85,7 @@ class ReferenceFile(_Strict):
 
 
 class Fault(_Strict):
-    """One fault class (FORMATS.md §3) or ``no_fault``."""
+    """One fault class (docs/FORMATS.md §3) or ``no_fault``."""
 
     id: str = Field(pattern=_FAULT_ID)
     domain: Literal["packet_core", "gpu_serving", "any"]

@@ -1,4 +1,4 @@
-"""Network topology: the operator inventory (FORMATS.md §4) read against the pack's NF types.
+"""Network topology: the operator inventory (docs/FORMATS.md §4) read against the pack's NF types.
 
 An entity of type A depends on entity B when the pack says type A depends on B's type; inventory
 ``peers`` narrow that to the listed entities (an SMF depends only on its own UPFs). Entities that
@@ -68,7 +68,7 @@ class _InventoryPartner(BaseModel):
 
 
 class InventoryEntity(BaseModel):
-    """One inventory entity; unknown keys are kept (FORMATS.md §4)."""
+    """One inventory entity; unknown keys are kept (docs/FORMATS.md §4)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -79,7 +79,7 @@ class InventoryEntity(BaseModel):
     gpus: list[str] = Field(default_factory=list)
     tz: str | None = None
     """IANA time zone of the entity's site where it is not the network's (its traffic follows
-    that wall clock): an extension of FORMATS.md §4, whose unknown keys are kept."""
+    that wall clock): an extension of docs/FORMATS.md §4, whose unknown keys are kept."""
 
     @field_validator("tz")
     @classmethod

@@ -3,7 +3,7 @@
 Libraries raise these; only the CLI turns them into messages and exit codes::
 
     NocError                      base of everything we raise on purpose
-    ├── BadInputError             input data or files that do not follow FORMATS.md (exit 2)
+    ├── BadInputError             input data or files that do not follow docs/FORMATS.md (exit 2)
     │   ├── ReplayFormatError     a telemetry replay file (names file and line)
     │   ├── InventoryError        a network inventory file
     │   ├── EmailStateError       an e-mail step its state does not allow (send a draft …)
@@ -49,7 +49,7 @@ class NocError(Exception):
 
 
 class BadInputError(NocError):
-    """Input that does not follow the contracts of FORMATS.md.
+    """Input that does not follow the contracts of docs/FORMATS.md.
 
     ``source`` names the file (or stream) and ``line`` the 1-based line, where known.
     """
@@ -68,7 +68,7 @@ class ReplayFormatError(BadInputError):
 
 
 class InventoryError(BadInputError):
-    """A network inventory file that does not follow FORMATS.md §4."""
+    """A network inventory file that does not follow docs/FORMATS.md §4."""
 
 
 class EmailStateError(BadInputError):

@@ -1,4 +1,4 @@
-"""The operator's network inventory (FORMATS.md §4), read into the pack's topology.
+"""The operator's network inventory (docs/FORMATS.md §4), read into the pack's topology.
 
 The knowledge pack owns what an inventory means (``knowledge.topology``); this module reads one:
 its errors are :class:`~noc_assistant.errors.InventoryError` (exit 2, naming file and field).

@@ -1,7 +1,7 @@
 """Domain models shared by every stage (pydantic v2).
 
 Timestamps inside the application are epoch seconds (float, UTC); files use RFC 3339 as
-FORMATS.md says. Ids are short strings, unique within their kind.
+docs/FORMATS.md says. Ids are short strings, unique within their kind.
 
 >>> key = SeriesKey.of("fivegs_amffunction_rm_reginitreq", {"instance": "amf-2", "nf": "amf"})
 >>> key.instance
@@ -110,7 +110,7 @@ class SeriesKey(_Frozen):
 
 
 class Sample(_Model):
-    """One telemetry sample (FORMATS.md §1). ``value`` None or NaN is a gap, never zero."""
+    """One telemetry sample (docs/FORMATS.md §1). ``value`` None or NaN is a gap, never zero."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,4 +1,4 @@
-"""Alertmanager's alerts as findings: ``POST /api/alertmanager/webhook`` (FORMATS.md §6).
+"""Alertmanager's alerts as findings: ``POST /api/alertmanager/webhook`` (docs/FORMATS.md §6).
 
 Alertmanager's webhook receiver (payload ``version`` 4) posts each notification of a group:
 its alerts, firing or resolved, each with labels, annotations, ``startsAt``/``endsAt`` and a

@@ -119,7 +119,7 @@ def test(directory: PackDir = None) -> None:
 
 @app.command("inhibit-rules")
 def inhibit_rules_cmd(
-    inventory: Annotated[Path, typer.Option(help="Network inventory JSON (FORMATS.md §4).")],
+    inventory: Annotated[Path, typer.Option(help="Network inventory JSON (docs/FORMATS.md §4).")],
     directory: PackDir = None,
     out: Annotated[Path | None, typer.Option(help="Write YAML here instead of stdout.")] = None,
 ) -> None:

@@ -13,7 +13,7 @@ METRIC_TYPES = frozenset(
 
 
 class Point(NamedTuple):
-    """One sample (FORMATS.md §1) in the form the pipeline moves around.
+    """One sample (docs/FORMATS.md §1) in the form the pipeline moves around.
 
     ``value`` None is a gap (a missing sample), never zero. ``labels`` is a tuple of sorted
     pairs so that a point is hashable and its series identity is ``(metric, labels)``.

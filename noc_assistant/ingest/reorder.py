@@ -1,6 +1,6 @@
 """Put points in time order within an allowed lateness; drop exact repeats, keep the rest.
 
-Points may arrive out of order by a few scrape intervals and may repeat (FORMATS.md §1).
+Points may arrive out of order by a few scrape intervals and may repeat (docs/FORMATS.md §1).
 The buffer holds points until the watermark (newest timestamp seen − ``lateness_s``) passes
 them, then releases them in time order. A repeat of an already released sample with the same
 value is counted as a duplicate; a conflicting repeat or a point older than what was already

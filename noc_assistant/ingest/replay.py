@@ -1,4 +1,4 @@
-"""Replay files (FORMATS.md §1): JSONL, one sample per line, or CSV.
+"""Replay files (docs/FORMATS.md §1): JSONL, one sample per line, or CSV.
 
 A line that does not parse is quarantined with its line number and the reason: not JSON, not
 UTF-8, a CSV field past the csv module's limit, a line longer than :data:`MAX_LINE_BYTES`, a
@@ -227,7 +227,7 @@ def _label_key(items: tuple[tuple[object, object], ...]) -> tuple[tuple[str, str
 
 def _loads(raw: bytes) -> Any:
     """orjson for speed; the standard library for lines with a bare ``NaN`` token, which
-    Python's json writes for a missing value and FORMATS.md allows."""
+    Python's json writes for a missing value and docs/FORMATS.md allows."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:

@@ -1,5 +1,5 @@
 """Direct scrapes of Prometheus exposition endpoints (``/metrics``): the live source of the
-embedded default (DESIGN.md), as Prometheus itself would scrape the exporters.
+embedded default (docs/ARCHITECTURE.md), as Prometheus itself would scrape the exporters.
 
 :func:`parse_exposition` reads the text format (Prometheus 0.0.4 and OpenMetrics): ``# TYPE``
 lines give each family's type, which maps to FORMATS §1's sample types (a counter's samples

@@ -1,5 +1,5 @@
 """A Prometheus server as a telemetry source (its HTTP API, ``/api/v1``): the metrics source at
-scale (DESIGN.md), for a network whose exporters Prometheus already scrapes.
+scale (docs/ARCHITECTURE.md), for a network whose exporters Prometheus already scrapes.
 
 :class:`PrometheusSource` reads the raw samples Prometheus stored, not a resampled grid: an
 instant query of a range selector (``{...}[1h]``) returns each series' samples with their own

@@ -146,7 +146,7 @@ def _parse_faults(v: str | list[str]) -> tuple[str, ...]:
 
 class SimSample(NamedTuple):
     """One sample: ``ts`` epoch seconds (float), ``metric``, ``labels`` (a fresh dict),
-    ``value`` (float, ``None`` for a gap) and ``type`` (FORMATS.md §1 type name)."""
+    ``value`` (float, ``None`` for a gap) and ``type`` (docs/FORMATS.md §1 type name)."""
 
     ts: float
     metric: str

@@ -207,5 +207,5 @@ EPC_FAULTS: Mapping[str, FaultSpec] = {
     fid: _spec(fid, raw, _DOC, FAULTS[fid].duration_min) for fid, raw in _DOC["epc_faults"].items()
 }
 
-#: The closed set of fault classes (FORMATS.md §3), in catalogue order.
+#: The closed set of fault classes (docs/FORMATS.md §3), in catalogue order.
 FAULT_IDS: tuple[str, ...] = tuple(FAULTS)

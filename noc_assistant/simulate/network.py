@@ -133,7 +133,7 @@ class Network:
         return [smf for smf, peers in self.smf_peers.items() if upf in peers]
 
     def inventory(self) -> dict[str, Any]:
-        """The inventory document (FORMATS.md §4)."""
+        """The inventory document (docs/FORMATS.md §4)."""
         rows: list[dict[str, Any]] = []
         for e in self.entities:
             row: dict[str, Any] = {"id": e.id, "type": e.type}

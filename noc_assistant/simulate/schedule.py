@@ -150,7 +150,7 @@ class Schedule:
     benign_events: list[tuple[float, float, str]] = field(default_factory=list)
 
     def labels(self) -> dict[str, Any]:
-        """The labels document (FORMATS.md §2, plus the optional ``restarts`` list)."""
+        """The labels document (docs/FORMATS.md §2, plus the optional ``restarts`` list)."""
         return {
             "incidents": [
                 {

@@ -1,4 +1,4 @@
-"""Writing a scenario: ``telemetry.jsonl``, ``labels.json``, ``inventory.json`` (FORMATS.md).
+"""Writing a scenario: ``telemetry.jsonl``, ``labels.json``, ``inventory.json`` (docs/FORMATS.md).
 
 Lines are formatted by hand from precomputed per-series fragments; the result is exactly what
 ``json.dumps(..., separators=(",", ":"))`` gives for the same sample (floats by ``repr``,

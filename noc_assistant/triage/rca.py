@@ -1,8 +1,8 @@
 """Root-cause analysis: the knowledge pack's rules, run on one incident, give ranked hypotheses.
 
-Each hypothesis is a fault class (FORMATS.md §3) on a root-cause entity, with the evidence it rests
-on (findings, inventory links, expected-but-absent signals), its references, the checks to run,
-what refutes it, and a confidence. Confidences are a softmax over rule scores against a
+Each hypothesis is a fault class (docs/FORMATS.md §3) on a root-cause entity, with the evidence
+it rests on (findings, inventory links, expected-but-absent signals), its references, the checks
+to run, what refutes it, and a confidence. Confidences are a softmax over rule scores against a
 ``no_fault`` baseline (pack params ``no_fault_score`` and ``confidence_temperature``), so an
 incident no rule explains well is answered ``no_fault`` (insufficient evidence) rather than
 forced onto a fault. ``evals/rca.py`` measures how well the confidences are calibrated.

@@ -2,7 +2,7 @@
 
 A worker that crashes between snapshots and restarts must end with the alerts of a worker that
 never stopped; bad lines are quarantined with where they came from; publishing twice adds
-nothing. No stand-in: without a server the tests fail, as DESIGN.md asks.
+nothing. No stand-in: without a server the tests fail, as docs/ARCHITECTURE.md asks.
 """
 
 from __future__ import annotations

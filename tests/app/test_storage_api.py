@@ -1,6 +1,6 @@
 """Both stores keep one contract: SQLite (embedded) and the real PostgreSQL on loopback (started
-by scripts/system-deps.sh; without it the tests fail, as DESIGN.md asks). SQLite survives a
-reopen; the web console serves incidents over real HTTP."""
+by scripts/system-deps.sh; without it the tests fail, as docs/ARCHITECTURE.md asks). SQLite
+survives a reopen; the web console serves incidents over real HTTP."""
 
 from __future__ import annotations
 

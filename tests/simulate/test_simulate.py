@@ -1,4 +1,4 @@
-"""Contract tests of the telemetry simulator (FORMATS.md §1, §2, §4) and its fault injection."""
+"""Contract tests of the telemetry simulator (docs/FORMATS.md §1, §2, §4) and its faults."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def read_lines(path: Path) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-# -- FORMATS.md contracts ---------------------------------------------------------------------
+# -- docs/FORMATS.md contracts ---------------------------------------------------------------------
 
 
 def test_telemetry_lines_follow_formats(day_files: dict[str, Path], day: Scenario) -> None:

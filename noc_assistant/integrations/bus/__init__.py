@@ -1,4 +1,4 @@
-"""The telemetry bus at scale: NATS JetStream (DESIGN.md, "Real components").
+"""The telemetry bus at scale: NATS JetStream (docs/ARCHITECTURE.md, "Data flow").
 
 The embedded default feeds the pipeline in process; a deployment that outgrows one process
 puts telemetry on JetStream and runs detector workers beside it:
