@@ -1,5 +1,6 @@
 """The ensemble of :mod:`detectors.ensemble` over many series at once (numpy state over series,
-one compiled pass per step: :mod:`detectors._bank_kernel`)."""
+laid out in :mod:`detectors._bank_kernel_state`; one compiled pass per step:
+:mod:`detectors._bank_kernel`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from detectors import _bank_kernel as kernel
+from detectors import _bank_kernel_state as layout
 from detectors.clock import LocalClock
 from detectors.params import SPREAD_MEAN0, SPREAD_VAR0, EnsembleParams
 from detectors.seasonal import check_day_types, weekend_mask
@@ -23,14 +25,7 @@ Bool = NDArray[np.bool_]
 
 _DIRECTIONS = {"both": 0.0, "up": 1.0, "down": 2.0}
 #: columns of ``EnsembleBank.detail_``
-DETAIL = ("expected", "scale", "point_bar", "point_ratio", "shift_ratio")
-#: rows of ``EnsembleBank.state_`` (see :func:`detectors._bank_kernel.ensemble_step`)
-_ST_ROWS = ("up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "run", "cool",
-            "warm_n", "tail_lag_n", "x_prev", "resolution", "resolution_n", "cycle_n",
-            "spread_m", "spread_mu", "spread_var")  # fmt: skip
-_WARM_N, _TAIL_LAG_N = _ST_ROWS.index("warm_n"), _ST_ROWS.index("tail_lag_n")
-_CYCLE_N = _ST_ROWS.index("cycle_n")
-_TAIL = {key: j for j, key in enumerate(kernel.TAIL_KEYS)}
+DETAIL = layout.DETAIL
 _EMPTY = np.zeros(0, np.float64)
 _NO_FLAGS = np.zeros(0, np.bool_)
 #: the per-series state arrays (series first), grown together by ``EnsembleBank.extend``
@@ -91,14 +86,15 @@ class EnsembleBank(EnsembleParams):
         dt = np.dtype(self.dtype)
         self.dtype_ = dt
         #: per series (one contiguous row each): level n, mean, mean absolute deviation, slow one
-        self.level_ = np.zeros((n, 4), dt)
-        #: per series: the columns named in ``_ST_ROWS``
-        self.state_ = np.zeros((n, len(_ST_ROWS)), dt)
-        self.state_[:, _ST_ROWS.index("x_prev")] = np.nan
-        self.state_[:, _ST_ROWS.index("spread_mu")] = SPREAD_MEAN0
-        self.state_[:, _ST_ROWS.index("spread_var")] = SPREAD_VAR0
-        #: per series: :data:`detectors._bank_kernel.TAIL_KEYS` × member (point, shift, spread)
-        self.tails_ = np.zeros((n, len(kernel.TAIL_KEYS), 3), dt)
+        self.level_ = np.zeros((n, len(layout.LEVEL_KEYS)), dt)
+        #: per series: the columns named in :data:`detectors._bank_kernel_state.STATE_KEYS`
+        self.state_ = np.zeros((n, len(layout.STATE_KEYS)), dt)
+        self.state_[:, layout.ST_X_PREV] = np.nan
+        self.state_[:, layout.ST_SPREAD_MU] = SPREAD_MEAN0
+        self.state_[:, layout.ST_SPREAD_VAR] = SPREAD_VAR0
+        #: per series: :data:`detectors._bank_kernel_state.TAIL_KEYS` × member (point, shift,
+        #: spread)
+        self.tails_ = np.zeros((n, len(layout.TAIL_KEYS), 3), dt)
         # daily, weekly and day-type profiles, (bins, series, keys) and series-wide (series,
         # keys), allocated with the first timestamp: period, bins, days a bin needs, and trend
         # terms (a day-type profile has one per day type)
@@ -200,15 +196,15 @@ class EnsembleBank(EnsembleParams):
 
     def _new_profile(self, bins: int, n: int, trends: int = 1) -> tuple[Arr, Arr]:
         """Fresh state of one profile: ``(bins, n)`` records (no day seen yet) and the
-        series-wide ``(n, len(SERIES_KEYS))`` state (:data:`detectors._bank_kernel.SERIES_KEYS`;
-        ``trends``: 2 for a day-type profile, whose second trend term takes ``TREND_COLS`` more
-        columns, followed by its two counts of mature predictions from ``TYPE_RES`` on)."""
-        s = np.zeros((bins, n), kernel.season_dtype(self.dtype_))
+        series-wide ``(n, len(SERIES_KEYS))`` state
+        (:data:`detectors._bank_kernel_state.SERIES_KEYS`; ``trends``: 2 for a day-type
+        profile, whose second trend term takes ``TREND_COLS`` more columns, followed by its two
+        counts of mature predictions from ``TYPE_RES`` on)."""
+        s = np.zeros((bins, n), layout.season_dtype(self.dtype_))
         s["cday"] = -1.0
-        cols = kernel.TYPE_RES + 2 if trends == 2 else len(kernel.SERIES_KEYS)
+        cols = layout.TYPE_RES + 2 if trends == 2 else len(layout.SERIES_KEYS)
         g = np.zeros((n, cols), self.dtype_)
-        tday = kernel.SERIES_KEYS.index("tday")
-        g[:, [tday + k * kernel.TREND_COLS for k in range(trends)]] = -np.inf
+        g[:, [layout.G_TDAY + k * layout.TREND_COLS for k in range(trends)]] = -np.inf
         return s, g
 
     def _param_values(self) -> dict[str, Any]:
@@ -233,17 +229,17 @@ class EnsembleBank(EnsembleParams):
                 fd[sel] = gaussian_bar(float(u) * self.spread_share)
         tl = self.tails_
         self.t_dirty_[which] = True
-        tl[which, _TAIL["log_q"], 0] = np.log(qp)
-        tl[which, _TAIL["log_q"], 1] = np.log(qs)
-        tl[which, _TAIL["log_q"], 2] = np.log(q * self.spread_share) if spread else 0.0
-        tl[which, _TAIL["floor"], 0] = fp
-        tl[which, _TAIL["floor"], 1] = fs
-        tl[which, _TAIL["floor"], 2] = fd
+        tl[which, layout.T_LOG_Q, layout.POINT] = np.log(qp)
+        tl[which, layout.T_LOG_Q, layout.SHIFT] = np.log(qs)
+        tl[which, layout.T_LOG_Q, layout.SPREAD] = np.log(q * self.spread_share) if spread else 0.0
+        tl[which, layout.T_FLOOR, layout.POINT] = fp
+        tl[which, layout.T_FLOOR, layout.SHIFT] = fs
+        tl[which, layout.T_FLOOR, layout.SPREAD] = fd
         auto = np.maximum(self.min_warmup, np.ceil(self.warmup_s / step))
         w = self.warmup_[which]
-        self.state_[which, _WARM_N] = np.where(w >= 0, w, auto)
-        self.state_[which, _TAIL_LAG_N] = np.ceil(self.tail_lag_s / step)
-        self.state_[which, _CYCLE_N] = np.ceil(self.period / step)
+        self.state_[which, layout.ST_WARM_N] = np.where(w >= 0, w, auto)
+        self.state_[which, layout.ST_TAIL_LAG_N] = np.ceil(self.tail_lag_s / step)
+        self.state_[which, layout.ST_CYCLE_N] = np.ceil(self.period / step)
 
     def step(
         self,

@@ -356,26 +356,9 @@ class Ensemble(EnsembleParams):
         its support whether or not ``value × support`` is a whole number (:attr:`proportion_`)."""
         if math.isnan(x):
             return None
-        if support is not None and support > 0:
-            self.counted_ += 1
-            xs = x * support
-            if proportion or (0.0 <= x <= 1.0 and abs(xs - round(xs)) <= 1e-6 * max(1.0, support)):
-                self.whole_ += 1
+        self._count(x, support, proportion)
         if t is not None:
-            if self.last_t_ is not None and t > self.last_t_:
-                gap = t - self.last_t_
-                est = self.step_est_
-                if math.isfinite(est):
-                    sign = (gap > est) - (gap < est)
-                    est = est * (1.0 + STEP_RATE * sign)
-                else:
-                    est = gap
-                self.step_est_ = est
-                if not math.isfinite(self.interval_) or abs(est - self.interval_) > (
-                    STEP_MOVE * self.interval_
-                ):
-                    self.interval_ = est
-            self.last_t_ = t
+            self._track_interval(t)
         z, ref, scale = self._point(x, t, support)
         self.expected_ = ref
         self.scale_ = scale
@@ -408,44 +391,11 @@ class Ensemble(EnsembleParams):
             and self.daytype_ is not None
             and self.daytype_.new_day_type(t)
         )
-        lvl = self.level_
-        level_floor = self._noise_floor(lvl.mean_, support)
-        # what a profile too young to predict learns: an alarm's values clipped as the level
-        # clips them (a fault on the first day must not become that hour's normal)
-        young = x
-        if held and scored:
-            lim = self.seasonal_.clip * max(lvl.scale_, level_floor)
-            young = min(max(x, lvl.mean_ - lim), lvl.mean_ + lim)
-        lvl.learn_one(x, level_floor)
-        floor = self._noise_floor(ref, support)
-        self.seasonal_.learn_one(x, t, floor, young)
-        for prof in (self.weekly_, self.daytype_):
-            if prof is not None:
-                prof.learn_one(x, t, floor, young)
+        self._learn_models(x, t, support, ref, held and scored)
         if scored:
             if not held:
-                self.rho_n_ += 1
-                a = max(self.rho_alpha, 1.0 / self.rho_n_)
-                self.cov_ += a * (zc * self.z_prev_ - self.cov_)
-                self.var_ += a * (zc * zc - self.var_)
-                lag = self.tail_lag_n()
-                # in the warm-up (no bar yet) peaks beyond warmup_outlier x floor wait
-                admit = tuple(
-                    b if math.isfinite(b) else self.warmup_outlier * f
-                    for b, f in zip(bars, floors, strict=True)
-                )
-                for s, b, tail in zip(scores, admit, self.tails_, strict=True):
-                    tail.learn_one(0.0 if novel else s, b, lag)
-                if self.spread_share > 0.0:
-                    b = (
-                        spread_bar
-                        if math.isfinite(spread_bar)
-                        else (self.warmup_outlier * spread_floor)
-                    )
-                    self.spread_tail_.learn_one(0.0 if novel else spread, b, lag)
-                    self.spread_mu_ += self.spread_slow * (self.spread_m_ - self.spread_mu_)
-                    d = self.spread_m_ - self.spread_mu_
-                    self.spread_var_ += self.spread_slow * (d * d - self.spread_var_)
+                spread_member = (spread, spread_floor, spread_bar)
+                self._learn_normal(zc, scores, bars, floors, spread_member, novel)
             else:
                 for tail in (*self.tails_, self.spread_tail_):
                     tail.drop_run()
@@ -456,3 +406,82 @@ class Ensemble(EnsembleParams):
             )
         self.x_prev_ = x
         return transition
+
+    def _count(self, x: float, support: float | None, proportion: bool) -> None:
+        """Count a value that came with a support, and whether it was a share of that support
+        (declared, or in [0, 1] with ``value × support`` a whole number: :attr:`proportion_`)."""
+        if support is not None and support > 0:
+            self.counted_ += 1
+            xs = x * support
+            if proportion or (0.0 <= x <= 1.0 and abs(xs - round(xs)) <= 1e-6 * max(1.0, support)):
+                self.whole_ += 1
+
+    def _track_interval(self, t: float) -> None:
+        """Move the streaming median of the timestamp steps on to ``t``; the interval follows
+        it once it moved by more than :data:`~detectors.params.STEP_MOVE`."""
+        if self.last_t_ is not None and t > self.last_t_:
+            gap = t - self.last_t_
+            est = self.step_est_
+            if math.isfinite(est):
+                sign = (gap > est) - (gap < est)
+                est = est * (1.0 + STEP_RATE * sign)
+            else:
+                est = gap
+            self.step_est_ = est
+            if not math.isfinite(self.interval_) or abs(est - self.interval_) > (
+                STEP_MOVE * self.interval_
+            ):
+                self.interval_ = est
+        self.last_t_ = t
+
+    def _learn_models(
+        self, x: float, t: float | None, support: float | None, ref: float, clip_young: bool
+    ) -> None:
+        """The level and the profiles learn ``x`` (``ref``: what it was measured against).
+        With ``clip_young`` (an alarm's value) a profile too young to predict learns it
+        clipped as the level clips it: a fault on the first day must not become that hour's
+        normal."""
+        lvl = self.level_
+        level_floor = self._noise_floor(lvl.mean_, support)
+        young = x
+        if clip_young:
+            lim = self.seasonal_.clip * max(lvl.scale_, level_floor)
+            young = min(max(x, lvl.mean_ - lim), lvl.mean_ + lim)
+        lvl.learn_one(x, level_floor)
+        floor = self._noise_floor(ref, support)
+        self.seasonal_.learn_one(x, t, floor, young)
+        for prof in (self.weekly_, self.daytype_):
+            if prof is not None:
+                prof.learn_one(x, t, floor, young)
+
+    def _learn_normal(
+        self,
+        zc: float,
+        scores: tuple[float, float],
+        bars: tuple[float, float],
+        floors: tuple[float, float],
+        spread_member: tuple[float, float, float],
+        novel: bool,
+    ) -> None:
+        """What learns in normal time only: the lag-1 correlation of the clipped z ``zc``,
+        the members' tails (a ``novel`` day type's peaks as 0; in the warm-up, with no bar
+        yet, a peak beyond ``warmup_outlier`` × its iid bar waits) and the spread member's
+        slow mean and variance (``spread_member``: its score, iid floor and bar)."""
+        self.rho_n_ += 1
+        a = max(self.rho_alpha, 1.0 / self.rho_n_)
+        self.cov_ += a * (zc * self.z_prev_ - self.cov_)
+        self.var_ += a * (zc * zc - self.var_)
+        lag = self.tail_lag_n()
+        admit = tuple(
+            b if math.isfinite(b) else self.warmup_outlier * f
+            for b, f in zip(bars, floors, strict=True)
+        )
+        for s, b, tail in zip(scores, admit, self.tails_, strict=True):
+            tail.learn_one(0.0 if novel else s, b, lag)
+        if self.spread_share > 0.0:
+            spread, spread_floor, spread_bar = spread_member
+            b = spread_bar if math.isfinite(spread_bar) else (self.warmup_outlier * spread_floor)
+            self.spread_tail_.learn_one(0.0 if novel else spread, b, lag)
+            self.spread_mu_ += self.spread_slow * (self.spread_m_ - self.spread_mu_)
+            d = self.spread_m_ - self.spread_mu_
+            self.spread_var_ += self.spread_slow * (d * d - self.spread_var_)
