@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from noc_assistant.cli._console import console, err_console
+
+if TYPE_CHECKING:  # torch and the serving stack are imported by the commands that use them
+    from noc_assistant.serving.draft_heads import DrafterConfig
+    from noc_assistant.serving.loading import TargetModel
+    from noc_assistant.serving.train import FeatureSeq
 
 __all__ = ["app"]
 
@@ -62,44 +67,17 @@ def train_drafter_cmd(
     _threads(threads)
     import time
 
-    from noc_assistant.serving.backends import load_default
-    from noc_assistant.serving.draft_heads import DrafterConfig, save_drafter
-    from noc_assistant.serving.loading import tiny_qwen3
-    from noc_assistant.serving.train import TrainConfig, prepare_data, train_drafter
+    from noc_assistant.serving.draft_heads import save_drafter
+    from noc_assistant.serving.train import TrainConfig, train_drafter
 
     if variant not in VARIANTS:
         raise typer.BadParameter(f"variant must be one of {', '.join(VARIANTS)}")
     if alignment_weight < 0.0:
         raise typer.BadParameter("--alignment-weight must be >= 0")
-    t0 = time.perf_counter()
-    target = tiny_qwen3(device=device) if tiny else load_default(device=device)
-    err_console.print(f"target {target.name} loaded in {time.perf_counter() - t0:.1f}s")
-
-    def progress(stage: str, i: int, n: int) -> None:
-        if i == n or i % 32 == 0:
-            err_console.print(f"{stage} {i}/{n} ({time.perf_counter() - t0:.0f}s)")
-
-    vocab, data = prepare_data(
-        target,
-        work_dir or Path.home() / ".cache" / "noc-assistant" / "train",
-        n_prompts=prompts,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        vocab_size=vocab_size,
-        progress=progress,
+    target, vocab, data = _training_data(
+        tiny, device, work_dir, prompts, seed, max_new_tokens, vocab_size
     )
-    n_tok = sum(len(d.tokens) - d.prompt_len for d in data)
-    err_console.print(f"{len(data)} sequences, {n_tok} answer tokens, draft vocab {len(vocab)}")
-    mcfg = DrafterConfig.for_target(
-        target,
-        num_layers=layers,
-        intermediate_size=intermediate,
-        block_size=block_size,
-        dspine=variant != "dflash",
-        inject_layers=variant == "dspine",
-        refine=variant != "dflash",
-        draft_vocab=vocab,
-    )
+    mcfg = _drafter_config(target, variant, layers, intermediate, block_size, vocab)
     tcfg = TrainConfig(
         steps=steps, seed=seed, max_seconds=seconds, alignment_weight=alignment_weight
     )
@@ -131,6 +109,68 @@ def train_drafter_cmd(
     }
     (out / "train.json").write_text(json.dumps(info, indent=1))
     console.print(f"saved {variant} drafter to {out}")
+
+
+def _training_data(
+    tiny: bool,
+    device: str,
+    work_dir: Path | None,
+    prompts: int,
+    seed: int,
+    max_new_tokens: int,
+    vocab_size: int,
+) -> tuple[TargetModel, list[int], list[FeatureSeq]]:
+    """The target of ``train-drafter``, its draft vocabulary and its answers' features."""
+    import time
+
+    from noc_assistant.serving.backends import load_default
+    from noc_assistant.serving.loading import tiny_qwen3
+    from noc_assistant.serving.train import prepare_data
+
+    t0 = time.perf_counter()
+    target = tiny_qwen3(device=device) if tiny else load_default(device=device)
+    err_console.print(f"target {target.name} loaded in {time.perf_counter() - t0:.1f}s")
+
+    def progress(stage: str, i: int, n: int) -> None:
+        if i == n or i % 32 == 0:
+            err_console.print(f"{stage} {i}/{n} ({time.perf_counter() - t0:.0f}s)")
+
+    vocab, data = prepare_data(
+        target,
+        work_dir or Path.home() / ".cache" / "noc-assistant" / "train",
+        n_prompts=prompts,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        vocab_size=vocab_size,
+        progress=progress,
+    )
+    n_tok = sum(len(d.tokens) - d.prompt_len for d in data)
+    err_console.print(f"{len(data)} sequences, {n_tok} answer tokens, draft vocab {len(vocab)}")
+    return target, vocab, data
+
+
+def _drafter_config(
+    target: TargetModel,
+    variant: str,
+    layers: int,
+    intermediate: int,
+    block_size: int,
+    vocab: list[int],
+) -> DrafterConfig:
+    """The drafter shape of a ``train-drafter`` variant (dflash: no DSpine parts; dspine-noinject:
+    no injection after every layer)."""
+    from noc_assistant.serving.draft_heads import DrafterConfig
+
+    return DrafterConfig.for_target(
+        target,
+        num_layers=layers,
+        intermediate_size=intermediate,
+        block_size=block_size,
+        dspine=variant != "dflash",
+        inject_layers=variant == "dspine",
+        refine=variant != "dflash",
+        draft_vocab=vocab,
+    )
 
 
 def _load_engine(

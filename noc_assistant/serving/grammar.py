@@ -129,7 +129,7 @@ def ll_tokenizer(target: TargetModel) -> llguidance.LLTokenizer:
                 raise RequestError(
                     f"structured output needs a fast tokenizer: {exc}", param="response_format"
                 ) from exc
-        elif hasattr(tok, "backend"):  # a tokenizers.Tokenizer driven directly (native.py)
+        elif hasattr(tok, "backend"):  # a tokenizers.Tokenizer driven directly (FastTokenizer)
             backend = copy.copy(tok.backend)
             backend.no_padding()
             backend.no_truncation()

@@ -31,8 +31,14 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from noc_assistant.serving.draft_heads import Drafter
+from noc_assistant.serving.draft_heads import Drafter, Proposal
 from noc_assistant.serving.errors import RequestError
+from noc_assistant.serving.grammar_drafts import (
+    MAX_GRAMMAR_DRAFTS,
+    grammar_drafts,
+    grammar_proposals,
+    mask_logits,
+)
 from noc_assistant.serving.loading import TargetModel, TargetOutput
 
 if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
@@ -236,6 +242,133 @@ def _check(target: TargetModel, prompt: Sequence[int], max_tokens: int) -> None:
         )
 
 
+@dataclass
+class _Rounds:
+    """The state of one generation's draft-and-verify rounds.
+
+    ``tokens`` holds the prompt and every token committed so far (its last one is the next
+    forward's anchor), ``emitted`` the output tokens taken so far.
+    """
+
+    target: TargetModel
+    drafter: Drafter | None
+    st: GenerationStats
+    cache: KVCache
+    tokens: list[int]
+    max_tokens: int
+    temperature: float
+    generator: torch.Generator | None
+    block: int = 1
+    emitted: int = 0
+    eos: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.eos = self.target.eos_token_ids
+        if self.drafter is not None:
+            self.block = self.drafter.block_size
+            self.st.accepted_per_pos = [0] * (self.block - 1)
+
+    @property
+    def room(self) -> int:
+        """Positions of the target's context left after the anchor."""
+        return self.target.max_positions - (len(self.tokens) - 1)
+
+    def propose(self, drafter: Drafter) -> Proposal:
+        t0 = time.perf_counter()
+        prop = drafter.propose(self.tokens, self.temperature, self.generator)
+        self.st.time_draft += time.perf_counter() - t0
+        return prop
+
+    def verify(self, drafts: Sequence[int]) -> TargetOutput:
+        """The target's forward over the anchor and ``drafts`` (the cache grows)."""
+        t0 = time.perf_counter()
+        ver = self.target.forward([self.tokens[-1], *drafts], self.cache)
+        self.st.time_verify += time.perf_counter() - t0
+        return ver
+
+    def accept(
+        self, logits: Tensor, drafts: list[int], probs: Tensor | None
+    ) -> tuple[list[int], int]:
+        """The tokens a round commits (the accepted drafts, then the target's own choice) and
+        the number of accepted drafts."""
+        if self.temperature > 0.0:
+            return _accept_sampled(logits, drafts, probs, self.temperature, self.generator)
+        post = logits.argmax(-1).tolist()
+        a = 0
+        while a < len(drafts) and drafts[a] == post[a]:
+            a += 1
+        return [*drafts[:a], int(post[a])], a
+
+    def advance(self, ver: TargetOutput, a: int, n_drafts: int) -> None:
+        """Crop the cache after ``a`` accepted drafts; count the round and give the drafter the
+        target features of the committed positions."""
+        self.cache.crop(len(self.tokens) + a)
+        if self.drafter is None:
+            return
+        st = self.st
+        st.rounds += 1
+        st.draft_tokens += n_drafts
+        st.accepted_tokens += a
+        st.accept_lengths.append(a + 1)
+        for j in range(min(a, self.block - 1)):
+            st.accepted_per_pos[j] += 1
+        t0 = time.perf_counter()
+        self.drafter.extend(ver.features[: a + 1])
+        st.time_draft += time.perf_counter() - t0
+
+    def commit(self, new: list[int]) -> tuple[list[int], bool]:
+        """The output tokens of ``new`` (up to EOS or ``max_tokens``) and whether that ends
+        the generation."""
+        take: list[int] = []
+        for tok in new:
+            if tok in self.eos:
+                self.st.finish_reason = "stop"
+                return take, True
+            take.append(tok)
+            self.emitted += 1
+            if self.emitted >= self.max_tokens:
+                self.st.finish_reason = "length"
+                return take, True
+        return take, False
+
+    def commit_constrained(
+        self, c: Constraint, new: list[int], forced: list[bool]
+    ) -> tuple[list[int], bool]:
+        """:meth:`commit` under a grammar, which has consumed all of ``new`` but a final EOS;
+        generation also ends where the grammar is complete."""
+        take: list[int] = []
+        for tok, f in zip(new, forced, strict=True):
+            if tok in self.eos:
+                self.st.finish_reason = "stop"
+                return take, True
+            take.append(tok)
+            self.st.forced_tokens += int(f)
+            self.emitted += 1
+        if c.is_stopped():
+            self.st.finish_reason = "stop"
+            return take, True
+        if self.emitted >= self.max_tokens:
+            self.st.finish_reason = "length"
+            return take, True
+        return take, False
+
+
+def _guarded(
+    run: _Rounds, session: PrefixCache | None, rounds: Iterator[list[int]]
+) -> Iterator[list[int]]:
+    """Yield from ``rounds``; then leave the cache to ``session``, unless a forward failed (it
+    may have left the cache half-written: the next request starts afresh)."""
+    failed = False
+    try:
+        yield from rounds
+    except Exception:
+        failed = True
+        raise
+    finally:
+        if not failed:
+            _keep(session, run.cache, run.tokens, run.drafter)
+
+
 @torch.no_grad()
 def stream_tokens(
     target: TargetModel,
@@ -269,147 +402,37 @@ def stream_tokens(
     cache, out = _prefill(target, drafter, prompt, session, st)
     x = _pick(out.logits[-1], temperature, generator)
     st.time_prefill = time.perf_counter() - t_start
-    tokens = [*prompt, x]
-    eos = target.eos_token_ids
-    emitted = 0
-    block = 1
-    if drafter is not None:
-        block = drafter.block_size
-        st.accepted_per_pos = [0] * (block - 1)
-
-    def commit(new: list[int]) -> tuple[list[int], bool]:
-        nonlocal emitted
-        take: list[int] = []
-        for tok in new:
-            if tok in eos:
-                st.finish_reason = "stop"
-                return take, True
-            take.append(tok)
-            emitted += 1
-            if emitted >= max_tokens:
-                st.finish_reason = "length"
-                return take, True
-        return take, False
-
-    failed = False
-    try:
-        first, done = commit([x])
-        st.ttft = time.perf_counter() - t_start
-        if first:
-            st.output_tokens += len(first)
-            yield first
-        while not done:
-            room = target.max_positions - (len(tokens) - 1)
-            if room < 1:
-                st.finish_reason = "length"
-                break
-            if drafter is None:
-                t0 = time.perf_counter()
-                ver = target.forward([x], cache)
-                st.time_verify += time.perf_counter() - t0
-                new = [_pick(ver.logits[-1], temperature, generator)]
-            else:
-                t0 = time.perf_counter()
-                prop = drafter.propose(tokens, temperature, generator)
-                st.time_draft += time.perf_counter() - t0
-                drafts = prop.tokens[: max(0, min(block - 1, room - 1))]
-                t0 = time.perf_counter()
-                ver = target.forward([x, *drafts], cache)
-                st.time_verify += time.perf_counter() - t0
-                if temperature <= 0.0:
-                    post = ver.logits.argmax(-1).tolist()
-                    a = 0
-                    while a < len(drafts) and drafts[a] == post[a]:
-                        a += 1
-                    new = [*drafts[:a], int(post[a])]
-                else:
-                    new, a = _accept_sampled(ver.logits, drafts, prop.probs, temperature, generator)
-                st.rounds += 1
-                st.draft_tokens += len(drafts)
-                st.accepted_tokens += a
-                st.accept_lengths.append(a + 1)
-                for j in range(a):
-                    st.accepted_per_pos[j] += 1
-                cache.crop(len(tokens) + a)
-                t0 = time.perf_counter()
-                drafter.extend(ver.features[: a + 1])
-                st.time_draft += time.perf_counter() - t0
-            tokens += new
-            x = new[-1]
-            take, done = commit(new)
-            if take:
-                st.output_tokens += len(take)
-                yield take
-    except Exception:  # a failed forward may leave the cache half-written: start afresh
-        failed = True
-        raise
-    finally:
-        if not failed:
-            _keep(session, cache, tokens, drafter)
+    run = _Rounds(target, drafter, st, cache, [*prompt, x], max_tokens, temperature, generator)
+    yield from _guarded(run, session, _plain_rounds(run, t_start))
     st.time_total = time.perf_counter() - t_start
 
 
-#: Longest run of grammar drafts (forced / fast-forward tokens) verified in one forward.
-MAX_GRAMMAR_DRAFTS = 64
-
-
-def _masked(logits: Tensor, masks: list[Tensor]) -> Tensor:
-    allowed = torch.stack(masks).to(logits.device)
-    return logits.masked_fill(~allowed, float("-inf"))
-
-
-def _grammar_drafts(
-    c: Constraint,
-    proposed: Sequence[int],
-    cap: int,
-    eos: frozenset[int],
-) -> tuple[list[int], list[Tensor], list[bool], list[int]]:
-    """Advance ``c`` through the drafts of one round; return them with every position's mask.
-
-    Position ``j`` (the state after the anchor and ``drafts[:j]``) drafts the grammar's single
-    allowed token when there is one, else the drafter's ``proposed[j]`` when allowed (the
-    drafter's tokens are dropped from the first disagreement on: they were conditioned on a
-    different prefix), else the next fast-forward token. Returns ``(drafts, masks, forced,
-    source)``: ``len(masks) == len(drafts) + 1`` (the last is the bonus position's),
-    ``forced[j]`` whether position ``j`` allowed one token only, and ``source[j]`` the index
-    into ``proposed`` a draft came from (-1 for a grammar draft).
-    """
-    drafts: list[int] = []
-    masks: list[Tensor] = []
-    forced: list[bool] = []
-    source: list[int] = []
-    use_prop = True
-    ff: list[int] = []  # fast-forward tokens from the current state on
-    while True:
-        allowed = c.allowed()
-        masks.append(torch.from_numpy(allowed))
-        single = c.single(allowed)
-        forced.append(single is not None)
-        j = len(drafts)
-        if j >= cap or c.is_stopped():
+def _plain_rounds(run: _Rounds, t_start: float) -> Iterator[list[int]]:
+    """The output of :func:`stream_tokens` without a grammar, from the prefill's token on."""
+    st = run.st
+    first, done = run.commit([run.tokens[-1]])
+    st.ttft = time.perf_counter() - t_start
+    if first:
+        st.output_tokens += len(first)
+        yield first
+    while not done:
+        room = run.room
+        if room < 1:
+            st.finish_reason = "length"
             break
-        prop = proposed[j] if use_prop and j < len(proposed) else None
-        if prop is not None and (prop in eos or not allowed[prop]):
-            prop = None
-        if single is not None:
-            if single in eos:
-                break
-            tok, src = single, (j if prop == single else -1)
-        elif prop is not None:
-            tok, src = prop, j
+        if run.drafter is None:
+            new = [_pick(run.verify([]).logits[-1], run.temperature, run.generator)]
         else:
-            if not ff:
-                ff = c.forced_tokens()
-            if not ff or not allowed[ff[0]]:
-                break
-            tok, src = ff[0], -1
-        if src < 0:
-            use_prop = False
-        ff = ff[1:] if ff and ff[0] == tok else []
-        c.consume([tok])
-        drafts.append(tok)
-        source.append(src)
-    return drafts, masks, forced, source
+            prop = run.propose(run.drafter)
+            drafts = prop.tokens[: max(0, min(run.block - 1, room - 1))]
+            ver = run.verify(drafts)
+            new, a = run.accept(ver.logits, drafts, prop.probs)
+            run.advance(ver, a, len(drafts))
+        run.tokens += new
+        take, done = run.commit(new)
+        if take:
+            st.output_tokens += len(take)
+            yield take
 
 
 @torch.no_grad()
@@ -429,106 +452,62 @@ def _stream_constrained(
     st.prompt_tokens = len(prompt)
     st.constrained = True
     t_start = time.perf_counter()
-    eos = target.eos_token_ids
     cache, out = _prefill(target, drafter, prompt, session, st)
     allowed = c.allowed()
-    x = _pick(_masked(out.logits[-1:], [torch.from_numpy(allowed)])[0], temperature, generator)
+    x = _pick(mask_logits(out.logits[-1:], [torch.from_numpy(allowed)])[0], temperature, generator)
     first_forced = c.single(allowed) is not None
     st.time_prefill = time.perf_counter() - t_start
-    tokens = [*prompt, x]
-    emitted = 0
-    block = 1
-    if drafter is not None:
-        block = drafter.block_size
-        st.accepted_per_pos = [0] * (block - 1)
-
-    def commit(new: list[int], forced: list[bool]) -> tuple[list[int], bool]:
-        """Take ``new`` up to EOS; the grammar has consumed all of it but a final EOS."""
-        nonlocal emitted
-        take: list[int] = []
-        for tok, f in zip(new, forced, strict=True):
-            if tok in eos:
-                st.finish_reason = "stop"
-                return take, True
-            take.append(tok)
-            st.forced_tokens += int(f)
-            emitted += 1
-        if c.is_stopped():
-            st.finish_reason = "stop"
-            return take, True
-        if emitted >= max_tokens:
-            st.finish_reason = "length"
-            return take, True
-        return take, False
-
-    failed = False
-    try:
-        if x not in eos:
-            c.consume([x])
-        first, done = commit([x], [first_forced])
-        st.ttft = time.perf_counter() - t_start
-        if first:
-            st.output_tokens += len(first)
-            yield first
-        while not done:
-            room = target.max_positions - (len(tokens) - 1)
-            if room < 1:
-                st.finish_reason = "length"
-                break
-            cap = min(max_tokens - emitted - 1, room - 1, MAX_GRAMMAR_DRAFTS)
-            prop_tokens: list[int] = []
-            prop_probs: Tensor | None = None
-            if drafter is not None:
-                t0 = time.perf_counter()
-                prop = drafter.propose(tokens, temperature, generator)
-                st.time_draft += time.perf_counter() - t0
-                prop_tokens, prop_probs = list(prop.tokens[: block - 1]), prop.probs
-            drafts, masks, forced, source = _grammar_drafts(c, prop_tokens, cap, eos)
-            t0 = time.perf_counter()
-            ver = target.forward([x, *drafts], cache)
-            st.time_verify += time.perf_counter() - t0
-            logits = _masked(ver.logits, masks)
-            if temperature <= 0.0:
-                post = logits.argmax(-1).tolist()
-                a = 0
-                while a < len(drafts) and drafts[a] == post[a]:
-                    a += 1
-                new = [*drafts[:a], int(post[a])]
-            else:
-                probs = torch.zeros(len(drafts), logits.shape[-1])
-                for j, (tok, src) in enumerate(zip(drafts, source, strict=True)):
-                    if src >= 0 and prop_probs is not None:
-                        probs[j] = prop_probs[src, : logits.shape[-1]].float().cpu()
-                    else:  # a deterministic grammar draft: a one-point proposal
-                        probs[j, tok] = 1.0
-                new, a = _accept_sampled(logits, drafts, probs, temperature, generator)
-            c.rollback(len(drafts) - a)
-            if new[-1] not in eos:
-                c.consume([new[-1]])
-            cache.crop(len(tokens) + a)
-            if drafter is not None:
-                st.rounds += 1
-                st.draft_tokens += len(drafts)
-                st.accepted_tokens += a
-                st.accept_lengths.append(a + 1)
-                for j in range(min(a, block - 1)):
-                    st.accepted_per_pos[j] += 1
-                t0 = time.perf_counter()
-                drafter.extend(ver.features[: a + 1])
-                st.time_draft += time.perf_counter() - t0
-            tokens += new
-            x = new[-1]
-            take, done = commit(new, forced[: a + 1])
-            if take:
-                st.output_tokens += len(take)
-                yield take
-    except Exception:  # a failed forward may leave the cache half-written: start afresh
-        failed = True
-        raise
-    finally:
-        if not failed:
-            _keep(session, cache, tokens, drafter)
+    run = _Rounds(target, drafter, st, cache, [*prompt, x], max_tokens, temperature, generator)
+    yield from _guarded(run, session, _constrained_rounds(run, c, first_forced, t_start))
     st.time_total = time.perf_counter() - t_start
+
+
+def _constrained_rounds(
+    run: _Rounds, c: Constraint, first_forced: bool, t_start: float
+) -> Iterator[list[int]]:
+    """The output of :func:`_stream_constrained`, from the prefill's token on."""
+    st = run.st
+    x = run.tokens[-1]
+    if x not in run.eos:
+        c.consume([x])
+    first, done = run.commit_constrained(c, [x], [first_forced])
+    st.ttft = time.perf_counter() - t_start
+    if first:
+        st.output_tokens += len(first)
+        yield first
+    while not done:
+        if run.room < 1:
+            st.finish_reason = "length"
+            break
+        new, forced = _constrained_round(run, c)
+        run.tokens += new
+        take, done = run.commit_constrained(c, new, forced)
+        if take:
+            st.output_tokens += len(take)
+            yield take
+
+
+def _constrained_round(run: _Rounds, c: Constraint) -> tuple[list[int], list[bool]]:
+    """One round under the grammar: draft (:func:`grammar_drafts`), verify, accept. Returns
+    the committed tokens and, for each, whether the grammar allowed it alone."""
+    cap = min(run.max_tokens - run.emitted - 1, run.room - 1, MAX_GRAMMAR_DRAFTS)
+    prop_tokens: list[int] = []
+    prop_probs: Tensor | None = None
+    if run.drafter is not None:
+        prop = run.propose(run.drafter)
+        prop_tokens, prop_probs = list(prop.tokens[: run.block - 1]), prop.probs
+    drafts, masks, forced, source = grammar_drafts(c, prop_tokens, cap, run.eos)
+    ver = run.verify(drafts)
+    logits = mask_logits(ver.logits, masks)
+    probs = None
+    if run.temperature > 0.0:
+        probs = grammar_proposals(drafts, source, prop_probs, logits.shape[-1])
+    new, a = run.accept(logits, drafts, probs)
+    c.rollback(len(drafts) - a)
+    if new[-1] not in run.eos:
+        c.consume([new[-1]])
+    run.advance(ver, a, len(drafts))
+    return new, forced[: a + 1]
 
 
 def _accept_sampled(

@@ -30,7 +30,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from noc_assistant.serving.draft_heads import BlockDrafterModel, DrafterConfig, new_drafter
+from noc_assistant.serving.draft_heads import (
+    BlockDrafterModel,
+    DrafterConfig,
+    DraftOutput,
+    new_drafter,
+)
 from noc_assistant.serving.loading import TargetModel
 
 __all__ = [
@@ -280,6 +285,36 @@ def _sparse_l1(probs: Tensor, q_idx: Tensor, q_val: Tensor) -> Tensor:
     return (p_s - q_val * ok).abs().sum(-1) + (1.0 - p_s.sum(-1)).clamp_min(0.0)
 
 
+def _refine_terms(
+    model: BlockDrafterModel,
+    out: DraftOutput,
+    tokens: Tensor,
+    y: Tensor,
+    q_idx: Tensor,
+    q_val: Tensor,
+    cfg: TrainConfig,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The refine stage's losses per position over the drafter's top-K candidates: cross-entropy
+    to the label ``y`` and L1 to the target's distribution restricted to the candidates (where
+    they hold enough of its mass); then whether each candidate is the label, and the refined
+    choice."""
+    z = out.logits
+    k = min(model.cfg.top_k, z.shape[-1])
+    cand = z.detach().topk(k, dim=-1).indices  # [N, P, K]
+    pred_codes = model.token_codes(tokens[:, :-1])
+    s = model.refine_scores(out.pre_injection, pred_codes, cand)
+    log_s = torch.log_softmax(s, dim=-1)
+    hit = cand == y.unsqueeze(-1)
+    ce_r = -(log_s * hit).sum(-1)
+    match = cand.unsqueeze(-1) == q_idx.unsqueeze(-2)  # [N,P,K,k]
+    q_c = (match * q_val.unsqueeze(-2)).sum(-1)
+    mass = q_c.sum(-1, keepdim=True)
+    q_cn = q_c / mass.clamp_min(1e-9)
+    l1_r = (log_s.exp() - q_cn).abs().sum(-1) * (mass.squeeze(-1) > cfg.candidate_mass_threshold)
+    refined = cand.gather(-1, s.argmax(-1, keepdim=True)).squeeze(-1)
+    return ce_r, l1_r, hit, refined
+
+
 def loss_terms(
     model: BlockDrafterModel,
     batch: dict[str, Tensor],
@@ -335,27 +370,11 @@ def loss_terms(
         "acc": _f(((z.argmax(-1) == y).float() * sup).sum() / sup.sum().clamp_min(1)),
     }
     if dsp and mcfg.refine:
-        k = min(mcfg.top_k, z.shape[-1])
-        cand = z.detach().topk(k, dim=-1).indices  # [N, P, K]
-        pred_codes = model.token_codes(tokens[:, :-1])
-        s = model.refine_scores(out.pre_injection, pred_codes, cand)
-        log_s = torch.log_softmax(s, dim=-1)
-        hit = cand == y.unsqueeze(-1)
-        ce_r = -(log_s * hit).sum(-1)
-        match = cand.unsqueeze(-1) == q_idx.unsqueeze(-2)  # [N,P,K,k]
-        q_c = (match * q_val.unsqueeze(-2)).sum(-1)
-        mass = q_c.sum(-1, keepdim=True)
-        q_cn = q_c / mass.clamp_min(1e-9)
-        l1_r = (log_s.exp() - q_cn).abs().sum(-1) * (
-            mass.squeeze(-1) > cfg.candidate_mass_threshold
-        )
+        ce_r, l1_r, hit, refined = _refine_terms(model, out, tokens, y, q_idx, q_val, cfg)
         per = per + cfg.ce_weight * ce_r + (1 - cfg.ce_weight) * l1_r
         metrics["refine"] = _f(((cfg.ce_weight * ce_r + 0.9 * l1_r) * w).sum() / wsum)
         metrics["coverage"] = _f((hit.any(-1).float() * sup).sum() / sup.sum().clamp_min(1))
-        metrics["acc_refined"] = _f(
-            ((cand.gather(-1, s.argmax(-1, keepdim=True)).squeeze(-1) == y).float() * sup).sum()
-            / sup.sum().clamp_min(1)
-        )
+        metrics["acc_refined"] = _f(((refined == y).float() * sup).sum() / sup.sum().clamp_min(1))
     if out.layer_features:
         beta = cfg.alignment_weight * min(step / max(1, cfg.alignment_warmup_steps), 1.0)
         codes = model.token_codes(labels).detach()

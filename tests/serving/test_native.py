@@ -338,11 +338,11 @@ def test_context_overflow_is_a_request_error(pair: tuple[NativeTargetModel, Targ
 
 
 def test_wide_vectors_only_before_numba_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    from noc_assistant.serving import native
+    from noc_assistant.serving.native import jit
 
-    assert native._prefer_wide_vectors() is False  # numba is set up by now: never changed late
+    assert jit._prefer_wide_vectors() is False  # numba is set up by now: never changed late
     monkeypatch.setenv("NOC_LLM_WIDE_VECTORS", "0")
-    assert native._prefer_wide_vectors() is False
+    assert jit._prefer_wide_vectors() is False
 
 
 def test_load_errors(tmp_path: Path) -> None:

@@ -1,0 +1,306 @@
+"""The native model: packed weights of every layer and the forward over a static KV cache.
+
+A decoding step or verify round (every layer, the final norm and the LM head) is one call of
+one compiled numba function (:mod:`noc_assistant.serving.native.kernels`) over a preallocated
+KV cache. Prompts of ``PREFILL_MIN_TOKENS`` tokens or more go through BLAS on weights
+dequantised one layer at a time instead (many rows: a GEMM is several times faster).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import numba
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from noc_assistant.serving.errors import ModelLoadError
+from noc_assistant.serving.native.gguf_file import _GGUF, LlamaSpec
+from noc_assistant.serving.native.jit import F32
+from noc_assistant.serving.native.kernels import (
+    TILE,
+    _attention,
+    _dequantize_into,
+    _embed_rows,
+    _forward,
+    _matmul,
+    _rmsnorm,
+    _swiglu,
+)
+from noc_assistant.serving.native.kv_cache import StaticKVCache
+from noc_assistant.serving.native.weights import Matrix, _Stack
+
+__all__ = ["PREFILL_MIN_TOKENS", "NativeLlama", "rope_tables"]
+
+#: Forwards of at least this many tokens (prompts) multiply through BLAS on weights dequantised
+#: layer by layer; shorter ones (decoding, verify rounds) run the quantised kernels.
+PREFILL_MIN_TOKENS = 64
+
+#: Weight rows dequantised per BLAS call in a prefill (a slice that stays in L2).
+_BLAS_ROWS = 512
+
+
+def rope_tables(spec: LlamaSpec, n: int) -> tuple[F32, F32]:
+    """cos/sin [n, head_dim/2] computed as transformers' default rotary embedding does
+    (fp32 ``inv_freq · position``, then ``cos``/``sin``), so that positions match bit for bit."""
+    dim = spec.head_dim
+    inv = 1.0 / (spec.rope_base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    pos = torch.arange(n, dtype=torch.int64).float()
+    freqs = pos[:, None] * inv[None, :].float()
+    return (
+        np.ascontiguousarray(freqs.cos().numpy(), np.float32),
+        np.ascontiguousarray(freqs.sin().numpy(), np.float32),
+    )
+
+
+def _sync_threads() -> int:
+    """Give the kernels ``torch.get_num_threads()`` numba threads; returns that count.
+
+    numba's OpenMP layer and torch share the OpenMP runtime here, and the layer's start-up
+    (on the first ``set_num_threads``) resets the runtime's default team size to all cores,
+    which torch then reports as its own thread count: the caller's setting is restored.
+    """
+    n = torch.get_num_threads()
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
+def _find_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        fn = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return cast(Callable[[int], int], fn)
+
+
+_MALLOC_TRIM = _find_malloc_trim()
+
+
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the OS (glibc only).
+
+    Loading (packing copies) and a BLAS prefill (dequantised weights, activations of every
+    prompt row) free tens of MB that glibc keeps in the heap for reuse; decoding never needs
+    them again, so without a trim they would stay resident (~25 MB for the default model).
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+class NativeLlama:
+    """The packed weights of a Llama GGUF and the compiled forward over them."""
+
+    def __init__(self, path: str | Path) -> None:
+        p = Path(path)
+        if not p.is_file():
+            raise ModelLoadError(f"{p} not found")
+        self.path = p
+        g = _GGUF(p)
+        s = self.spec = g.spec()
+        hd = s.head_dim
+        n = s.n_layers
+        self.qkv, self.o, self.gu, self.down = _Stack(n), _Stack(n), _Stack(n), _Stack(n)
+        self.attn_norm = np.empty((n, s.hidden), np.float32)
+        self.ffn_norm = np.empty((n, s.hidden), np.float32)
+        for i in range(n):
+            b = f"blk.{i}."
+            qkv = g.matrix(
+                (b + "attn_q.weight", s.n_heads * hd, s.n_heads),
+                (b + "attn_k.weight", s.n_kv_heads * hd, s.n_kv_heads),
+                (b + "attn_v.weight", s.n_kv_heads * hd, 0),
+                cols=s.hidden,
+            )
+            self.qkv.put(i, qkv)
+            self.o.put(i, g.matrix((b + "attn_output.weight", s.hidden, 0), cols=s.n_heads * hd))
+            gate_up = g.matrix(
+                (b + "ffn_gate.weight", s.ffn, 0), (b + "ffn_up.weight", s.ffn, 0), cols=s.hidden
+            )
+            self.gu.put(i, gate_up)
+            self.down.put(i, g.matrix((b + "ffn_down.weight", s.hidden, 0), cols=s.ffn))
+            self.attn_norm[i] = g.vector(b + "attn_norm.weight", s.hidden)
+            self.ffn_norm[i] = g.vector(b + "ffn_norm.weight", s.hidden)
+        self.out_norm = g.vector("output_norm.weight", s.hidden)
+        self.embedding = g.matrix(("token_embd.weight", s.vocab, 0), cols=s.hidden)
+        self.tied = not g.has("output.weight")
+        self.head = (
+            self.embedding if self.tied else g.matrix(("output.weight", s.vocab, 0), cols=s.hidden)
+        )
+        self.cos, self.sin = rope_tables(s, s.max_positions)
+        self._kinds = np.array(
+            [self.qkv.kind, self.o.kind, self.gu.kind, self.down.kind, self.head.kind], np.int64
+        )
+        _trim_heap()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the packed weights (the head counted once when tied)."""
+        n = self.qkv.nbytes + self.o.nbytes + self.gu.nbytes + self.down.nbytes
+        n += self.embedding.nbytes + (0 if self.tied else self.head.nbytes)
+        return n + self.attn_norm.nbytes + self.ffn_norm.nbytes + self.out_norm.nbytes
+
+    def new_cache(self, capacity: int = 256) -> StaticKVCache:
+        s = self.spec
+        return StaticKVCache(
+            n_layers=s.n_layers,
+            n_kv_heads=s.n_kv_heads,
+            head_dim=s.head_dim,
+            max_positions=s.max_positions,
+            capacity=capacity,
+        )
+
+    def embed(self, ids: npt.NDArray[np.int64]) -> F32:
+        """fp32 embedding rows of ``ids`` (1-D)."""
+        e = self.embedding
+        out = np.empty((ids.shape[0], self.spec.hidden), np.float32)
+        _embed_rows(ids, e.kind, e.q4, e.q8, e.f, e.sc, out)
+        return out
+
+    def forward(
+        self,
+        ids: npt.NDArray[np.int64],
+        cache: StaticKVCache,
+        taps: npt.NDArray[np.int64],
+        *,
+        all_logits: bool = True,
+    ) -> tuple[F32, F32]:
+        """Logits [T, V] (``all_logits``, else [1, V] of the last token) and tap features
+        [T, len(taps)·hidden] of T new tokens; the cache grows."""
+        s = self.spec
+        t_new = int(ids.shape[0])
+        if t_new and (int(ids.min()) < 0 or int(ids.max()) >= s.vocab):
+            raise ValueError(f"token id out of range 0..{s.vocab - 1}")
+        pos0 = cache.length
+        cache.reserve(pos0 + t_new)
+        logits = np.empty((t_new if all_logits else min(t_new, 1), s.vocab), np.float32)
+        feats = np.zeros((t_new, taps.shape[0] * s.hidden), np.float32)
+        if t_new == 0:
+            return logits, feats
+        h = self.embed(ids)
+        _sync_threads()
+        if t_new >= PREFILL_MIN_TOKENS:
+            self._prefill(h, pos0, cache, taps, feats, logits)
+            cache.length = pos0 + t_new
+            _trim_heap()
+            return logits, feats
+        hw = self.head
+        _forward(
+            h,
+            pos0,
+            cache.k,
+            cache.v,
+            self.cos,
+            self.sin,
+            s.eps,
+            s.n_heads,
+            s.n_kv_heads,
+            s.ffn,
+            self.attn_norm,
+            self.ffn_norm,
+            self.out_norm,
+            self._kinds,
+            self.qkv.arrays,
+            self.o.arrays,
+            self.gu.arrays,
+            self.down.arrays,
+            (hw.q4, hw.q8, hw.f, hw.sc),
+            taps,
+            feats,
+            logits,
+        )
+        cache.length = pos0 + t_new
+        return logits, feats
+
+    def _prefill(
+        self,
+        h: F32,
+        pos0: int,
+        cache: StaticKVCache,
+        taps: npt.NDArray[np.int64],
+        feats: F32,
+        logits: F32,
+    ) -> None:
+        """The forward of a long run of tokens with BLAS matrix products.
+
+        The quantised kernels compute every product in scalar-vector form; for many rows a
+        BLAS GEMM over the dequantised weights (exactly the reference's fp32 values, a slice of
+        rows at a time in a reused buffer) is several times faster. Rows differ from the
+        kernels' only by summation order.
+        """
+        s = self.spec
+        t_new, d = h.shape
+        hd, ffn = s.head_dim, s.ffn
+        buf = np.empty(_BLAS_ROWS * max(d, ffn, s.n_heads * hd), np.float32)
+        xn = np.empty((t_new, d), np.float32)
+        att = np.empty((t_new, s.n_heads * hd), np.float32)
+        act = np.empty((t_new, ffn), np.float32)
+        qkv = np.empty((t_new, self.qkv.n_out), np.float32)
+        gu = np.empty((t_new, self.gu.n_out), np.float32)
+        tmp = np.empty((t_new, d), np.float32)
+        th = torch.from_numpy
+
+        def matmul(x: F32, m: Matrix, out: F32) -> F32:
+            """out = x @ Wᵀ, W dequantised ``_BLAS_ROWS`` rows at a time (an L2-sized slice)."""
+            for r0 in range(0, m.n_out, _BLAS_ROWS):
+                r1 = min(m.n_out, r0 + _BLAS_ROWS)
+                t0, t1 = r0 // TILE, (r1 + TILE - 1) // TILE
+                w = buf[: (r1 - r0) * m.n_in].reshape(r1 - r0, m.n_in)
+                _dequantize_into(m.kind, m.q4[t0:t1], m.q8[t0:t1], m.f[t0:t1], m.sc[t0:t1], w)
+                torch.mm(th(x), th(w).t(), out=th(out)[:, r0:r1])
+            return out
+
+        tap_list = [int(t) for t in taps]
+        for layer in range(s.n_layers):
+            _rmsnorm(h, self.attn_norm[layer], s.eps, xn)
+            matmul(xn, self.qkv.layer(layer), qkv)
+            _attention(
+                qkv,
+                cache.k[layer],
+                cache.v[layer],
+                pos0,
+                self.cos,
+                self.sin,
+                s.n_heads,
+                s.n_kv_heads,
+                att,
+            )
+            h += matmul(att, self.o.layer(layer), tmp)
+            _rmsnorm(h, self.ffn_norm[layer], s.eps, xn)
+            _swiglu(matmul(xn, self.gu.layer(layer), gu), ffn, act)
+            h += matmul(act, self.down.layer(layer), tmp)
+            for k, tap in enumerate(tap_list):
+                if tap == layer:
+                    feats[:, k * d : (k + 1) * d] = h
+        _rmsnorm(h, self.out_norm, s.eps, xn)
+        hw = self.head
+        if logits.shape[0] < 16:  # the last token only: the kernel, no dequantised head
+            x_last = np.ascontiguousarray(xn[t_new - logits.shape[0] :])
+            _matmul(x_last, hw.kind, hw.q4, hw.q8, hw.f, hw.sc, logits)
+        else:
+            matmul(xn, hw, logits)
+
+    def hf_config(self) -> Any:
+        """A transformers ``LlamaConfig`` with this model's shape (for drafters and tools)."""
+        from transformers import LlamaConfig
+
+        s = self.spec
+        return LlamaConfig(
+            vocab_size=s.vocab,
+            hidden_size=s.hidden,
+            intermediate_size=s.ffn,
+            num_hidden_layers=s.n_layers,
+            num_attention_heads=s.n_heads,
+            num_key_value_heads=s.n_kv_heads,
+            head_dim=s.head_dim,
+            max_position_embeddings=s.max_positions,
+            rms_norm_eps=s.eps,
+            rope_parameters={"rope_type": "default", "rope_theta": s.rope_base},
+            tie_word_embeddings=self.tied,
+        )
