@@ -25,6 +25,9 @@ a dotted path (``find_class("noc_assistant.stream.checkpoint", "os.system")`` wo
 from ``getattr``, which would let a payload walk from any allowed class to ``__globals__``.
 A payload that names anything else is refused before it runs.
 
+A snapshot taken before the pipeline was split into parts (its whole state on the pipeline
+itself) is rebuilt into the parts as it is restored (:data:`_PARTS`).
+
 What is referenced, not held (the pack, KPIs, sinks), is pickled as a call of :func:`_ref`
 that the running restore resolves (snapshots of earlier versions used pickle's
 persistent ids, which are still read): a persistent-id hook would run for every number of
@@ -53,7 +56,12 @@ from knowledge.kpis import KpiDef
 from knowledge.pack import Pack
 from noc_assistant.errors import BadInputError, ConfigError
 from noc_assistant.settings import Settings
+from noc_assistant.stream.clock import ScrapeClock
+from noc_assistant.stream.evaluate import KpiEvaluator
+from noc_assistant.stream.liveness import LivenessWatch
+from noc_assistant.stream.network import NetworkCorrelator
 from noc_assistant.stream.pipeline import FindingSink, IncidentSink, Pipeline
+from noc_assistant.stream.topology_guess import TopologyGuess
 
 __all__ = [
     "MAGIC",
@@ -107,6 +115,11 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("noc_assistant.stream.checkpoint", "_bound"),
         ("noc_assistant.stream.checkpoint", "_zone"),
         ("noc_assistant.stream.pipeline", "Pipeline"),
+        ("noc_assistant.stream.topology_guess", "TopologyGuess"),
+        ("noc_assistant.stream.clock", "ScrapeClock"),
+        ("noc_assistant.stream.evaluate", "KpiEvaluator"),
+        ("noc_assistant.stream.liveness", "LivenessWatch"),
+        ("noc_assistant.stream.network", "NetworkCorrelator"),
         ("noc_assistant.stream.correlate", "Correlator"),
         ("noc_assistant.stream.correlate", "_Open"),
         ("noc_assistant.stream.correlate", "MaintenanceWindow"),
@@ -117,6 +130,7 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("noc_assistant.models", "Hypothesis"),
         ("noc_assistant.models", "Diagnosis"),
         ("noc_assistant.models", "Incident"),
+        ("noc_assistant.models", "Tuning"),
         ("noc_assistant.triage.rca", "Diagnosis"),
         ("noc_assistant.ingest.point", "Point"),
         ("noc_assistant.ingest.quarantine", "Quarantine"),
@@ -171,6 +185,52 @@ _MOVED: dict[str, str] = {
     "noc_assistant.fanin": "noc_assistant.stream.fanin",
     "noc_assistant.checkpoint": "noc_assistant.stream.checkpoint",
     "noc_assistant.rca": "noc_assistant.triage.rca",
+}
+
+#: where the attributes of a pipeline's state went when the pipeline was split into parts
+#: (part → its class and, per attribute a snapshot taken before held on the pipeline itself,
+#: its name on the part): :func:`_split_up` moves them
+_PARTS: dict[str, tuple[type, dict[str, str]]] = {
+    "guess": (
+        TopologyGuess,
+        {
+            name: name
+            for name in (
+                "topology",
+                "_types",
+                "_inferred",
+                "_inferred_plmns",
+                "_plmn_counts",
+                "_role_metrics",
+                "_own_by_type",
+                "_guessed",
+            )
+        },
+    ),
+    "clock": (
+        ScrapeClock,
+        {
+            "interval_s": "interval_s",
+            "first_ts": "first_ts",
+            "_last_ts": "last_ts",
+            "_next_eval": "next_eval",
+            "_deltas": "_deltas",
+            "_lateness": "_lateness",
+            "_probe": "_probe",
+            "_probe_steps": "_probe_steps",
+        },
+    ),
+    "evaluator": (
+        KpiEvaluator,
+        {
+            name: name
+            for name in ("kpi_history", "_history", "_applicable", "_evaluated", "_groups")
+        },
+    ),
+    "liveness": (
+        LivenessWatch,
+        {"_live_kpis": "kpis", "_down": "down", "_alive_since": "alive_since"},
+    ),
 }
 
 #: the bound methods a state may hold: (class, method name); a snapshot of one is written as
@@ -332,6 +392,24 @@ class _Unpickler(pickle.Unpickler):
         return namespace[name]
 
 
+def _split_up(pipe: Pipeline) -> None:
+    """A pipeline restored from a snapshot taken before it was split into parts (its whole
+    state on itself, :data:`_PARTS`), rebuilt as the parts hold it now."""
+    state = vars(pipe)
+    if "clock" in state:
+        return
+    parts: dict[str, object] = {}
+    for part, (cls, moved) in _PARTS.items():
+        obj: object = object.__new__(cls)
+        vars(obj).update({new: state.pop(old) for old, new in moved.items()})
+        parts[part] = obj
+    vars(parts["guess"]).update(pack=state["pack"], kpis=state["kpis"], store=state["store"])
+    vars(parts["clock"]).update(buffer=state["buffer"])
+    vars(parts["evaluator"]).update(kpis=state["kpis"], store=state["store"], guess=parts["guess"])
+    fan_in = state.pop("fan_in", None)
+    state.update(parts, network=NetworkCorrelator(fan_in) if fan_in is not None else None)
+
+
 def snapshot(pipe: Pipeline, key: bytes, meta: Mapping[str, Any] | None = None) -> bytes:
     """The pipeline's whole streaming state as signed bytes; ``meta`` (JSON) rides along."""
     kpis: dict[str, str] = {}
@@ -423,6 +501,8 @@ def restore(
     sinks = {"finding": on_finding, "incident": on_incident}
     try:
         pipe = _Unpickler(io.BytesIO(raw), pack, sinks, source).load()
+        if isinstance(pipe, Pipeline):
+            _split_up(pipe)
     except _DAMAGE as exc:  # signed, but not a state this version can rebuild
         raise CheckpointError(
             f"payload does not unpickle: {type(exc).__name__}: {str(exc)[:200]}", source=source

@@ -22,6 +22,7 @@ from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import load_topology
+from noc_assistant.models import Tuning
 from noc_assistant.settings import Settings
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
 from noc_assistant.stream import checkpoint
@@ -35,6 +36,7 @@ from noc_assistant.stream.checkpoint import (
     write_file,
 )
 from noc_assistant.stream.correlate import IncidentEvent
+from noc_assistant.stream.fanin import FanIn
 from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
 KEY = b"test-key-0123456789abcdef"
@@ -193,6 +195,28 @@ def test_snapshot_from_another_pack_names_the_kpi(
         restore(blob, KEY, pack=fewer)
 
 
+def test_a_pipeline_under_a_raised_bar_restores_with_it(
+    scenario: dict[str, Path], replayed: tuple[list[Point], list[Event], Pipeline]
+) -> None:
+    """The live commands hand the correlator the store's raised bars each round, so a
+    snapshot taken then holds them: it must restore, bars included."""
+    pipe = _half(scenario, replayed[0])
+    bar = Tuning(
+        id="tn-1",
+        kpi="amf-registration-success",
+        entity="amf-*",
+        min_score=3.0,
+        start=0.0,
+        end=4e9,
+        by="ana",
+        reason="false pages",
+        created_at=0.0,
+    )
+    pipe.correlator.tuning = (bar,)
+    restored, _ = restore(snapshot(pipe, KEY), KEY, pack=load_pack())
+    assert restored.correlator.tuning == (bar,)
+
+
 def test_state_key_comes_from_settings() -> None:
     with pytest.raises(ConfigError, match="NOC_STATE_KEY is not set"):
         state_key(Settings(state_key=None))
@@ -308,7 +332,7 @@ def test_every_kind_of_pipeline_restores_under_the_allowlist(
     time zone) and one quarantining to a file: each class their state holds is on the list."""
     from noc_assistant.ingest import Quarantine
     from noc_assistant.settings import get_settings
-    from noc_assistant.stream.fanin import FanIn, TickRecorder
+    from noc_assistant.stream.fanin import TickRecorder
 
     monkeypatch.setenv("NOC_LOCAL_TZ", "Europe/Berlin")
     get_settings.cache_clear()
@@ -325,6 +349,7 @@ def test_every_kind_of_pipeline_restores_under_the_allowlist(
             pipe.feed_all(points)
             second, _ = restore(snapshot(pipe, KEY), KEY, pack=pack)
             assert second.samples == pipe.samples
+            _in_parts(second)
     finally:
         get_settings.cache_clear()
 
@@ -353,22 +378,72 @@ def test_a_signed_payload_that_does_not_rebuild_is_a_checkpoint_error(payload: b
         restore(_signed(payload), KEY, pack=load_pack())
 
 
-def test_a_snapshot_taken_before_the_package_regroup_restores(tmp_path: Path) -> None:
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def quarter_hourly(tmp_path_factory: pytest.TempPathFactory) -> list[Point]:
+    """The points of the day the committed snapshots were taken of (seed 5, 15-min scrape)."""
+    config = ScenarioConfig(days=1, faults="all", seed=5, interval_s=900)
+    files = write_scenario(build_scenario(config), tmp_path_factory.mktemp("quarter"))
+    return list(read_replay(files["telemetry"]))
+
+
+def _in_parts(pipe: Pipeline) -> None:
+    """``pipe`` holds its state as a pipeline made now does: in its parts, nothing left over."""
+    fresh = Pipeline(fan_in=FanIn()) if pipe.fan_in is not None else Pipeline()
+    assert set(vars(pipe)) - {"_phase"} == set(vars(fresh))
+    for part in ("guess", "clock", "evaluator", "liveness"):
+        assert type(getattr(pipe, part)) is type(getattr(fresh, part)), part
+        assert set(vars(getattr(pipe, part))) == set(vars(getattr(fresh, part))), part
+    assert pipe.guess.store is pipe.store is pipe.evaluator.store
+    assert pipe.evaluator.guess is pipe.guess and pipe.clock.buffer is pipe.buffer
+
+
+def test_a_snapshot_taken_before_the_package_regroup_restores(
+    quarter_hourly: list[Point],
+) -> None:
     """``data/snapshot_pre_regroup.bin`` was written when the pipeline lived in
     ``noc_assistant.pipeline`` (and the correlator, fan-in and RCA beside it): half a simulated
     day (seed 5, 15-min scrape). It restores under the new module names and carries on."""
-    data = Path(__file__).parent / "data"
-    blob = read_file(data / "snapshot_pre_regroup.bin")
+    blob = read_file(DATA / "snapshot_pre_regroup.bin")
     payload = zlib.decompress(checkpoint._split(blob, "test")[3])
     assert b"noc_assistant.pipeline" in payload and b"noc_assistant.stream" not in payload
     pipe, meta = restore(blob, KEY, pack=load_pack())
     assert type(pipe).__module__ == "noc_assistant.stream.pipeline"
+    _in_parts(pipe)
     assert sorted(pipe.store.entities) == meta["entities"]
     assert sorted(o.incident.id for o in pipe.correlator._open) == meta["open_incidents"]
-    config = ScenarioConfig(days=1, faults="all", seed=5, interval_s=900)
-    files = write_scenario(build_scenario(config), tmp_path)
     last = max(pipe.store.last_seen.values())
-    points = [p for p in read_replay(files["telemetry"]) if p.ts > last]
+    points = [p for p in quarter_hourly if p.ts > last]
     assert points
     pipe.replay(points)
     assert pipe.findings
+
+
+def test_a_snapshot_taken_before_the_pipeline_split_carries_on_unchanged(
+    quarter_hourly: list[Point],
+) -> None:
+    """``data/snapshot_pre_split.bin`` was written when the pipeline held its whole state
+    itself, before its topology guess, scrape clock, KPI evaluator and liveness watch became
+    parts of it (``checkpoint._PARTS``): the first ``cut`` points of the same day, without an
+    inventory (so types and topology were guessed). Restored into the parts and fed the rest,
+    it finds what an uninterrupted replay finds."""
+    blob = read_file(DATA / "snapshot_pre_split.bin")
+    payload = zlib.decompress(checkpoint._split(blob, "test")[3])
+    assert b"_deltas" in payload and b"noc_assistant.stream.clock" not in payload
+    pipe, meta = restore(blob, KEY, pack=load_pack())
+    _in_parts(pipe)
+    assert len(pipe.findings) == meta["findings"] and pipe.network is None
+    pipe.replay(quarter_hourly[meta["cut"] :])
+    whole = Pipeline(lateness_intervals=REPLAY_LATENESS_INTERVALS).replay(quarter_hourly)
+    assert [(f.id, f.score, f.entity_type) for f in pipe.findings] == [
+        (f.id, f.score, f.entity_type) for f in whole.findings
+    ]
+    assert pipe.correlator.incidents == whole.correlator.incidents
+    assert pipe.current_topology().home_plmns == whole.current_topology().home_plmns
+    assert (pipe.interval_s, pipe.first_ts, pipe.last_ts) == (
+        whole.interval_s,
+        whole.first_ts,
+        whole.last_ts,
+    )

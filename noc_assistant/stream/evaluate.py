@@ -1,0 +1,204 @@
+"""Each entity's KPIs at its latest scrape, as observations for the monitors.
+
+A :class:`~noc_assistant.stream.pipeline.Pipeline` owns one :class:`KpiEvaluator`: it knows
+which KPIs and label groups apply to each entity (by the roles it plays and the metrics it
+exports), evaluates them over the entity's own latest scrape, keeps each series' recent values,
+and at PM periods notices a scrape missed (:class:`Missed`).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from detectors import MonitorEvent, Observation
+from detectors.params import kpi_window_s, liveness_grace_s
+from knowledge.kpis import KpiDef
+from noc_assistant.ingest import SeriesStore
+from noc_assistant.stream.correlate import series_id
+from noc_assistant.stream.liveness import silence
+from noc_assistant.stream.topology_guess import TopologyGuess, stored_names
+
+__all__ = ["Group", "KpiEvaluator", "Missed", "Observed", "count_unit"]
+
+Group = tuple[tuple[str, str], ...]
+"""A label group of a grouped KPI (``group_by``): sorted (label, value) pairs; () for none."""
+
+
+@lru_cache(maxsize=1024)
+def count_unit(formula: str) -> str | None:
+    """``"rate"`` or ``"increase"`` when a formula is a number of a counter's events: that
+    selector alone, summed (``+``) or chosen (``first``), so its value is a whole count (or one
+    over the window); None otherwise (a ratio, a scaled value, a gauge, rates mixed with
+    increases). Its series' alarms pass a count gate (:class:`detectors.counts.CountGate`).
+
+    >>> count_unit('first(rate("a"), rate("b"))'), count_unit('increase("a") + increase("b")')
+    ('rate', 'increase')
+    >>> count_unit('increase("a") / 1000'), count_unit('rate("a") + increase("b")')
+    (None, None)
+    """
+    fns: set[str] = set()
+
+    def walk(node: ast.expr) -> bool:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return walk(node.left) and walk(node.right)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "first":
+                return all(walk(a) for a in node.args)
+            if node.func.id in ("rate", "increase"):
+                fns.add(node.func.id)
+                return True
+        return False
+
+    if not walk(ast.parse(formula, mode="eval").body) or len(fns) != 1:
+        return None
+    return fns.pop()
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A value of ``kpi`` (for label group ``group``) for the monitors."""
+
+    kpi: KpiDef
+    group: Group
+    observation: Observation
+
+
+@dataclass(frozen=True)
+class Missed:
+    """At PM periods, a series of ``kpi`` that missed one scrape: evidence (``event``)."""
+
+    kpi: KpiDef
+    group: Group
+    event: MonitorEvent
+
+
+class KpiEvaluator:
+    """The KPIs of ``kpis`` over the series of ``store``, each entity by the roles ``guess``
+    says it plays; ``history`` recent values are kept per series."""
+
+    def __init__(
+        self,
+        kpis: Mapping[str, KpiDef],
+        store: SeriesStore,
+        guess: TopologyGuess,
+        history: int = 480,
+    ) -> None:
+        self.kpis = kpis
+        self.store = store
+        self.guess = guess
+        self.kpi_history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        """(series id, entity) → recent (time, value) of every evaluated KPI series."""
+        self._history = history
+        self._applicable: dict[str, tuple[int, list[KpiDef]]] = {}
+        self._evaluated: dict[str, float] = {}
+        """entity → the time its KPIs were last evaluated at (its latest scrape then)"""
+        self._groups: dict[tuple[str, str], tuple[int, list[Group]]] = {}
+
+    def kpis_for(self, entity: str) -> list[KpiDef]:
+        """The KPIs of the roles ``entity`` plays that read a metric it exports."""
+        metrics = self.store.metrics_of(entity)
+        cached = self._applicable.get(entity)
+        if cached is not None and cached[0] == len(metrics):
+            return cached[1]
+        played = self.guess.roles(entity, metrics)
+        chosen = [
+            k
+            for k in self.kpis.values()
+            if any(k.applies_to(t) for t in played)
+            and not stored_names(k.parsed).isdisjoint(metrics)
+        ]
+        self._applicable[entity] = (len(metrics), chosen)
+        return chosen
+
+    def groups_for(self, entity: str, kpi: KpiDef) -> list[Group]:
+        """Label groups a grouped KPI (``group_by``) is evaluated for on ``entity``."""
+        if not kpi.group_by:
+            return [()]
+        size = len(self.store.metrics_of(entity))
+        cached = self._groups.get((entity, kpi.id))
+        if cached is not None and cached[0] == size:
+            return cached[1]
+        groups = sorted(self.store.label_groups(entity, stored_names(kpi.parsed), kpi.group_by))
+        self._groups[(entity, kpi.id)] = (size, groups)
+        return groups
+
+    def observe(
+        self, entity: str, at: float, step: float, busy: bool
+    ) -> Iterator[Observed | Missed]:
+        """The observations of ``entity``'s KPIs at its latest scrape up to ``at`` (none if
+        nothing new came since its last evaluation), each value kept in :attr:`kpi_history`;
+        ``busy``: another series of the entity is alarming. A missed scrape is yielded as it
+        is found (the caller acts on it before the next is evaluated)."""
+        seen = self.store.last_seen.get(entity)
+        if not entity or seen is None:
+            return
+        # the entity's own time: its latest scrape (targets are scraped at their own
+        # phases; a window ending on the tick would cut its last interval, and its newest
+        # sample would wait a tick); nothing new since the last evaluation, nothing to learn
+        now = min(at, seen)
+        since = self._evaluated.get(entity, -math.inf)
+        if now <= since:
+            return
+        self._evaluated[entity] = now
+        grace = liveness_grace_s(self.store.entity_interval(entity) or step)
+        topology = self.guess.topology
+        zone = None if topology is None else topology.zone_of(entity)
+        for kpi in self.kpis_for(entity):
+            window = kpi_window_s(step, kpi.window_s)
+            for group in self.groups_for(entity, kpi):
+                view = self.store.view(entity, now, window, dict(group), grace, since)
+                value = kpi.parsed.evaluate(view)
+                if value is None:
+                    continue
+                support = kpi.parsed_support.evaluate(view) if kpi.parsed_support else None
+                if kpi.reads_presence and window < grace:
+                    missed = self._missed_scrape(kpi, entity, group, now, window, value)
+                    if missed is not None:
+                        yield Missed(kpi, group, missed)
+                key = (series_id(kpi.id, group), entity)
+                self.guess.count_subscribers(kpi, entity, group, value)
+                self._remember(key, now, value)
+                # a number of events (value × scale): its alarms pass a count gate
+                unit = None if support is not None else count_unit(kpi.formula)
+                scale = 0.0 if unit is None else window if unit == "rate" else 1.0
+                ob = Observation(
+                    key=key,
+                    value=value,
+                    support=support,
+                    bad_direction=kpi.bad_direction,
+                    min_support=kpi.min_support,
+                    counts=kpi.counts_events,
+                    hold=busy,
+                    proportion=kpi.proportion,
+                    ts=now,
+                    tz=zone,
+                    count_scale=scale,
+                    window_s=window,
+                )
+                yield Observed(kpi, group, ob)
+
+    def _remember(self, key: tuple[str, str], now: float, value: float) -> None:
+        hist = self.kpi_history.get(key)
+        if hist is None:
+            hist = self.kpi_history[key] = deque(maxlen=self._history)
+        hist.append((now, value))
+
+    def _missed_scrape(
+        self, kpi: KpiDef, entity: str, group: Group, now: float, window: float, value: float
+    ) -> MonitorEvent | None:
+        """At PM periods (a KPI window shorter than the liveness grace) a series that missed
+        one scrape still counts as ``present`` (routine for a flaky exporter, so no page), but
+        may be the only trace of an engine that hung for a few minutes: evidence for an
+        incident it joins (``Finding.evidence_only``). None: no scrape missed, or the value
+        without the gap is not worse."""
+        bare = kpi.parsed.evaluate(self.store.view(entity, now, window, dict(group)))
+        if bare is None or bare == value:
+            return None
+        if kpi.bad_direction != "both" and (bare < value) != (kpi.bad_direction == "down"):
+            return None
+        return silence(now, bare, value, 1.0)
