@@ -55,7 +55,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from noc_assistant.errors import BadInputError
+from evals.scenario_labels import (
+    Interval,
+    labelled_incidents,
+    labelled_maintenance,
+    parse_time,
+)
 
 __all__ = [
     "Alert",
@@ -162,50 +167,6 @@ def _incident_of(alert: Alert) -> str:
     return alert.incident_id.split("@")[0].split("^")[0]
 
 
-@dataclass(frozen=True)
-class _Interval:
-    entities: frozenset[str]
-    start: float
-    end: float
-    id: str = ""
-    fault: str = "unknown"
-    """An incident's root-cause fault class (``unknown`` where its label names none)."""
-
-
-_FIRST = 0.0
-_LAST = 253_402_300_799.0
-"""A label's time in epoch seconds: from 1970 to the end of year 9999 (what a date can be
-written as); NaN, infinity and 1e20 are damage, not times."""
-
-
-def parse_time(value: Any, *, source: str = "labels") -> float:
-    """RFC 3339 text or epoch seconds → epoch seconds.
-
-    >>> parse_time("2026-11-29T10:05:00Z")
-    1795946700.0
-    >>> parse_time(12.5)
-    12.5
-    """
-    if isinstance(value, bool):
-        raise BadInputError(f"bad time {value!r}", source=source)
-    seconds: float | None = None
-    if isinstance(value, int | float):
-        try:
-            seconds = float(value)
-        except OverflowError:  # an integer past any float
-            raise BadInputError(f"bad time {value:.6g}", source=source) from None
-    elif isinstance(value, str):
-        try:
-            seconds = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except (ValueError, OverflowError):
-            seconds = None
-    if seconds is None:
-        raise BadInputError(f"bad time {str(value)[:100]!r}", source=source)
-    if not math.isfinite(seconds) or not _FIRST <= seconds <= _LAST:
-        raise BadInputError(f"bad time {value!r} (not a time a label can hold)", source=source)
-    return seconds
-
-
 def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """Wilson score interval of a proportion.
 
@@ -225,29 +186,7 @@ def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float,
     return (lo, hi)
 
 
-def _incidents(labels: Mapping[str, Any], source: str) -> list[_Interval]:
-    out = []
-    for i, inc in enumerate(labels.get("incidents", []) or []):
-        try:
-            ents = set(inc.get("affected") or [])
-            root = inc.get("root_cause") or {}
-            if root.get("entity"):
-                ents.add(root["entity"])
-            out.append(
-                _Interval(
-                    frozenset(ents),
-                    parse_time(inc["start"], source=source),
-                    parse_time(inc["end"], source=source),
-                    str(inc.get("id", f"incident-{i}")),
-                    str(root.get("fault") or "unknown"),
-                )
-            )
-        except (KeyError, AttributeError, TypeError):
-            raise BadInputError(f"incident {i} lacks start/end", source=source) from None
-    return out
-
-
-def _by_fault(incidents: Sequence[_Interval], c: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _by_fault(incidents: Sequence[Interval], c: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per fault class: incidents, detected, recall and median delays (which classes the
     detectors miss or see late, the first thing an engineer tuning them asks)."""
     found = {d["incident"]: d for d in c["detected"]}
@@ -266,27 +205,11 @@ def _by_fault(incidents: Sequence[_Interval], c: Mapping[str, Any]) -> dict[str,
     return out
 
 
-def _maintenance(labels: Mapping[str, Any], source: str) -> list[_Interval]:
-    out = []
-    for i, m in enumerate(labels.get("maintenance", []) or []):
-        try:
-            out.append(
-                _Interval(
-                    frozenset([m["entity"]]),
-                    parse_time(m["start"], source=source),
-                    parse_time(m["end"], source=source),
-                )
-            )
-        except (KeyError, TypeError):
-            raise BadInputError(f"maintenance {i} lacks entity/start/end", source=source) from None
-    return out
-
-
 def _percentile(values: Sequence[float], q: float) -> float | None:
     return float(np.percentile(np.asarray(values, np.float64), q)) if values else None
 
 
-def _signal_start(inc: _Interval, scrapes: Mapping[str, Sequence[float]]) -> float | None:
+def _signal_start(inc: Interval, scrapes: Mapping[str, Sequence[float]]) -> float | None:
     """The first scrape of ``inc``'s entities after its start (None: none was scraped)."""
     firsts = []
     for ent in inc.entities:
@@ -299,7 +222,7 @@ def _signal_start(inc: _Interval, scrapes: Mapping[str, Sequence[float]]) -> flo
 
 
 def _scrape_step(
-    inc: _Interval,
+    inc: Interval,
     scrapes: Mapping[str, Sequence[float]],
     medians: dict[str, float | None] | None = None,
 ) -> float | None:
@@ -307,7 +230,7 @@ def _scrape_step(
     server scraped every 15 s beside a core on 60-s periods is judged on its own clock).
     ``medians`` keeps each entity's median step across calls (incidents share entities).
 
-    >>> _scrape_step(_Interval(frozenset({"a", "b"}), 0.0, 1.0), {"a": [0, 60, 120, 300],
+    >>> _scrape_step(Interval(frozenset({"a", "b"}), 0.0, 1.0), {"a": [0, 60, 120, 300],
     ...                                                          "b": [0, 15, 30]})
     15.0
     """
@@ -341,7 +264,7 @@ class _Matches:
 
 
 def _match(
-    alerts: Sequence[Alert], incidents: Sequence[_Interval], maint: Sequence[_Interval]
+    alerts: Sequence[Alert], incidents: Sequence[Interval], maint: Sequence[Interval]
 ) -> _Matches:
     """True positives, false positives and duplicate pages, the alerts taken in the order
     they opened: a true positive all of whose incidents were paged for before is a duplicate."""
@@ -362,7 +285,7 @@ def _match(
 
 def _normal_time(
     fps: Sequence[Alert],
-    busy_spans: Sequence[_Interval],
+    busy_spans: Sequence[Interval],
     entities: Iterable[str],
     span: tuple[float, float],
     window_s: float,
@@ -401,7 +324,7 @@ def _normal_time(
 
 
 def _delays(
-    incidents: Sequence[_Interval],
+    incidents: Sequence[Interval],
     first_tp: Mapping[str, float],
     scrapes: Mapping[str, Sequence[float]] | None,
 ) -> dict[str, Any]:
@@ -435,8 +358,8 @@ def _delays(
 
 def _counts(
     alerts: Sequence[Alert],
-    incidents: Sequence[_Interval],
-    maint: Sequence[_Interval],
+    incidents: Sequence[Interval],
+    maint: Sequence[Interval],
     entities: Iterable[str],
     span: tuple[float, float],
     window_s: float,
@@ -487,7 +410,7 @@ def _rates(c: Mapping[str, Any], days: float) -> dict[str, float]:
 
 def _per_detector(
     alerts: Sequence[Alert],
-    args: tuple[Sequence[_Interval], Sequence[_Interval], set[str], tuple[float, float], float],
+    args: tuple[Sequence[Interval], Sequence[Interval], set[str], tuple[float, float], float],
     scrapes: Mapping[str, Sequence[float]] | None,
     days: float,
     interval_s: float | None,
@@ -593,8 +516,8 @@ def score_scenario(
     >>> r["detection_delay_after_signal_s_p50"], r["detection_delay_intervals_p50"]
     (280.0, 4.666666666666667)
     """
-    incidents = _incidents(labels, source)
-    maint = _maintenance(labels, source)
+    incidents = labelled_incidents(labels, source)
+    maint = labelled_maintenance(labels, source)
     ents = set(entities) | {a.entity for a in alerts}
     pages = [a for a in alerts if a.page]
     args = (incidents, maint, ents, span, window_s)
@@ -624,10 +547,19 @@ def score_scenario(
         "rca_noop_accuracy": None,
         "grounding_rate": None,
         "per_detector": _per_detector(pages, args, scrapes, days, interval_s),
+        **_follow_up_keys(c, incidents, interval_s),
+    }
+
+
+def _follow_up_keys(
+    c: Mapping[str, Any], incidents: Sequence[Interval], interval_s: float | None
+) -> dict[str, Any]:
+    """The delays after the signal, and what an engineer checks next: which alerts were
+    false, which incidents were missed or seen, and the recall of each fault class."""
+    return {
         "detection_delay_after_signal_s_p50": _percentile(c["after_signal"], 50),
         "detection_delay_after_signal_s_p95": _percentile(c["after_signal"], 95),
         "detection_delay_intervals_p50": _intervals_p50(c, interval_s),
-        # what an engineer checks next: which alerts were false, which incidents were missed
         "false_alert_list": _false_alert_list(c["fps"]),
         "missed_incidents": c["missed"],
         "detected_incidents": c["detected"],

@@ -3,8 +3,9 @@ addresses) before text leaves.
 
 The patterns are the pack's (``knowledge/guardrails/masking.yaml``): one recogniser per
 identifier class, each with its own label in the mask; this module only enforces them, and
-holds what is code rather than pattern: the Luhn check, and the normalisation that lets a
-pattern written for plain digits see an identifier however it is written.
+holds what is code rather than pattern: the Luhn check, and (through
+:mod:`guardrails.mask_views`) the normalisation that lets a pattern written for plain digits
+see an identifier however it is written.
 
 Normalisation (before matching; the output keeps the text as it was outside the matches)
     Percent-encoding is decoded (``%2B49…`` is ``+49…``, ``imsi%3D…`` is ``imsi=…``, double
@@ -67,16 +68,14 @@ True
 
 from __future__ import annotations
 
-import bisect
 import re
-import unicodedata
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from guardrails.errors import GuardrailPolicyError, MaskingError
+from guardrails.mask_views import HELD, View, decoded_view, normalise, views_of
 from knowledge.schema import MaskingPattern
 
 if TYPE_CHECKING:
@@ -106,21 +105,6 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 _TEMPLATE_TOKEN = re.compile(r"\\(?:g<([^<>]*)>|([1-9][0-9]?)|(.))", re.DOTALL)
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 
-_PERCENT = re.compile(r"%(?:25)*([0-9A-Fa-f]{2})")
-"""A percent-encoded byte, double encoding (``%252B``) included."""
-_CHAIN = re.compile(r"[0-9]+(?:(?: ?\( ?| ?\) ?| - |[ ./-])[0-9]+)+")
-"""Digit groups joined by single separators: the candidates for folding."""
-_CHAIN_ALONE = re.compile(r"(?<![^\W\d_])(?<![^\W\d_]-)" + _CHAIN.pattern)
-"""A chain that does not start with a name's number (``gpu-srv-1 35 345678 901234 8``,
-``/v1/0049 170 1234567``): folded too, in a view of its own."""
-_DATE = re.compile(
-    r"(?:19|20)[0-9]{2}[-/.][0-9]{2}[-/.][0-9]{2}|[0-9]{2}[-/.][0-9]{2}[-/.](?:19|20)"
-)
-_FOLD_DIGITS = (10, 17)
-"""Digits a folded group may have: a national MSISDN (10) to an IMEISV with slack (17)."""
-_FOLD_GROUPS = 6
-"""Most groups a folded chain may have (``+49 (0) 170 123 45 67``); a SUCI has seven."""
-
 
 def luhn_valid(digits: str) -> bool:
     """Whether a string of digits passes the Luhn check (ISO/IEC 7812-1).
@@ -141,186 +125,6 @@ def _identifier(matched: str) -> str:
     """The identifier digits of a match: its longest run of digits, hyphen-separated groups
     joined (``35-345678-901234-8`` is one IMEI)."""
     return max(_DIGITS.findall(re.sub(r"(?<=\d)-(?=\d)", "", matched)), key=len, default="")
-
-
-def _foldable(chain: str, before: str) -> bool:
-    """Whether the separators of a chain of digit groups (:data:`_CHAIN`) are separators of one
-    number, to be folded, rather than structure between numbers.
-
-    ``before`` is the character in front of the chain (a ``+`` or ``(`` says phone number).
-
-    >>> [_foldable(c, " ") for c in ("001 01 0123456789", "35-345678-901234-8", "0170/1234567")]
-    [True, True, True]
-    >>> [_foldable(c, "+") for c in ("49 (170) 1234567", "49.170.1234567", "49 1701234567")]
-    [True, True, True]
-    >>> [_foldable(c, " ") for c in ("2024-05-01 10", "192.168.100.200", "1714559531.123456")]
-    [False, False, False]
-    >>> [_foldable(c, " ") for c in ("42 1714559531000", "262-01", "0 0 0 0 0 0 0 0 0 0 0 0")]
-    [False, False, False]
-    """
-    if len(chain) < _FOLD_DIGITS[0]:
-        return False
-    groups = _ASCII_DIGITS.findall(chain)
-    digits = sum(len(g) for g in groups)
-    if not 2 <= len(groups) <= _FOLD_GROUPS or not _FOLD_DIGITS[0] <= digits <= _FOLD_DIGITS[1]:
-        return False
-    kinds = {s.strip() or " " for s in re.findall(r"[^0-9]+", chain)}
-    if "." in kinds:
-        # +49.170.1234567 is a number; 1.5, 10.0.0.1 and a dotted mix are not
-        if kinds != {"."} or len(groups) < 3:
-            return False
-        if len(groups) == 4 and all(len(g) <= 3 for g in groups):
-            return False
-    if _DATE.match(chain):
-        return False
-    if kinds == {" "} and len(groups) == 2:
-        # two numbers side by side (a value and its timestamp) unless the first is a
-        # country/trunk prefix or a PLMN id: +49 1701234567, 0170 1234567, 26201 0123456789
-        first = groups[0]
-        return before in ("+", "(") or first.startswith("0") or len(first) in (5, 6)
-    return True
-
-
-@dataclass(frozen=True)
-class _View:
-    """Text as the patterns see it, and where each of its characters came from.
-
-    Either the text itself (``starts`` and ``runs`` None), or identity runs (``runs``: the view
-    offset and the original offset where each run of unchanged characters starts: a folded
-    view of plain text), or one original span per character (``starts``/``ends``: decoded
-    percent-encoding, where one character stands for three). Folded separators have no
-    character of their own: they lie inside the span of a match that covers the digits on both
-    sides.
-    """
-
-    text: str
-    starts: Sequence[int] | None = None
-    ends: Sequence[int] | None = None
-    runs: tuple[list[int], list[int]] | None = None
-
-    def origin(self, index: int) -> tuple[int, int]:
-        """The original span of the view's character ``index``."""
-        if self.runs is not None:
-            views, origins = self.runs
-            i = bisect.bisect_right(views, index) - 1
-            at = origins[i] + index - views[i]
-            return at, at + 1
-        if self.starts is None or self.ends is None:
-            return index, index + 1
-        return self.starts[index], self.ends[index]
-
-    def span(self, start: int, end: int) -> tuple[int, int]:
-        """The original span of the view's ``[start, end)`` (not empty)."""
-        return self.origin(start)[0], self.origin(end - 1)[1]
-
-
-_HELD = "\x00"
-"""What a held character is in a view: no pattern takes it for a digit or a letter."""
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
-
-
-def _decoded(text: str, held: Sequence[tuple[int, int]]) -> _View:
-    """The view with held spans hidden, percent-encoding decoded and digits made ASCII."""
-    hidden = text
-    if held:
-        pieces: list[str] = []
-        at = 0
-        for s, e in held:
-            pieces.append(text[at:s])
-            pieces.append(_HELD * (e - s))
-            at = e
-        pieces.append(text[at:])
-        hidden = "".join(pieces)
-    if "%" not in hidden and not any(c.isdigit() for c in _NON_ASCII.findall(hidden)):
-        return _View(hidden)
-    chars: list[str] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    i, n = 0, len(hidden)
-    while i < n:
-        char = hidden[i]
-        if char == "%":
-            m = _PERCENT.match(hidden, i)
-            if m is not None and 0x20 <= int(m.group(1), 16) < 0x7F:
-                chars.append(chr(int(m.group(1), 16)))
-                starts.append(i)
-                ends.append(m.end())
-                i = m.end()
-                continue
-        elif char > "\x7f" and char.isdigit():
-            char = str(unicodedata.digit(char, 0))
-        chars.append(char)
-        starts.append(i)
-        ends.append(i + 1)
-        i += 1
-    return _View("".join(chars), starts, ends)
-
-
-@lru_cache(maxsize=64)
-def _fold_drops(text: str, alone: bool) -> tuple[tuple[int, int], ...]:
-    """The separator spans of ``text`` that folding removes (cached: every pattern folds the
-    same text until one of them changes it)."""
-    drop: list[tuple[int, int]] = []
-    for m in (_CHAIN_ALONE if alone else _CHAIN).finditer(text):
-        before = text[m.start() - 1] if m.start() else ""
-        if _foldable(m.group(), before):
-            drop.extend(
-                (m.start() + sep.start(), m.start() + sep.end())
-                for sep in re.finditer(r"[^0-9]+", m.group())
-            )
-    return tuple(drop)
-
-
-def _folded(view: _View, alone: bool = False) -> _View | None:
-    """``view`` with the separators of number-like digit groups removed (:func:`_foldable`);
-    None when there are none. ``alone``: chains that do not start with a name's number."""
-    drop = _fold_drops(view.text, alone)
-    if not drop:
-        return None
-    kept: list[tuple[int, int]] = []
-    at = 0
-    for s, e in drop:
-        kept.append((at, s))
-        at = e
-    kept.append((at, len(view.text)))
-    text = "".join(view.text[s:e] for s, e in kept)
-    if view.starts is None or view.ends is None:
-        views: list[int] = []
-        origins: list[int] = []
-        length = 0
-        for s, e in kept:
-            if e > s:
-                views.append(length)
-                origins.append(s)
-                length += e - s
-        return _View(text, runs=(views, origins))
-    starts = [view.starts[i] for s, e in kept for i in range(s, e)]
-    ends = [view.ends[i] for s, e in kept for i in range(s, e)]
-    return _View(text, starts, ends)
-
-
-def _views(text: str, held: Sequence[tuple[int, int]]) -> Iterator[_View]:
-    """The decoded view, then the folded ones where folding changes anything (chains taken
-    greedily, then chains that do not start with a name's number)."""
-    decoded = _decoded(text, held)
-    yield decoded
-    seen = {decoded.text}
-    for alone in (False, True):
-        folded = _folded(decoded, alone)
-        if folded is not None and folded.text not in seen:
-            seen.add(folded.text)
-            yield folded
-
-
-def normalise(text: str) -> str:
-    """What the patterns match: ``text`` percent-decoded, its digits ASCII and the separators
-    of its number-like digit groups folded (see the module docstring).
-
-    >>> normalise("msisdn=%2B49%20(170)%20123-4567 at 2024-05-01 10:32, imsi 001 01 0123456789")
-    'msisdn=+491701234567 at 2024-05-01 10:32, imsi 001010123456789'
-    """
-    views = list(_views(text, ()))
-    return views[-1].text
 
 
 @dataclass(frozen=True)
@@ -388,7 +192,7 @@ class _Compiled:
                 f"replacement {template!r} is invalid: {exc}", pattern_id=self.pattern.id
             ) from None
 
-    def _replace(self, match: re.Match[str], view: _View, original: str) -> str | None:
+    def _replace(self, match: re.Match[str], view: View, original: str) -> str | None:
         """The replacement of one match, or None where the pattern does not apply to it."""
         matched = match.group()
         if self.context is not None and not self.context.search(matched):
@@ -407,30 +211,31 @@ class _Compiled:
     def apply(
         self, text: str, held: list[tuple[int, int]]
     ) -> tuple[str, int, list[tuple[int, int]]]:
-        """``text`` with this pattern applied on each view in turn (:func:`_views`): its
-        matches masked, and the held spans after it."""
-        if self.context is not None and not self.context.search(_decoded(text, held).text):
+        """``text`` with this pattern applied on each view in turn
+        (:func:`~guardrails.mask_views.views_of`): its matches masked, and the held spans after
+        it."""
+        if self.context is not None and not self.context.search(decoded_view(text, held).text):
             return text, 0, held
         count = 0
-        views = list(_views(text, held))
+        views = list(views_of(text, held))
         done = 0
         while done < len(views):
             text, n, held, changed = self._apply_view(text, held, views[done])
             count += n
             done += 1
             if changed:
-                views = list(_views(text, held))
+                views = list(views_of(text, held))
         return text, count, held
 
     def _apply_view(
-        self, text: str, held: list[tuple[int, int]], view: _View
+        self, text: str, held: list[tuple[int, int]], view: View
     ) -> tuple[str, int, list[tuple[int, int]], bool]:
         edits: list[tuple[int, int, str]] = []
         for m in self.regex.finditer(view.text):
             if m.start() == m.end():
                 continue
             start, end = view.span(m.start(), m.end())
-            if held and _HELD in m.group() and _overlaps(held, start, end):
+            if held and HELD in m.group() and _overlaps(held, start, end):
                 continue
             replaced = self._replace(m, view, text)
             if replaced is not None:
@@ -473,7 +278,7 @@ def _parse(template: str) -> list[_Part]:
     return [p for p in parts if p != ""]
 
 
-def _expand(parts: list[_Part], match: re.Match[str], view: _View, original: str) -> str:
+def _expand(parts: list[_Part], match: re.Match[str], view: View, original: str) -> str:
     """A replacement written out: a group of digits as its normalised digits, any other group
     as the original text it came from (labels and separators stay as they were written)."""
     out: list[str] = []
@@ -603,7 +408,7 @@ _LEAK_RUN = 3
 def _leaked_digits(rule: _Compiled, original: str, masked: str) -> list[str]:
     """Digit runs of ``masked`` that are part of an identifier the rule matched and neither
     context nor a kept identifier prefix."""
-    view = list(_views(original, ()))[-1]
+    view = list(views_of(original, ()))[-1]
     idents = [_identifier(m.group()) for m in rule.regex.finditer(view.text) if m.group()]
     context = set(_DIGITS.findall(rule.regex.sub(" ", view.text)))
     kept = _KEPT_DIGITS[rule.pattern.keep]
@@ -621,7 +426,7 @@ def _check_hold(masker: Masker, rule: _Compiled, text: str) -> ExampleResult:
     """A hold's example passes if the hold matches it and the masker leaves it unchanged."""
     pid = rule.pattern.id
     problems: list[str] = []
-    if not any(rule.regex.search(v.text) for v in _views(text, ())):
+    if not any(rule.regex.search(v.text) for v in views_of(text, ())):
         problems.append("not matched by this pattern")
     result = masker.mask(text)
     if result.text != text:

@@ -32,7 +32,7 @@ from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 import jinja2
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -297,14 +297,35 @@ def create_app(
     app.include_router(tuning_router(drafter))
     app.include_router(users_router())
     app.include_router(alert_router(alerts or default_intake(store, drafter)))
+    neighbours = _neighbours(drafter)
+    app.include_router(_service_router(store))
+    app.include_router(_incidents_router(neighbours))
+    app.include_router(_stream_router(hub))
+    app.include_router(_console_router(env, drafter, neighbours))
+    return app
 
-    def _incident_or_404(s: Store, incident_id: str) -> Incident:
-        inc = s.get_incident(incident_id)
-        if inc is None:
-            raise HTTPException(status_code=404, detail=f"incident {incident_id} not found")
-        return inc
 
-    @app.get("/health")
+def _incident_or_404(s: Store, incident_id: str) -> Incident:
+    inc = s.get_incident(incident_id)
+    if inc is None:
+        raise HTTPException(status_code=404, detail=f"incident {incident_id} not found")
+    return inc
+
+
+def _neighbours(drafter: Drafter | None) -> Callable[[str], set[str]]:
+    """The entities beside an entity in the drafter's topology (none without a drafter)."""
+
+    def neighbours(entity: str) -> set[str]:
+        return drafter.network_topology.neighbours(entity) if drafter is not None else set()
+
+    return neighbours
+
+
+def _service_router(store: Store) -> APIRouter:
+    """``/health`` and ``/metrics``."""
+    router = APIRouter()
+
+    @router.get("/health")
     async def health() -> dict[str, str]:
         """On the event loop, not the threadpool: it answers while every worker thread waits
         for the model."""
@@ -312,16 +333,23 @@ def create_app(
 
     metrics_registry = registry(store)
 
-    @app.get("/metrics")
+    @router.get("/metrics")
     def metrics() -> Response:
         """The assistant's own state for Prometheus (:mod:`noc_assistant.api.metrics`)."""
         return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/api/incidents")
+    return router
+
+
+def _incidents_router(neighbours: Callable[[str], set[str]]) -> APIRouter:
+    """The incidents as JSON: the list, one incident, those like it and those beside it."""
+    router = APIRouter()
+
+    @router.get("/api/incidents")
     def list_incidents(s: StoreDep, state: str | None = None) -> list[Incident]:
         return s.list_incidents(state=state)
 
-    @app.get("/api/incidents/{incident_id}")
+    @router.get("/api/incidents/{incident_id}")
     def get_incident(s: StoreDep, incident_id: str) -> dict[str, Any]:
         inc = _incident_or_404(s, incident_id)
         diagnosis = s.get_diagnosis(incident_id)
@@ -331,7 +359,7 @@ def create_app(
             "evidence": [e.model_dump() for e in diagnosis.evidence] if diagnosis else [],
         }
 
-    @app.get("/api/incidents/{incident_id}/similar")
+    @router.get("/api/incidents/{incident_id}/similar")
     def similar_incidents(
         s: StoreDep, incident_id: str, days: LookbackDays = 90
     ) -> IncidentHistory:
@@ -339,17 +367,21 @@ def create_app(
         the NOC's verdicts on them were (:mod:`noc_assistant.triage.history`)."""
         return similar_in_store(s, _incident_or_404(s, incident_id), lookback_s=days * 86_400)
 
-    def neighbours(entity: str) -> set[str]:
-        return drafter.network_topology.neighbours(entity) if drafter is not None else set()
-
-    @app.get("/api/incidents/{incident_id}/concurrent")
+    @router.get("/api/incidents/{incident_id}/concurrent")
     def concurrent_incidents(s: StoreDep, incident_id: str) -> list[PastIncident]:
         """The incidents at the same time on the same or a neighbouring entity (another bus
         worker's pages of the same fault, say), by opening."""
         inc = _incident_or_404(s, incident_id)
         return concurrent_in_store(s, inc, neighbours, now=time.time())
 
-    @app.get("/api/stream")
+    return router
+
+
+def _stream_router(hub: Broadcaster) -> APIRouter:
+    """``/api/stream``: the hub's events as server-sent events, with a keep-alive."""
+    router = APIRouter()
+
+    @router.get("/api/stream")
     async def stream(request: Request) -> StreamingResponse:
         queue = hub.subscribe()
 
@@ -368,7 +400,16 @@ def create_app(
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    @app.get("/", response_class=HTMLResponse)
+    return router
+
+
+def _console_router(
+    env: jinja2.Environment, drafter: Drafter | None, neighbours: Callable[[str], set[str]]
+) -> APIRouter:
+    """The console's pages: the incident list and one incident."""
+    router = APIRouter()
+
+    @router.get("/", response_class=HTMLResponse)
     def index(
         s: StoreDep,
         state: Annotated[str | None, Query(max_length=20)] = None,
@@ -381,68 +422,85 @@ def create_app(
         pattern), the assistant's top fault, free text (id, title, entities, KPIs) and the
         last ``hours``."""
         wanted = Triage(state, entity, fault, q, time.time() - hours * 3600 if hours else None)
-        listed = s.list_incidents()
-        incidents = wanted.order([i for i in listed if wanted.keeps(i)])
-        reviews = s.reviews()
-        verdicts = [reviews[i.id].verdict if i.id in reviews else None for i in incidents]
-        judged = sum(1 for v in verdicts if v in ("fault", "no_fault"))
-        false = sum(1 for v in verdicts if v == "no_fault")
-        return env.get_template("index.html").render(
-            incidents=incidents,
-            open_count=sum(1 for i in incidents if i.state == "open"),
-            reviews=reviews,
-            judged=judged,
-            false_count=false,
-            unreviewed=sum(1 for v in verdicts if v is None),
-            maintenance=s.maintenance_windows(ending_after=time.time()),
-            tuning=s.tuning_rules(ending_after=time.time()),
-            now=time.time(),
-            wanted=wanted,
-            listed=len(listed),
-            sparks={
-                i: sparkline(fs)
-                for i, fs in s.findings_of([x.id for x in incidents[:SPARKLINES]]).items()
-            },
-            faults=sorted({i.hypotheses[0].fault for i in listed if i.hypotheses}),
-        )
+        return _index_page(env, s, wanted)
 
-    @app.get("/incidents/{incident_id}", response_class=HTMLResponse)
+    @router.get("/incidents/{incident_id}", response_class=HTMLResponse)
     def incident_page(s: StoreDep, incident_id: str) -> str:
-        inc = _incident_or_404(s, incident_id)
-        findings: list[Finding] = s.findings_for(incident_id)
-        diagnosis = s.get_diagnosis(incident_id)
-        review = s.get_review(incident_id)
-        seen = similar_in_store(s, inc)
-        beside = concurrent_in_store(s, inc, neighbours, now=time.time())
-        report = (
-            drafter.report(inc, diagnosis, review=review, seen=seen, beside=beside)
-            if drafter and diagnosis
-            else None
-        )
-        return env.get_template("incident.html").render(
-            incident=inc,
-            findings=findings,
-            evidence=diagnosis.evidence if diagnosis else [],
-            report=report,
-            emails=s.list_emails(incident_id),
-            partner=_partner(drafter, diagnosis, review),
-            chat=drafter is not None and diagnosis is not None,
-            kept=s.chat_for(incident_id),
-            review=review,
-            faults=sorted(set(drafter.pack.faults) - {"no_fault"}) if drafter else [],
-            top=diagnosis.top if diagnosis else None,
-            seen=seen,
-            beside=beside,
-            plots=evidence_plots(
-                inc, findings, s.maintenance_windows(), drafter.pack.kpis if drafter else None
-            ),
-            topology=topology_svg(
-                inc.entities,
-                diagnosis.top.entity if diagnosis else None,
-                drafter.network_topology,
-            )
-            if drafter
-            else "",
-        )
+        return _incident_page(env, s, _incident_or_404(s, incident_id), drafter, neighbours)
 
-    return app
+    return router
+
+
+def _index_page(env: jinja2.Environment, s: Store, wanted: Triage) -> str:
+    """The incident list as ``wanted`` filters and orders it."""
+    listed = s.list_incidents()
+    incidents = wanted.order([i for i in listed if wanted.keeps(i)])
+    reviews = s.reviews()
+    verdicts = [reviews[i.id].verdict if i.id in reviews else None for i in incidents]
+    judged = sum(1 for v in verdicts if v in ("fault", "no_fault"))
+    false = sum(1 for v in verdicts if v == "no_fault")
+    return env.get_template("index.html").render(
+        incidents=incidents,
+        open_count=sum(1 for i in incidents if i.state == "open"),
+        reviews=reviews,
+        judged=judged,
+        false_count=false,
+        unreviewed=sum(1 for v in verdicts if v is None),
+        maintenance=s.maintenance_windows(ending_after=time.time()),
+        tuning=s.tuning_rules(ending_after=time.time()),
+        now=time.time(),
+        wanted=wanted,
+        listed=len(listed),
+        sparks={
+            i: sparkline(fs)
+            for i, fs in s.findings_of([x.id for x in incidents[:SPARKLINES]]).items()
+        },
+        faults=sorted({i.hypotheses[0].fault for i in listed if i.hypotheses}),
+    )
+
+
+def _incident_page(
+    env: jinja2.Environment,
+    s: Store,
+    inc: Incident,
+    drafter: Drafter | None,
+    neighbours: Callable[[str], set[str]],
+) -> str:
+    """One incident's page: findings, report, e-mails, chat, and the incidents like it and
+    beside it."""
+    incident_id = inc.id
+    findings: list[Finding] = s.findings_for(incident_id)
+    diagnosis = s.get_diagnosis(incident_id)
+    review = s.get_review(incident_id)
+    seen = similar_in_store(s, inc)
+    beside = concurrent_in_store(s, inc, neighbours, now=time.time())
+    report = (
+        drafter.report(inc, diagnosis, review=review, seen=seen, beside=beside)
+        if drafter and diagnosis
+        else None
+    )
+    return env.get_template("incident.html").render(
+        incident=inc,
+        findings=findings,
+        evidence=diagnosis.evidence if diagnosis else [],
+        report=report,
+        emails=s.list_emails(incident_id),
+        partner=_partner(drafter, diagnosis, review),
+        chat=drafter is not None and diagnosis is not None,
+        kept=s.chat_for(incident_id),
+        review=review,
+        faults=sorted(set(drafter.pack.faults) - {"no_fault"}) if drafter else [],
+        top=diagnosis.top if diagnosis else None,
+        seen=seen,
+        beside=beside,
+        plots=evidence_plots(
+            inc, findings, s.maintenance_windows(), drafter.pack.kpis if drafter else None
+        ),
+        topology=topology_svg(
+            inc.entities,
+            diagnosis.top.entity if diagnosis else None,
+            drafter.network_topology,
+        )
+        if drafter
+        else "",
+    )

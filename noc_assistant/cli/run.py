@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -17,6 +17,15 @@ from noc_assistant.ingest.replay import parse_ts
 from noc_assistant.models import Finding, Maintenance
 from noc_assistant.settings import get_settings
 from noc_assistant.stream.correlate import IncidentEvent, MaintenanceWindow
+
+if TYPE_CHECKING:
+    from knowledge.pack import Pack
+    from knowledge.topology import Topology
+    from noc_assistant.api.events import Broadcaster
+    from noc_assistant.settings import Settings
+    from noc_assistant.simulate import Scenario
+    from noc_assistant.store import Store
+    from noc_assistant.stream.pipeline import Pipeline
 
 __all__ = ["register"]
 
@@ -88,17 +97,41 @@ def demo(
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.cli._live import console_app
     from noc_assistant.inventory import topology_from_dict
-    from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
     from noc_assistant.store import open_store
-    from noc_assistant.stream.pipeline import Pipeline
 
     settings = get_settings()
     store = open_store(settings.db_url)
     if not _configured_store():
         store.clear()  # the demo's own file: only what earlier demos wrote
     hub = Broadcaster()
+    scenario = _demo_scenario(settings, store, days, faults, seed, start)
+    url = f"http://{settings.http_host}:{settings.http_port}"
+    pack = load_pack()
+    topology = topology_from_dict(scenario.inventory, pack)
+    if serve:
+        app = console_app(store, hub, settings, pack, topology)
+        _serve(app, settings.http_host, settings.http_port)
+        console.print(f"  console    [link={url}]{url}[/link]")
+    pipe = _demo_pipeline(store, hub, pack, topology, scenario.labels)
+    elapsed = _stream_scenario(pipe, scenario, days)
+    store.save_findings(pipe.correlator.suppressed)
+    _print_summary(pipe, scenario, elapsed)
+    if serve and hold:
+        console.print(f"Console at {url} — press Ctrl-C to stop.")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            console.print("stopped")
+
+
+def _demo_scenario(
+    settings: Settings, store: Store, days: float, faults: str, seed: int, start: str | None
+) -> Scenario:
+    """Build the demo's scenario, write its files and declare its planned work in ``store``."""
     from noc_assistant.errors import BadInputError
     from noc_assistant.ingest.replay import parse_time
+    from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
 
     hour = time.time() // 3600 * 3600
     try:
@@ -117,13 +150,15 @@ def demo(
         f"  telemetry  {paths['telemetry']}\n  labels     {paths['labels']}\n"
         f"  inventory  {paths['inventory']}\n  database   {store.path}"
     )
-    url = f"http://{settings.http_host}:{settings.http_port}"
-    pack = load_pack()
-    topology = topology_from_dict(scenario.inventory, pack)
-    if serve:
-        app = console_app(store, hub, settings, pack, topology)
-        _serve(app, settings.http_host, settings.http_port)
-        console.print(f"  console    [link={url}]{url}[/link]")
+    return scenario
+
+
+def _demo_pipeline(
+    store: Store, hub: Broadcaster, pack: Pack, topology: Topology, labels: dict[str, Any]
+) -> Pipeline:
+    """The demo's pipeline: each incident event stored, published to the console and printed;
+    the scenario's planned work held back."""
+    from noc_assistant.stream.pipeline import Pipeline
 
     pending: list[Finding] = []
 
@@ -139,42 +174,53 @@ def demo(
         if event.finding is not None:
             store.save_findings([event.finding], incident_id=inc.id)
         hub.publish({"kind": event.kind, "incident": inc.id, "state": inc.state})
-        if event.kind == "opened":
-            f = event.finding
-            detail = (
-                f"{f.kpi} {f.direction}: observed {f.observed:.4g}, "
-                f"expected {f.expected_low:.4g}…{f.expected_high:.4g}"
-                if f
-                else ""
-            )
-            word = "[blue]NOTICE[/]" if inc.severity == "info" else "[red]ALERT[/]"
-            console.print(
-                f"{word} {_utc(inc.opened_at)}  [bold]{', '.join(inc.entities)}[/]  "
-                f"{detail}  [dim]{inc.id}[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
-        elif event.kind == "resolved":
-            top = inc.hypotheses[0] if inc.hypotheses else None
-            verdict = f"  → {top.fault} on {top.entity} ({top.confidence:.0%})" if top else ""
-            console.print(
-                f"[green]RESOLVED[/] {_utc(inc.resolved_at or inc.updated_at)}  "
-                f"{', '.join(inc.entities)}{verdict}  [dim]{inc.id}[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
-        elif event.kind in ("reopened", "escalated"):
-            f = event.finding
-            why = f"  {f.kpi} {f.direction} (score {f.score:.3g})" if f else ""
-            console.print(
-                f"[yellow]{event.kind.upper()}[/] {_utc(inc.updated_at)}  "
-                f"{', '.join(inc.entities)}{why}  [dim]{inc.id}[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
+        _print_event(event)
 
     pipe = Pipeline(pack=pack, topology=topology, on_finding=on_finding, on_incident=on_incident)
-    pipe.correlator.maintenance.extend(_maintenance(scenario.labels))
+    pipe.correlator.maintenance.extend(_maintenance(labels))
+    return pipe
+
+
+def _print_event(event: IncidentEvent) -> None:
+    """One line for an incident that opened, resolved, reopened or escalated."""
+    inc = event.incident
+    if event.kind == "opened":
+        f = event.finding
+        detail = (
+            f"{f.kpi} {f.direction}: observed {f.observed:.4g}, "
+            f"expected {f.expected_low:.4g}…{f.expected_high:.4g}"
+            if f
+            else ""
+        )
+        word = "[blue]NOTICE[/]" if inc.severity == "info" else "[red]ALERT[/]"
+        console.print(
+            f"{word} {_utc(inc.opened_at)}  [bold]{', '.join(inc.entities)}[/]  "
+            f"{detail}  [dim]{inc.id}[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+    elif event.kind == "resolved":
+        top = inc.hypotheses[0] if inc.hypotheses else None
+        verdict = f"  → {top.fault} on {top.entity} ({top.confidence:.0%})" if top else ""
+        console.print(
+            f"[green]RESOLVED[/] {_utc(inc.resolved_at or inc.updated_at)}  "
+            f"{', '.join(inc.entities)}{verdict}  [dim]{inc.id}[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+    elif event.kind in ("reopened", "escalated"):
+        f = event.finding
+        why = f"  {f.kpi} {f.direction} (score {f.score:.3g})" if f else ""
+        console.print(
+            f"[yellow]{event.kind.upper()}[/] {_utc(inc.updated_at)}  "
+            f"{', '.join(inc.entities)}{why}  [dim]{inc.id}[/]",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _stream_scenario(pipe: Pipeline, scenario: Scenario, days: float) -> float:
+    """Feed the scenario's samples through ``pipe`` behind a progress bar; the wall time (s)."""
     started = time.perf_counter()
     span = days * 86400.0
     t0: float | None = None
@@ -198,9 +244,11 @@ def demo(
                 progress.update(task, completed=s.ts - t0, description=f"sim {_utc(s.ts)}")
         pipe.finish()
         progress.update(task, completed=span)
-    elapsed = time.perf_counter() - started
-    store.save_findings(pipe.correlator.suppressed)
+    return time.perf_counter() - started
 
+
+def _print_summary(pipe: Pipeline, scenario: Scenario, elapsed: float) -> None:
+    """The demo's closing table: samples, findings, incidents, what was held back."""
     table = Table(title="Demo summary", show_header=False)
     incidents = list(pipe.correlator.incidents.values())
     table.add_row("samples streamed", f"{pipe.samples:,}")
@@ -213,13 +261,6 @@ def demo(
         "quarantined / duplicate samples", f"{pipe.quarantine.count} / {pipe.buffer.duplicates}"
     )
     console.print(table)
-    if serve and hold:
-        console.print(f"Console at {url} — press Ctrl-C to stop.")
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            console.print("stopped")
 
 
 def check() -> None:

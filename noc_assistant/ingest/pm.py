@@ -155,84 +155,133 @@ def read_pm_file(
 ) -> list[PmValue]:
     """The measurements of one PM file; a file that cannot be read is quarantined whole, a
     period ending outside ``window`` (None: any time) that period."""
+    root = _pm_root(path, quarantine)
+    if root is None:
+        return []
+    out: list[PmValue] = []
+    for data in _children(root, "measData") + _children(root, "MeasData"):
+        for info in _children(data, "measInfo"):
+            out += _meas_info(info, str(path), quarantine, window)
+    return out
+
+
+def _pm_root(path: Path, quarantine: Quarantine) -> ET.Element | None:
+    """The root element of a PM file; None (the file quarantined) where it is no readable XML
+    or not a PM file."""
     source = str(path)
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as exc:
         quarantine.add(source, exc.position[0], f"not well-formed XML: {exc}", "")
-        return []
+        return None
     except OSError as exc:
         quarantine.add(source, None, f"cannot read: {exc.strerror or exc}", "")
-        return []
+        return None
     except (ValueError, LookupError) as exc:  # an encoding the parser does not know
         quarantine.add(source, None, f"not readable XML: {exc}", "")
-        return []
+        return None
     if _local(root.tag) not in ("measCollecFile", "MeasDataFile"):
         quarantine.add(source, None, f"root <{_local(root.tag)}> is not a 3GPP PM file", "")
+        return None
+    return root
+
+
+def _meas_info(
+    info: ET.Element, source: str, quarantine: Quarantine, window: TimeWindow | None
+) -> list[PmValue]:
+    """The measurements of one ``measInfo``; none (it quarantined) where its period cannot be
+    read or ends outside ``window``."""
+    info_id = info.get("measInfoId", "?")
+    try:
+        gran = _children(info, "granPeriod")
+        if not gran:
+            raise ValueError("no granPeriod")
+        end = _time(gran[0].get("endTime"), f"measInfo {info_id} granPeriod")
+        if window is not None:
+            window.check(end)
+        duration = _duration(gran[0].get("duration"))
+    except ValueError as exc:
+        quarantine.add(source, None, f"measInfo {info_id}: {exc}", "")
         return []
+    names = _type_names(info, info_id, source, quarantine)
     out: list[PmValue] = []
-    for data in _children(root, "measData") + _children(root, "MeasData"):
-        for info in _children(data, "measInfo"):
-            info_id = info.get("measInfoId", "?")
-            try:
-                gran = _children(info, "granPeriod")
-                if not gran:
-                    raise ValueError("no granPeriod")
-                end = _time(gran[0].get("endTime"), f"measInfo {info_id} granPeriod")
-                if window is not None:
-                    window.check(end)
-                duration = _duration(gran[0].get("duration"))
-            except ValueError as exc:
-                quarantine.add(source, None, f"measInfo {info_id}: {exc}", "")
-                continue
-            listed = _children(info, "measTypes")
-            names: dict[int, str] = {}
-            if listed:
-                names = dict(enumerate((listed[0].text or "").split(), start=1))
-            for t in [] if listed else _children(info, "measType"):
-                p = _position(t.get("p"))
-                if p is None:
-                    reason = f"measInfo {info_id}: measType p={t.get('p')!r} is not a position"
-                    quarantine.add(source, None, reason, (t.text or "").strip())
-                    continue
-                names[p] = (t.text or "").strip()
-            for mv in _children(info, "measValue"):
-                ldn = mv.get("measObjLdn", "")
-                suspect = any((s.text or "").strip() == "true" for s in _children(mv, "suspect"))
-                results = _children(mv, "measResults")
-                raw: dict[int, str] = {}
-                if results:
-                    raw = dict(enumerate((results[0].text or "").split(), start=1))
-                for r in [] if results else _children(mv, "r"):
-                    p = _position(r.get("p"))
-                    if p is None:
-                        reason = f"measInfo {info_id} {ldn}: r p={r.get('p')!r} is not a position"
-                        quarantine.add(source, None, reason, r.text or "")
-                        continue
-                    raw[p] = r.text or ""
-                for p, text in sorted(raw.items()):
-                    name = names.get(p)
-                    if name is None:
-                        quarantine.add(
-                            source, None, f"measInfo {info_id} {ldn}: no type for p={p}", text
-                        )
-                        continue
-                    try:
-                        value = _number(text)
-                    except ValueError:
-                        quarantine.add(
-                            source,
-                            None,
-                            f"measInfo {info_id} {ldn} {name}: {text!r} is not a finite number",
-                            text,
-                        )
-                        continue
-                    if suspect and value is not None:
-                        quarantine.add(
-                            source, None, f"measInfo {info_id} {ldn} {name}: suspect", text
-                        )
-                        value = None
-                    out.append(PmValue(end, duration, ldn, name, value))
+    for mv in _children(info, "measValue"):
+        raw = _results(mv, info_id, source, quarantine)
+        out += _values(mv, raw, names, (end, duration), info_id, source, quarantine)
+    return out
+
+
+def _type_names(
+    info: ET.Element, info_id: str, source: str, quarantine: Quarantine
+) -> dict[int, str]:
+    """The measurement types of a ``measInfo`` by position (``measTypes``, or ``measType``
+    elements with a ``p`` each; one without a position quarantined)."""
+    listed = _children(info, "measTypes")
+    names: dict[int, str] = {}
+    if listed:
+        names = dict(enumerate((listed[0].text or "").split(), start=1))
+    for t in [] if listed else _children(info, "measType"):
+        p = _position(t.get("p"))
+        if p is None:
+            reason = f"measInfo {info_id}: measType p={t.get('p')!r} is not a position"
+            quarantine.add(source, None, reason, (t.text or "").strip())
+            continue
+        names[p] = (t.text or "").strip()
+    return names
+
+
+def _results(mv: ET.Element, info_id: str, source: str, quarantine: Quarantine) -> dict[int, str]:
+    """The raw values of a ``measValue`` by position (``measResults``, or ``r`` elements with a
+    ``p`` each; one without a position quarantined)."""
+    ldn = mv.get("measObjLdn", "")
+    results = _children(mv, "measResults")
+    raw: dict[int, str] = {}
+    if results:
+        raw = dict(enumerate((results[0].text or "").split(), start=1))
+    for r in [] if results else _children(mv, "r"):
+        p = _position(r.get("p"))
+        if p is None:
+            reason = f"measInfo {info_id} {ldn}: r p={r.get('p')!r} is not a position"
+            quarantine.add(source, None, reason, r.text or "")
+            continue
+        raw[p] = r.text or ""
+    return raw
+
+
+def _values(
+    mv: ET.Element,
+    raw: Mapping[int, str],
+    names: Mapping[int, str],
+    period: tuple[float, float],
+    info_id: str,
+    source: str,
+    quarantine: Quarantine,
+) -> list[PmValue]:
+    """The measurements of one ``measValue`` (its object) for the ``(end, duration)`` period: a
+    value without a type or not a finite number quarantined, a suspect one quarantined and
+    kept as a gap (None)."""
+    ldn = mv.get("measObjLdn", "")
+    suspect = any((s.text or "").strip() == "true" for s in _children(mv, "suspect"))
+    out: list[PmValue] = []
+    for p, text in sorted(raw.items()):
+        name = names.get(p)
+        if name is None:
+            quarantine.add(source, None, f"measInfo {info_id} {ldn}: no type for p={p}", text)
+            continue
+        try:
+            value = _number(text)
+        except ValueError:
+            quarantine.add(
+                source,
+                None,
+                f"measInfo {info_id} {ldn} {name}: {text!r} is not a finite number",
+                text,
+            )
+            continue
+        if suspect and value is not None:
+            quarantine.add(source, None, f"measInfo {info_id} {ldn} {name}: suspect", text)
+            value = None
+        out.append(PmValue(*period, ldn, name, value))
     return out
 
 
