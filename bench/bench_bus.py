@@ -32,11 +32,14 @@ from pathlib import Path
 
 from _machine import preamble  # bench/ helper, found beside this script
 
-from knowledge.pack import load_pack
+from knowledge.pack import Pack, load_pack
+from knowledge.topology import Topology
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.integrations.bus import (
     BusWorker,
     CorrelatorWorker,
+    PublishStats,
+    WorkerStats,
     partition_config,
     publish_replay,
     remove,
@@ -97,14 +100,153 @@ def mapped_server(tmp: Path, prefix: str, n: int) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=float, default=1.0)
     ap.add_argument("--interval", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=23)
     ap.add_argument("--checkpoint-every", type=int, default=500)
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+@dataclass
+class Setup:
+    """One run's scenario files, pack and topology, and the names of its stream and durables."""
+
+    args: argparse.Namespace
+    tmp: str
+    paths: dict[str, Path]
+    pack: Pack
+    topology: Topology
+    tag: str
+    stream: str
+    prefix: str
+    durable: str
+
+    def make(self) -> Pipeline:
+        return Pipeline(
+            pack=self.pack, topology=self.topology, lateness_intervals=REPLAY_LATENESS_INTERVALS
+        )
+
+
+@dataclass
+class Measured:
+    """What one run measured."""
+
+    reference: Pipeline
+    lines: int
+    base_s: float
+    published: PublishStats
+    pub_s: float
+    stats: WorkerStats
+    work_s: float
+    same: bool
+    final: int
+    parts: Split
+    partitions: Split
+
+
+def outcome(pipe: Pipeline) -> dict[str, tuple[object, ...]]:
+    return {
+        i.id: (i.state, i.opened_at, i.resolved_at, i.entities, i.title)
+        for i in pipe.correlator.incidents.values()
+    }
+
+
+def run_worker(s: Setup, reference: Pipeline) -> tuple[BusWorker, WorkerStats, float, bool, int]:
+    """A ``BusWorker`` over the published stream: the worker, its statistics, seconds, whether
+    its findings equal the in-process run's, and the size of its last snapshot."""
+    worker = BusWorker(
+        url=URL,
+        stream=s.stream,
+        durable=s.durable,
+        key=KEY,
+        pack=s.pack,
+        make_pipeline=s.make,
+        prefix=s.prefix,
+        checkpoint_every=s.args.checkpoint_every,
+        idle_s=1.0,
+        finish_on_idle=True,
+    )
+    t = time.perf_counter()
+    stats = worker.run()
+    work_s = time.perf_counter() - t - 1.0  # less the idle second that ends the run
+    assert worker.pipeline is not None
+    same = [f.id for f in worker.pipeline.findings] == [f.id for f in reference.findings]
+    final = len(snapshot(worker.pipeline, KEY))
+    return worker, stats, work_s, same, final
+
+
+def run_halves(
+    s: Setup, url: str, option: str, label: str, findings: str, fprefix: str
+) -> tuple[float, list[tuple[int, int]], list[str]]:
+    """Two ``noc bus worker --findings`` processes at once (``option`` k): their wall time, the
+    (messages, lines) each took, and their durables."""
+    halves = [f"{s.durable}-{label}{k}" for k in range(2)]
+    env = {
+        **os.environ,
+        "NOC_NATS_URL": url,
+        "NOC_NATS_STREAM": s.stream,
+        "NOC_NATS_SUBJECT_PREFIX": s.prefix,
+        "NOC_NATS_FINDINGS_STREAM": findings,
+        "NOC_NATS_FINDINGS_PREFIX": fprefix,
+        "NOC_DB_URL": f"sqlite:///{s.tmp}/noc-{label}.db",
+        "NOC_DATA_DIR": s.tmp,
+        "NOC_STATE_KEY": KEY.decode(),
+    }
+    cmd = [sys.executable, "-m", "noc_assistant", "bus", "worker", "--findings"]
+    cmd += ["--inventory", str(s.paths["inventory"]), "--idle", "1", "--finish"]
+    cmd += ["--checkpoint-every", str(s.args.checkpoint_every)]
+    t = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [*cmd, "--durable", d, option, f"{k}/2" if option == "--part" else str(k)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for k, d in enumerate(halves)
+    ]
+    said = [p.communicate()[0] for p in procs]
+    wall = time.perf_counter() - t - 1.0
+    assert [p.returncode for p in procs] == [0, 0], said
+    read = [re.search(r"([\d,]+) messages \(([\d,]+) lines\)", o) for o in said]
+    counts = [(int(m[1].replace(",", "")), int(m[2].replace(",", ""))) for m in read if m]
+    return wall, counts, halves
+
+
+def split(s: Setup, reference: Pipeline, url: str, option: str, label: str) -> Split:
+    """The network in two halves, a worker process each (``option`` k), then one
+    correlator over their findings."""
+    findings, fprefix = f"{s.stream}_F{label}", f"nocbenchf{label}.{s.tag}"
+    wall, counts, halves = run_halves(s, url, option, label, findings, fprefix)
+    correlator = CorrelatorWorker(
+        url=url,
+        stream=findings,
+        durable=f"{s.durable}-{label}c",
+        key=KEY,
+        pack=s.pack,
+        make_pipeline=lambda: Pipeline(
+            pack=s.pack, topology=s.topology, fan_in=FanIn(expect=frozenset(halves))
+        ),
+        prefix=fprefix,
+        checkpoint_every=s.args.checkpoint_every,
+        idle_s=1.0,
+        finish_on_idle=True,
+    )
+    t = time.perf_counter()
+    cstats = correlator.run()
+    corr_s = time.perf_counter() - t - 1.0
+    assert correlator.pipeline is not None
+    same = outcome(correlator.pipeline) == outcome(reference)
+    for d in (*halves, f"{s.durable}-{label}c"):
+        remove(url, s.stream, d)
+        remove(url, findings, d)
+    return Split(wall, counts, cstats.messages, cstats.lines, corr_s, same)
+
+
+def measure(args: argparse.Namespace) -> Measured:
+    """Simulate the scenario, then time each path over it (the order of the module docstring)."""
     config = ScenarioConfig(days=args.days, faults="all", seed=args.seed, interval_s=args.interval)
     pack = load_pack()
     tag = uuid.uuid4().hex[:8]
@@ -112,14 +254,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         paths = write_scenario(build_scenario(config), Path(tmp))
         topology = load_topology(paths["inventory"], pack)
-
-        def make() -> Pipeline:
-            return Pipeline(
-                pack=pack, topology=topology, lateness_intervals=REPLAY_LATENESS_INTERVALS
-            )
+        s = Setup(args, tmp, paths, pack, topology, tag, stream, prefix, durable)
 
         t = time.perf_counter()
-        reference = make().replay(read_replay(paths["telemetry"]))
+        reference = s.make().replay(read_replay(paths["telemetry"]))
         base_s = time.perf_counter() - t
         lines = reference.samples
 
@@ -127,102 +265,30 @@ def main() -> None:
         published = publish_replay(paths["telemetry"], url=URL, stream=stream, prefix=prefix)
         pub_s = time.perf_counter() - t
 
-        worker = BusWorker(
-            url=URL,
-            stream=stream,
-            durable=durable,
-            key=KEY,
-            pack=pack,
-            make_pipeline=make,
-            prefix=prefix,
-            checkpoint_every=args.checkpoint_every,
-            idle_s=1.0,
-            finish_on_idle=True,
-        )
-        t = time.perf_counter()
-        stats = worker.run()
-        work_s = time.perf_counter() - t - 1.0  # less the idle second that ends the run
-        assert worker.pipeline is not None
-        same = [f.id for f in worker.pipeline.findings] == [f.id for f in reference.findings]
-        final = len(snapshot(worker.pipeline, KEY))
+        # the worker stays referenced until the end, as when this was one function
+        _worker, stats, work_s, same, final = run_worker(s, reference)
 
-        def outcome(pipe: Pipeline) -> dict[str, tuple[object, ...]]:
-            return {
-                i.id: (i.state, i.opened_at, i.resolved_at, i.entities, i.title)
-                for i in pipe.correlator.incidents.values()
-            }
-
-        def split(url: str, option: str, label: str) -> Split:
-            """The network in two halves, a worker process each (``option`` k), then one
-            correlator over their findings."""
-            findings, fprefix = f"{stream}_F{label}", f"nocbenchf{label}.{tag}"
-            halves = [f"{durable}-{label}{k}" for k in range(2)]
-            env = {
-                **os.environ,
-                "NOC_NATS_URL": url,
-                "NOC_NATS_STREAM": stream,
-                "NOC_NATS_SUBJECT_PREFIX": prefix,
-                "NOC_NATS_FINDINGS_STREAM": findings,
-                "NOC_NATS_FINDINGS_PREFIX": fprefix,
-                "NOC_DB_URL": f"sqlite:///{tmp}/noc-{label}.db",
-                "NOC_DATA_DIR": tmp,
-                "NOC_STATE_KEY": KEY.decode(),
-            }
-            cmd = [sys.executable, "-m", "noc_assistant", "bus", "worker", "--findings"]
-            cmd += ["--inventory", str(paths["inventory"]), "--idle", "1", "--finish"]
-            cmd += ["--checkpoint-every", str(args.checkpoint_every)]
-            t = time.perf_counter()
-            procs = [
-                subprocess.Popen(
-                    [*cmd, "--durable", d, option, f"{k}/2" if option == "--part" else str(k)],
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for k, d in enumerate(halves)
-            ]
-            said = [p.communicate()[0] for p in procs]
-            wall = time.perf_counter() - t - 1.0
-            assert [p.returncode for p in procs] == [0, 0], said
-            read = [re.search(r"([\d,]+) messages \(([\d,]+) lines\)", o) for o in said]
-            counts = [(int(m[1].replace(",", "")), int(m[2].replace(",", ""))) for m in read if m]
-            correlator = CorrelatorWorker(
-                url=url,
-                stream=findings,
-                durable=f"{durable}-{label}c",
-                key=KEY,
-                pack=pack,
-                make_pipeline=lambda: Pipeline(
-                    pack=pack, topology=topology, fan_in=FanIn(expect=frozenset(halves))
-                ),
-                prefix=fprefix,
-                checkpoint_every=args.checkpoint_every,
-                idle_s=1.0,
-                finish_on_idle=True,
-            )
-            t = time.perf_counter()
-            cstats = correlator.run()
-            corr_s = time.perf_counter() - t - 1.0
-            assert correlator.pipeline is not None
-            same = outcome(correlator.pipeline) == outcome(reference)
-            for d in (*halves, f"{durable}-{label}c"):
-                remove(url, stream, d)
-                remove(url, findings, d)
-            return Split(wall, counts, cstats.messages, cstats.lines, corr_s, same)
-
-        parts = split(URL, "--part", "p")
+        parts = split(s, reference, URL, "--part", "p")
         # the server splits: a nats-server of this run with the subject mapping of two partitions
         with mapped_server(Path(tmp), prefix, 2) as mapped_url:
             publish_replay(paths["telemetry"], url=mapped_url, stream=stream, prefix=prefix)
-            partitions = split(mapped_url, "--partition", "s")
+            partitions = split(s, reference, mapped_url, "--partition", "s")
     remove(URL, stream, durable)
+    return Measured(
+        reference, lines, base_s, published, pub_s, stats, work_s, same, final, parts, partitions
+    )
 
+
+def report(args: argparse.Namespace, m: Measured) -> list[str]:
+    """bench/bus_results.md's lines."""
+    lines, base_s, pub_s, work_s = m.lines, m.base_s, m.pub_s, m.work_s
+    stats, parts, partitions = m.stats, m.parts, m.partitions
     out = preamble("JetStream bus against the in-process pipeline")
     ck = stats.checkpoint_s
     out += [
         "",
         f"Scenario: {args.days:g} day(s) at {args.interval:g} s, seed {args.seed}, every fault "
-        f"class; {lines:,} lines in {published.messages:,} messages (one per entity and "
+        f"class; {lines:,} lines in {m.published.messages:,} messages (one per entity and "
         f"scrape). Real nats-server on loopback, file storage.",
         "",
         "| path | seconds | lines/s | ratio to in-process |",
@@ -246,8 +312,8 @@ def main() -> None:
         "",
         f"- snapshots: every {args.checkpoint_every} messages, {stats.checkpoints} taken, "
         f"median {statistics.median(ck) * 1000:.0f} ms, max {max(ck) * 1000:.0f} ms "
-        f"(snapshot, object-store put, manifest, ack); the last one {final / 1e6:.2f} MB",
-        f"- the worker's findings equal the in-process run's: {same}",
+        f"(snapshot, object-store put, manifest, ack); the last one {m.final / 1e6:.2f} MB",
+        f"- the worker's findings equal the in-process run's: {m.same}",
         f"- `--part k/2` (the worker's SHA-1 of entity names): {parts.describe(lines)}; "
         "each worker fetches every message and skips the other half's",
         f"- `--partition k` (the server's hash, the subject mapping of `noc bus partitions 2`): "
@@ -256,8 +322,15 @@ def main() -> None:
         "unevenly (a network of thousands evens out)",
         f"- the correlator's incidents (ids, states, times, entities, titles) equal the "
         f"in-process run's: {parts.same} with `--part`, {partitions.same} with `--partition` "
-        f"({len(outcome(reference))} incidents)",
+        f"({len(outcome(m.reference))} incidents)",
     ]
+    return out
+
+
+def main() -> None:
+    args = parse_args()
+    measured = measure(args)
+    out = report(args, measured)
     (ROOT / "bench" / "bus_results.md").write_text("\n".join(out) + "\n")
     print("\n".join(out))
 

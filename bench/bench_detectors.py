@@ -302,7 +302,16 @@ def bench_throughput(n_series: int = 100_000, steps: int = 60, warm: int = 20) -
     return res
 
 
-def main() -> None:
+Report = dict[str, Any]
+
+KEYS = [
+    ("standard", "nab_score_standard"),
+    ("reward_low_FP", "nab_score_low_fp"),
+    ("reward_low_FN", "nab_score_low_fn"),
+]
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nab", type=Path, default=NAB_ROOT)
     ap.add_argument("--out", type=Path, default=HERE / "detectors_results.md")
@@ -317,15 +326,12 @@ def main() -> None:
         action="store_true",
         help="also score one-parameter changes around the defaults (SWEEP; diagnostic)",
     )
-    args = ap.parse_args()
-    ours, base, nab_s, sens, extra = bench_nab(args.nab, args.cv_detector, args.sweep)
-    thr = bench_throughput()
-    keys = [
-        ("standard", "nab_score_standard"),
-        ("reward_low_FP", "nab_score_low_fp"),
-        ("reward_low_FN", "nab_score_low_fn"),
-    ]
-    lines = [
+    return ap.parse_args()
+
+
+def header_lines() -> list[str]:
+    """The result file's title, command, machine, the method, and the NAB table's head."""
+    return [
         "# Detector benchmarks",
         "",
         f"- command: `{' '.join(['.venv/bin/python', *sys.argv])}`",
@@ -359,6 +365,11 @@ def main() -> None:
         " false alarms / series-day |",
         "|---|---|---|---|---|---|",
     ]
+
+
+def nab_rows(ours: Report, base: Report, extra: Report) -> list[str]:
+    """The NAB table's rows: the cross-validated ones, then each variant scored on the corpus."""
+    lines: list[str] = []
     cv = extra["cv"]
     lines.append(
         "| **ensemble bank, detector (POT start, minimum effect, shift share) and policy knobs"
@@ -390,17 +401,24 @@ def main() -> None:
         ("ensemble bank, chosen policy, NOC shift gate 0.5", extra["gated"]),
         ("rolling Gaussian, |z|≥4 (baseline)", base),
     ):
-        cells = " | ".join(f"{rep[k]:.1f}" for _, k in keys)
+        cells = " | ".join(f"{rep[k]:.1f}" for _, k in KEYS)
         lines.append(
             f"| {name} | {cells} | {rep['windows_detected']}/{rep['windows_total']} |"
             f" {rep['false_alarms_per_series_day']:.3f} |"
         )
+    return lines
+
+
+def summary_and_sensitivity(
+    ours: Report, base: Report, nab_s: float, sens: dict[float, Report], extra: Report
+) -> list[str]:
+    """The ratio to the baseline, the published scores, the chosen knobs, and the budget sweep."""
     ratio = (
         ours["nab_score_standard"] / base["nab_score_standard"]
         if base["nab_score_standard"]
         else float("nan")
     )
-    lines += [
+    lines = [
         "",
         f"Standard-profile ratio ours / rolling Gaussian (same run, same scorer): {ratio:.2f}.",
         "Published (label-tuned thresholds, NAB scoreboard): ARTime 74.9, Numenta HTM 70.5,",
@@ -439,21 +457,31 @@ def main() -> None:
             f" {100 * share:.1f} % (budget {rate:g}; a point of the trade-off curve picked with"
             " the labels in view, not an operating point chosen without them).",
         ]
-    if extra["cv_detector"]:
-        lines += [
-            "",
-            "Detector parameters cross-validated with the policy knobs (same leave-one-"
-            "category-out procedure; the headline uses its own grid, above):",
-            "",
-            "| grid | standard | low_FP | low_FN | chosen per held-out category |",
-            "|---|---|---|---|---|",
-        ]
-        for name, (cvd, notes) in extra["cv_detector"].items():
-            lines.append(
-                f"| {name} | {cvd['standard']:.1f} | {cvd['reward_low_FP_rate']:.1f} |"
-                f" {cvd['reward_low_FN_rate']:.1f} | {'; '.join(notes)} |"
-            )
-    lines += [
+    return lines
+
+
+def cv_detector_lines(extra: Report) -> list[str]:
+    """The detector grids cross-validated with the policy (``--cv-detector``), if run."""
+    if not extra["cv_detector"]:
+        return []
+    lines = [
+        "",
+        "Detector parameters cross-validated with the policy knobs (same leave-one-"
+        "category-out procedure; the headline uses its own grid, above):",
+        "",
+        "| grid | standard | low_FP | low_FN | chosen per held-out category |",
+        "|---|---|---|---|---|",
+    ]
+    for name, (cvd, notes) in extra["cv_detector"].items():
+        lines.append(
+            f"| {name} | {cvd['standard']:.1f} | {cvd['reward_low_FP_rate']:.1f} |"
+            f" {cvd['reward_low_FN_rate']:.1f} | {'; '.join(notes)} |"
+        )
+    return lines
+
+
+def per_category_lines(ours: Report) -> list[str]:
+    lines = [
         "",
         "Per category (ours):",
         "",
@@ -466,28 +494,36 @@ def main() -> None:
             f" {e['nab_score_low_fp']:.1f} | {e['nab_score_low_fn']:.1f} |"
             f" {e['windows_detected']}/{e['windows_total']} | {e['false_alarms']} |"
         )
-    if args.sweep:
-        lines += [
-            "",
-            "One parameter changed at a time around evals.nab's defaults, full corpus, chosen"
-            " policy (diagnostic: labels in view; it chooses nothing — it shows whether the"
-            " defaults sit at a local optimum):",
-            "",
-            "| change | standard | windows | false alarms / series-day |"
-            + "".join(f" {c.removeprefix('real')} |" for c in sorted(ours["per_category"]))
-            + "",
-            "|---|---|---|---|" + "---|" * len(ours["per_category"]),
-        ]
-        for label, rep in extra["sweep"]:
-            cats = "".join(
-                f" {e['nab_score_standard']:.1f} |" for _, e in sorted(rep["per_category"].items())
-            )
-            lines.append(
-                f"| {label} | {rep['nab_score_standard']:.1f} |"
-                f" {rep['windows_detected']}/{rep['windows_total']} |"
-                f" {rep['false_alarms_per_series_day']:.3f} |{cats}"
-            )
-    lines += [
+    return lines
+
+
+def sweep_lines(ours: Report, extra: Report) -> list[str]:
+    """The one-parameter changes around the defaults (``--sweep``)."""
+    lines = [
+        "",
+        "One parameter changed at a time around evals.nab's defaults, full corpus, chosen"
+        " policy (diagnostic: labels in view; it chooses nothing — it shows whether the"
+        " defaults sit at a local optimum):",
+        "",
+        "| change | standard | windows | false alarms / series-day |"
+        + "".join(f" {c.removeprefix('real')} |" for c in sorted(ours["per_category"]))
+        + "",
+        "|---|---|---|---|" + "---|" * len(ours["per_category"]),
+    ]
+    for label, rep in extra["sweep"]:
+        cats = "".join(
+            f" {e['nab_score_standard']:.1f} |" for _, e in sorted(rep["per_category"].items())
+        )
+        lines.append(
+            f"| {label} | {rep['nab_score_standard']:.1f} |"
+            f" {rep['windows_detected']}/{rep['windows_total']} |"
+            f" {rep['false_alarms_per_series_day']:.3f} |{cats}"
+        )
+    return lines
+
+
+def throughput_lines(thr: dict[str, float]) -> list[str]:
+    lines = [
         "",
         f"## Throughput, 100,000 series, one core (best of {REPEATS} passes of 60 steps)",
         "",
@@ -506,6 +542,21 @@ def main() -> None:
         " Target ≥ 5,000,000 samples/s for the full ensemble.",
         "",
     ]
+    return lines
+
+
+def main() -> None:
+    args = parse_args()
+    ours, base, nab_s, sens, extra = bench_nab(args.nab, args.cv_detector, args.sweep)
+    thr = bench_throughput()
+    lines = header_lines()
+    lines += nab_rows(ours, base, extra)
+    lines += summary_and_sensitivity(ours, base, nab_s, sens, extra)
+    lines += cv_detector_lines(extra)
+    lines += per_category_lines(ours)
+    if args.sweep:
+        lines += sweep_lines(ours, extra)
+    lines += throughput_lines(thr)
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))  # bench script, not library code
 

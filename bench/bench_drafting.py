@@ -28,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from _machine import preamble  # bench/ helper, found beside this script
@@ -39,6 +41,12 @@ from noc_assistant.inventory import load_topology
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
 from noc_assistant.stream.pipeline import run_replay
 from noc_assistant.triage.drafting import Drafter
+
+if TYPE_CHECKING:
+    from knowledge.pack import Pack
+    from knowledge.topology import Topology
+    from noc_assistant.models import Diagnosis, Incident
+    from noc_assistant.stream.pipeline import ReplayResult
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = (
@@ -91,7 +99,7 @@ def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=7)
@@ -101,9 +109,14 @@ def main() -> None:
     ap.add_argument("--base-url", default=os.environ.get("NOC_LLM_BASE_URL"))
     ap.add_argument("--model", default=os.environ.get("NOC_LLM_MODEL", "smollm2-135m-instruct"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "drafting_results.md")
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    pack = load_pack()
+
+def simulate(
+    args: argparse.Namespace, pack: Pack
+) -> tuple[ReplayResult, Topology, list[tuple[Incident, Diagnosis]]]:
+    """The simulated day replayed through the pipeline: its result, topology and the diagnosed
+    incidents (the first ``--limit``)."""
     with tempfile.TemporaryDirectory() as tmp:
         paths = write_scenario(
             build_scenario(ScenarioConfig(days=args.days, faults="all", seed=args.seed)),
@@ -114,7 +127,11 @@ def main() -> None:
     cases = [(i, result.diagnoses[i.id]) for i in result.incidents if i.id in result.diagnoses]
     if args.limit:
         cases = cases[: args.limit]
+    return result, topology, cases
 
+
+def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes] | None, str]:
+    """The built-in server started on a free port (none with ``--base-url``), and its base URL."""
     server = None
     if args.base_url:
         base = args.base_url.rstrip("/")
@@ -134,62 +151,105 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
         base = f"http://127.0.0.1:{port}/v1"
+    return server, base
+
+
+def wait_for(base: str) -> None:
+    for _ in range(600):
+        try:
+            if httpx.get(f"{base}/models", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    else:
+        sys.exit(f"the LLM server at {base} did not answer")
+
+
+@dataclass
+class Tally:
+    """The latencies, outcomes and samples of the texts drafted."""
+
+    template_s: list[float] = field(default_factory=list)
+    narrate_s: list[float] = field(default_factory=list)
+    chat_s: list[float] = field(default_factory=list)
+    narrated: collections.Counter[str] = field(default_factory=collections.Counter)
+    answered: collections.Counter[str] = field(default_factory=collections.Counter)
+    partial: int = 0
+    shown: list[str] = field(default_factory=list)
+    table: list[str] = field(default_factory=list)
+    calls_made: int = 0
+    max_tool_calls: int = 0
+
+
+def draft_case(
+    drafter: Drafter,
+    result: ReplayResult,
+    tally: Tally,
+    k: int,
+    case: tuple[Incident, Diagnosis],
+    n_cases: int,
+) -> None:
+    """The ``k``-th incident: the template report, the narrated one, and its chat answers."""
+    inc, diagnosis = case
+    findings = [f for f in result.findings if f.id in set(inc.finding_ids)]
+    t = time.perf_counter()
+    drafter.report(inc, diagnosis)
+    tally.template_s.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    r = drafter.report(inc, diagnosis, narrate=True)
+    tally.narrate_s.append(time.perf_counter() - t)
+    tally.narrated[_reason(r.narration_withheld)] += 1
+    if r.generated_by == "llm":
+        tally.shown.append(f"{inc.id} ({inc.title}), summary: {r.summary}")
+    for j in range(PER_INCIDENT):
+        q = QUESTIONS[(k * PER_INCIDENT + j) % len(QUESTIONS)]
+        t = time.perf_counter()
+        a = drafter.answer(inc, diagnosis, q, findings=findings)
+        tally.chat_s.append(time.perf_counter() - t)
+        tally.answered[_reason(a.note if a.generated_by == "template" else None)] += 1
+        tally.partial += bool(a.generated_by == "llm" and a.removed)
+        tally.calls_made += len(a.tool_calls)
+        if a.generated_by == "llm":
+            tally.shown.append(f"{inc.id} ({inc.title}), asked {q!r}: {a.text}")
+        if len(tally.table) < 10 and (j == 0 or k >= n_cases - 5):
+            looked = "; ".join(
+                f"{c['name']}({', '.join(f'{v}' for v in c['arguments'].values())})"
+                for c in a.tool_calls
+            )
+            source = "model" if a.generated_by == "llm" else "fallback"
+            cell = " ".join(a.text.split()).replace("|", "/")
+            tally.table.append(f"| {inc.id} | {q} | {looked or '-'} | {source} | {cell} |")
+
+
+def draft_all(
+    args: argparse.Namespace,
+    pack: Pack,
+    topology: Topology,
+    result: ReplayResult,
+    cases: list[tuple[Incident, Diagnosis]],
+) -> Tally:
+    """Every case drafted against the server (started here, and stopped, unless ``--base-url``)."""
+    server, base = start_server(args)
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        else:
-            sys.exit(f"the LLM server at {base} did not answer")
+        wait_for(base)
         llm = LlmClient(base, args.model, max_tokens=args.max_tokens)
         drafter = Drafter(pack, topology, llm=llm, narrate_tokens=args.max_tokens)
-        template_s: list[float] = []
-        narrate_s: list[float] = []
-        chat_s: list[float] = []
-        narrated: collections.Counter[str] = collections.Counter()
-        answered: collections.Counter[str] = collections.Counter()
-        partial = 0
-        shown: list[str] = []
-        table: list[str] = []
-        calls_made = 0
-        for k, (inc, diagnosis) in enumerate(cases):
-            findings = [f for f in result.findings if f.id in set(inc.finding_ids)]
-            t = time.perf_counter()
-            drafter.report(inc, diagnosis)
-            template_s.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            r = drafter.report(inc, diagnosis, narrate=True)
-            narrate_s.append(time.perf_counter() - t)
-            narrated[_reason(r.narration_withheld)] += 1
-            if r.generated_by == "llm":
-                shown.append(f"{inc.id} ({inc.title}), summary: {r.summary}")
-            for j in range(PER_INCIDENT):
-                q = QUESTIONS[(k * PER_INCIDENT + j) % len(QUESTIONS)]
-                t = time.perf_counter()
-                a = drafter.answer(inc, diagnosis, q, findings=findings)
-                chat_s.append(time.perf_counter() - t)
-                answered[_reason(a.note if a.generated_by == "template" else None)] += 1
-                partial += bool(a.generated_by == "llm" and a.removed)
-                calls_made += len(a.tool_calls)
-                if a.generated_by == "llm":
-                    shown.append(f"{inc.id} ({inc.title}), asked {q!r}: {a.text}")
-                if len(table) < 10 and (j == 0 or k >= len(cases) - 5):
-                    looked = "; ".join(
-                        f"{c['name']}({', '.join(f'{v}' for v in c['arguments'].values())})"
-                        for c in a.tool_calls
-                    )
-                    source = "model" if a.generated_by == "llm" else "fallback"
-                    cell = " ".join(a.text.split()).replace("|", "/")
-                    table.append(f"| {inc.id} | {q} | {looked or '-'} | {source} | {cell} |")
+        tally = Tally(max_tool_calls=drafter.max_tool_calls)
+        for k, case in enumerate(cases):
+            draft_case(drafter, result, tally, k, case, len(cases))
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
+    return tally
 
-    n, q = len(cases), len(cases) * PER_INCIDENT
+
+def report(args: argparse.Namespace, n: int, tally: Tally) -> list[str]:
+    """bench/drafting_results.md's lines, for ``n`` incidents."""
+    q = n * PER_INCIDENT
+    template_s, narrate_s, chat_s = tally.template_s, tally.narrate_s, tally.chat_s
+    narrated, answered = tally.narrated, tally.answered
     where = args.base_url or f"the built-in server (`noc llm serve --threads {args.threads}`)"
     out = preamble(f"Drafting with {args.model}, structured and citation-constrained")
     out += [
@@ -197,8 +257,8 @@ def main() -> None:
         f"- data: `noc simulate --days {args.days:g} --seed {args.seed} --faults all` replayed "
         f"through the pipeline: {n} diagnosed incidents; model answers at most "
         f"{args.max_tokens} tokens, greedy, under a per-incident JSON Schema; chat: "
-        f"{PER_INCIDENT} questions per incident, up to {drafter.max_tool_calls} look-ups each "
-        f"({calls_made} made in all)",
+        f"{PER_INCIDENT} questions per incident, up to {tally.max_tool_calls} look-ups each "
+        f"({tally.calls_made} made in all)",
         "- shown: the model's text passed the pack's grounding check (every number matches "
         "the evidence it cites, every cited id exists) and the vetting (cites evidence, names "
         "the diagnosed entity and no entity outside the incident, does not echo its prompt, "
@@ -212,8 +272,8 @@ def main() -> None:
         f"| {_pct(narrate_s, 50):.1f} | {_pct(narrate_s, 95):.1f} | "
         f"{_pct(narrate_s, 50) / _pct(template_s, 50):,.0f} |",
         f"| chat answer | {q} | {answered['shown']} ({100 * answered['shown'] / q:.0f} %; "
-        f"{partial} with sentences removed) | {_pct(chat_s, 50):.1f} | {_pct(chat_s, 95):.1f} | "
-        f"{_pct(chat_s, 50) / _pct(template_s, 50):,.0f} |",
+        f"{tally.partial} with sentences removed) | {_pct(chat_s, 50):.1f} | "
+        f"{_pct(chat_s, 95):.1f} | {_pct(chat_s, 50) / _pct(template_s, 50):,.0f} |",
         "",
         "Why narrations were withheld:",
         "",
@@ -227,14 +287,23 @@ def main() -> None:
         "",
         "| incident | question | look-ups | source | answer |",
         "|---|---|---|---|---|",
-        *table[:10],
+        *tally.table[:10],
         "",
         "The model's texts that were shown, as shown (for a person to judge: the checks vouch",
         "for the numbers and names, not for the sense):",
         "",
-        *[f"- {' '.join(t.split())}" for t in shown],
+        *[f"- {' '.join(t.split())}" for t in tally.shown],
         "",
     ]
+    return out
+
+
+def main() -> None:
+    args = parse_args()
+    pack = load_pack()
+    result, topology, cases = simulate(args, pack)
+    tally = draft_all(args, pack, topology, result, cases)
+    out = report(args, len(cases), tally)
     args.out.write_text("\n".join(out))
     print("\n".join(out))
 

@@ -31,7 +31,7 @@ import os
 import platform
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from noc_assistant.serving.backends import load_default
 from noc_assistant.serving.corpus import noc_prompts
 from noc_assistant.serving.draft_heads import BlockDrafterModel, NeuralDrafter, load_drafter
 from noc_assistant.serving.loading import TargetModel
-from noc_assistant.serving.speculative import generate
+from noc_assistant.serving.speculative import GenerationResult, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = ROOT / "noc_assistant/serving/weights/smollm2-dspine-b8"
@@ -134,7 +134,7 @@ def _train_info(ckpt: dict[str, Path], extra: dict[str, Path] | None = None) -> 
     return info
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--prompts", type=int, default=10)
@@ -165,7 +165,23 @@ def main() -> None:
         default=12345,
         help="seed of the held-out prompts (12345 reports; pick variants on another seed)",
     )
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+@dataclass
+class Setup:
+    """The target, the prompts, the drafter checkpoints and variants, and the verify cost."""
+
+    target: TargetModel
+    prompts: list[list[int]]
+    ckpt: dict[str, Path]
+    extra: dict[str, Path]
+    variants: dict[str, BlockDrafterModel | None]
+    cost: dict[int, float]
+
+
+def prepare(args: argparse.Namespace) -> Setup:
+    """Load the target and the drafters, warm each variant up, and time the target's forward."""
     extra = {k: Path(v) for k, v in (d.split("=", 1) for d in args.drafter)}
     torch.set_num_threads(args.threads)
     blocks = [int(x) for x in args.blocks.split(",")]
@@ -180,6 +196,28 @@ def main() -> None:
     for d in variants.values():  # warm-up
         generate(target, NeuralDrafter(d) if d is not None else None, prompts[0], 8)
     cost = verify_cost(target, prompts[0])
+    return Setup(target, prompts, ckpt, extra, variants, cost)
+
+
+def _accumulate(a: dict[str, Any], r: GenerationResult) -> None:
+    """Add one generation's statistics and output to a variant's totals."""
+    st = r.stats
+    a["tokens"] += st.output_tokens
+    a["decode_s"] += st.time_total - st.time_prefill
+    a["rounds"] += st.rounds
+    a["accepted"] += st.accepted_tokens
+    a["draft_s"] += st.time_draft
+    a["verify_s"] += st.time_verify
+    pp = st.accepted_per_pos
+    a["per_pos"] = [x + y for x, y in zip(a["per_pos"] or [0] * len(pp), pp, strict=True)]
+    a["outputs"].append(r.tokens)
+
+
+def run_prompts(
+    args: argparse.Namespace, s: Setup
+) -> tuple[dict[str, dict[str, Any]], float, tuple[float, float, float], list[float]]:
+    """Every variant on every prompt, interleaved prompt by prompt: the totals per variant, the
+    wall time, the load average at the start and the load samples during the run."""
     acc: dict[str, dict[str, Any]] = {
         name: {
             "tokens": 0,
@@ -191,33 +229,28 @@ def main() -> None:
             "per_pos": [],
             "outputs": [],
         }
-        for name in variants
+        for name in s.variants
     }
     t_start = time.perf_counter()
     load_start = os.getloadavg()
     with LoadSampler() as sampler:
-        for i, p in enumerate(prompts):
-            for name, d in variants.items():
+        for i, p in enumerate(s.prompts):
+            for name, d in s.variants.items():
                 r = generate(
-                    target, NeuralDrafter(d) if d is not None else None, p, args.max_tokens
+                    s.target, NeuralDrafter(d) if d is not None else None, p, args.max_tokens
                 )
-                st, a = r.stats, acc[name]
-                a["tokens"] += st.output_tokens
-                a["decode_s"] += st.time_total - st.time_prefill
-                a["rounds"] += st.rounds
-                a["accepted"] += st.accepted_tokens
-                a["draft_s"] += st.time_draft
-                a["verify_s"] += st.time_verify
-                pp = st.accepted_per_pos
-                a["per_pos"] = [
-                    x + y for x, y in zip(a["per_pos"] or [0] * len(pp), pp, strict=True)
-                ]
-                a["outputs"].append(r.tokens)
+                _accumulate(acc[name], r)
             print(
-                f"prompt {i + 1}/{len(prompts)} done ({time.perf_counter() - t_start:.0f}s)",
+                f"prompt {i + 1}/{len(s.prompts)} done ({time.perf_counter() - t_start:.0f}s)",
                 flush=True,
             )
     wall = time.perf_counter() - t_start
+    return acc, wall, load_start, sampler.samples
+
+
+def summarise(acc: dict[str, dict[str, Any]], n_prompts: int) -> dict[str, dict[str, Any]]:
+    """Per variant: τ, decode speed and speed-up over target-only, the time per round, the
+    per-position acceptance, and whether its outputs equal target-only's."""
     ref = acc["target-only"]["outputs"]
     base_tok_s = acc["target-only"]["tokens"] / acc["target-only"]["decode_s"]
     results: dict[str, dict[str, Any]] = {}
@@ -236,12 +269,23 @@ def main() -> None:
             "draft_ms_per_round": 1e3 * a["draft_s"] / rounds if rounds else 0.0,
             "verify_ms_per_round": 1e3 * a["verify_s"] / max(rounds, 1)
             if rounds
-            else 1e3 * a["verify_s"] / max(a["tokens"] - len(prompts), 1),
+            else 1e3 * a["verify_s"] / max(a["tokens"] - n_prompts, 1),
             "per_pos": [x / rounds for x in a["per_pos"]] if rounds else [],
             "lossless": a["outputs"] == ref,
         }
-    loads = sampler.samples or [load_start[0]]
-    meta = {
+    return results
+
+
+def make_meta(
+    args: argparse.Namespace,
+    s: Setup,
+    wall: float,
+    load_start: tuple[float, float, float],
+    samples: list[float],
+) -> dict[str, Any]:
+    """The run's date, machine, command, wall time, load, training and verify cost."""
+    loads = samples or [load_start[0]]
+    return {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__}, {args.threads} threads, fp32 compute",
@@ -259,10 +303,18 @@ def main() -> None:
             "max": max(loads),
             "samples": len(loads),
         },
-        "training": _train_info(ckpt, extra),
+        "training": _train_info(s.ckpt, s.extra),
         "trained_block": args.trained_block,
-        "verify_ms_by_tokens": cost,
+        "verify_ms_by_tokens": s.cost,
     }
+
+
+def main() -> None:
+    args = parse_args()
+    s = prepare(args)
+    acc, wall, load_start, samples = run_prompts(args, s)
+    results = summarise(acc, len(s.prompts))
+    meta = make_meta(args, s, wall, load_start, samples)
     _write(args, meta, results)
 
 

@@ -298,9 +298,10 @@ def _fmt_range(xs: list[float], digits: int = 1) -> str:
     return f"{med:.{digits}f} ({min(xs):.{digits}f}–{max(xs):.{digits}f})"
 
 
-def report(
+def _report_header(
     results: list[dict[str, Any]], args: argparse.Namespace, prompts: list[list[int]]
 ) -> list[str]:
+    """The result file's title, machine and method."""
     import llama_cpp
     import numba
     import torch
@@ -322,9 +323,14 @@ def report(
         + _fmt_range([x for r in results for x in r["load"]], 2),
         "",
     ]
-    by: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for r in results:
-        by.setdefault((r["engine"], r["threads"]), []).append(r)
+    return lines
+
+
+def _report_threads(
+    by: dict[tuple[str, int], list[dict[str, Any]]], args: argparse.Namespace
+) -> list[str]:
+    """A table per thread count: each engine's speed and memory against llama.cpp."""
+    lines: list[str] = []
     for t in args.threads:
         lines += [
             f"## {t} thread{'s' if t > 1 else ''}",
@@ -357,6 +363,12 @@ def report(
                 f"{statistics.median(r['load_s'] for r in rs):.1f} |"
             )
         lines.append("")
+    return lines
+
+
+def _report_curves(results: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
+    """The cost of one forward over n new tokens, per engine and thread count (if measured)."""
+    lines: list[str] = []
     curves = [r for r in results if r.get("curve")]
     if curves:
         lines += [
@@ -383,7 +395,14 @@ def report(
                     + f" | {ms[8] / ms[1]:.2f} |"
                 )
         lines.append("")
-    # token agreement between engines (first run of each engine at the first thread count)
+    return lines
+
+
+def _report_agreement(
+    by: dict[tuple[str, int], list[dict[str, Any]]], args: argparse.Namespace
+) -> list[str]:
+    """Token agreement between engines (first run of each engine at the first thread count)."""
+    lines: list[str] = []
     first = {e: by[(e, args.threads[0])][0] for e in args.engines if (e, args.threads[0]) in by}
     if len(first) > 1:
         lines += ["## Greedy tokens, engine against engine", ""]
@@ -404,6 +423,19 @@ def report(
                     f" (per prompt); {same}/{total} positions equal"
                 )
         lines.append("")
+    return lines
+
+
+def report(
+    results: list[dict[str, Any]], args: argparse.Namespace, prompts: list[list[int]]
+) -> list[str]:
+    lines = _report_header(results, args, prompts)
+    by: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in results:
+        by.setdefault((r["engine"], r["threads"]), []).append(r)
+    lines += _report_threads(by, args)
+    lines += _report_curves(results, args)
+    lines += _report_agreement(by, args)
     return lines
 
 

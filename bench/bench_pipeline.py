@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from noc_assistant.ingest import Point
 from noc_assistant.ingest.quarantine import Quarantine
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import topology_from_dict
-from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
+from noc_assistant.simulate import Scenario, ScenarioConfig, build_scenario, write_scenario
 from noc_assistant.stream.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,72 +37,104 @@ def _fault_row(fault: str, v: dict[str, Any]) -> str:
     return f"| {fault} | {v['incidents']} | {v['detected']} | {v['recall']:.3f} | {shown} |"
 
 
-def main() -> None:
+SCORE_KEYS = [
+    "incident_recall",
+    "false_alerts_per_entity_day",
+    "false_positives",
+    "alerts_total",
+    "fpr",
+    "fpr_ci95",
+    "detection_delay_s_p50",
+    "detection_delay_s_p95",
+    "rca_ac1",
+    "rca_ac3",
+    "rca_noop_accuracy",
+    "rca_ece",
+]
+
+
+@dataclass
+class Timings:
+    """Seconds of each stage, the samples they went through, and `noc eval run`'s scores."""
+
+    sim_s: float
+    mem_s: float
+    parse_s: float
+    eval_s: float
+    samples: int
+    scores: dict[str, Any]
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=23)
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def time_in_memory(scenario: Scenario) -> tuple[float, Pipeline]:
+    """The in-memory path (what `noc demo` does): its seconds and the pipeline."""
+    pipe = Pipeline(topology=topology_from_dict(scenario.inventory), rca=True)
+    t = time.perf_counter()
+    for s in scenario.iter_samples():
+        pipe.feed(Point(s.ts, s.metric, tuple(sorted(s.labels.items())), s.value, s.type))
+    pipe.finish()
+    mem_s = time.perf_counter() - t
+    return mem_s, pipe
+
+
+def time_parse(telemetry: Path, samples: int) -> float:
+    """The parser alone (the ceiling for the file path)."""
+    t = time.perf_counter()
+    parsed = sum(1 for _ in read_replay(telemetry, Quarantine()))
+    parse_s = time.perf_counter() - t
+    assert parsed == samples, (parsed, samples)
+    return parse_s
+
+
+def time_eval(paths: dict[str, Path], report: Path) -> float:
+    """The file path, parsing included: the `noc eval run` command itself."""
+    t = time.perf_counter()
+    subprocess.run(
+        [
+            str(Path(sys.executable).parent / "noc"),
+            "eval",
+            "run",
+            "--telemetry",
+            str(paths["telemetry"]),
+            "--labels",
+            str(paths["labels"]),
+            "--inventory",
+            str(paths["inventory"]),
+            "--out",
+            str(report),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return time.perf_counter() - t
+
+
+def measure(args: argparse.Namespace) -> Timings:
     scenario = build_scenario(ScenarioConfig(days=args.days, faults="all", seed=args.seed))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         t = time.perf_counter()
         paths = write_scenario(scenario, out)
         sim_s = time.perf_counter() - t
-
-        # in-memory path (what `noc demo` does)
-        pipe = Pipeline(topology=topology_from_dict(scenario.inventory), rca=True)
-        t = time.perf_counter()
-        for s in scenario.iter_samples():
-            pipe.feed(Point(s.ts, s.metric, tuple(sorted(s.labels.items())), s.value, s.type))
-        pipe.finish()
-        mem_s = time.perf_counter() - t
+        mem_s, pipe = time_in_memory(scenario)
         samples = pipe.samples
-
-        # the parser alone (the ceiling for the file path)
-        t = time.perf_counter()
-        parsed = sum(1 for _ in read_replay(paths["telemetry"], Quarantine()))
-        parse_s = time.perf_counter() - t
-        assert parsed == samples, (parsed, samples)
-
-        # file path, parsing included: the `noc eval run` command itself
+        parse_s = time_parse(paths["telemetry"], samples)
         report = out / "report.json"
-        t = time.perf_counter()
-        subprocess.run(
-            [
-                str(Path(sys.executable).parent / "noc"),
-                "eval",
-                "run",
-                "--telemetry",
-                str(paths["telemetry"]),
-                "--labels",
-                str(paths["labels"]),
-                "--inventory",
-                str(paths["inventory"]),
-                "--out",
-                str(report),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        eval_s = time.perf_counter() - t
+        eval_s = time_eval(paths, report)
         scores = json.loads(report.read_text())
+    return Timings(sim_s, mem_s, parse_s, eval_s, samples, scores)
 
-    keys = [
-        "incident_recall",
-        "false_alerts_per_entity_day",
-        "false_positives",
-        "alerts_total",
-        "fpr",
-        "fpr_ci95",
-        "detection_delay_s_p50",
-        "detection_delay_s_p95",
-        "rca_ac1",
-        "rca_ac3",
-        "rca_noop_accuracy",
-        "rca_ece",
-    ]
-    lines = [
+
+def report_lines(args: argparse.Namespace, m: Timings) -> list[str]:
+    """bench/pipeline_results.md's lines."""
+    samples, scores = m.samples, m.scores
+    return [
         "# Pipeline benchmark (end to end)",
         "",
         f"- command: `.venv/bin/python bench/bench_pipeline.py --days {args.days:g} "
@@ -113,19 +146,19 @@ def main() -> None:
         "",
         "| stage | wall s | samples/s |",
         "|---|---|---|",
-        f"| simulate + write JSONL | {sim_s:.1f} | {samples / sim_s:,.0f} |",
-        f"| pipeline in memory (noc demo path, RCA included) | {mem_s:.1f} | "
-        f"{samples / mem_s:,.0f} |",
-        f"| parse the JSONL replay only (`read_replay`) | {parse_s:.1f} | "
-        f"{samples / parse_s:,.0f} |",
-        f"| `noc eval run` (parse + pipeline + scoring, process start included) | {eval_s:.1f} | "
-        f"{samples / eval_s:,.0f} |",
+        f"| simulate + write JSONL | {m.sim_s:.1f} | {samples / m.sim_s:,.0f} |",
+        f"| pipeline in memory (noc demo path, RCA included) | {m.mem_s:.1f} | "
+        f"{samples / m.mem_s:,.0f} |",
+        f"| parse the JSONL replay only (`read_replay`) | {m.parse_s:.1f} | "
+        f"{samples / m.parse_s:,.0f} |",
+        f"| `noc eval run` (parse + pipeline + scoring, process start included) | "
+        f"{m.eval_s:.1f} | {samples / m.eval_s:,.0f} |",
         "",
         "Scenario scores (`noc eval run`, label-free thresholds):",
         "",
         "| key | value |",
         "|---|---|",
-        *[f"| `{k}` | {json.dumps(scores.get(k))} |" for k in keys],
+        *[f"| `{k}` | {json.dumps(scores.get(k))} |" for k in SCORE_KEYS],
         "",
         "Per detector:",
         "",
@@ -139,6 +172,12 @@ def main() -> None:
         "|---|---|---|---|---|",
         *[_fault_row(fault, v) for fault, v in (scores.get("recall_by_fault") or {}).items()],
     ]
+
+
+def main() -> None:
+    args = parse_args()
+    timings = measure(args)
+    lines = report_lines(args, timings)
     (ROOT / "bench" / "pipeline_results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

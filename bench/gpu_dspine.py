@@ -327,14 +327,12 @@ def bench_variants(
     return out
 
 
-def run(args: argparse.Namespace) -> None:
-    t_start = time.perf_counter()
-    dev = resolve_device(args.device)
-    torch.manual_seed(args.seed)
-    raw = Path(args.data).read_bytes()
-    blob = json.loads(gzip.decompress(raw) if args.data.suffix == ".gz" else raw)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+Log = Callable[[str], None]
+
+
+def _open_log(out: Path, t_start: float) -> Log:
+    """A logger that prints each line, stamped with the seconds since ``t_start``, and appends
+    it to ``out``/gpu_dspine.log."""
     log_f = (out / "gpu_dspine.log").open("w")
 
     def log(msg: str) -> None:
@@ -343,16 +341,19 @@ def run(args: argparse.Namespace) -> None:
         log_f.write(line + "\n")
         log_f.flush()
 
+    return log
+
+
+def _target(
+    args: argparse.Namespace,
+    blob: dict[str, Any],
+    samples: Sequence[dict[str, Any]],
+    dev: torch.device,
+    log: Log,
+) -> tuple[TargetModel, int, dict[str, Any]]:
+    """1. The target, built and trained: the model, its parameter count and training info."""
     smoke = args.smoke
-    samples = blob["train"][: 64 if smoke else args.samples]
-    held = blob["held_out"][: 3 if smoke else args.prompts]
     eos = blob["eos"]
-    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu"
-    log(
-        f"device {dev} ({gpu}), torch {torch.__version__}, {len(samples)} samples, "
-        f"{len(held)} held-out prompts, source {blob['source_model']}"
-    )
-    # 1. target
     model = build_target(blob["vocab_size"], eos, smoke, args.size)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"target: {n_params / 1e6:.0f}M parameters ({'toy' if smoke else args.size})")
@@ -369,7 +370,14 @@ def run(args: argparse.Namespace) -> None:
     )
     log(f"target trained: {tinfo}")
     target = TargetModel(model, IdTokenizer(eos), f"gpu-target-{args.size}", n_taps=3, device=dev)
-    # 2. the target's own answers to the training prompts
+    return target, n_params, tinfo
+
+
+def _own_answers(
+    args: argparse.Namespace, target: TargetModel, samples: Sequence[dict[str, Any]], log: Log
+) -> list[Sample]:
+    """2. The target's own answers to the training prompts."""
+    smoke = args.smoke
     prompts = [s["tokens"][: s["prompt_len"]] for s in samples]
     t0 = time.perf_counter()
     own: list[Sample] = answer_prompts(
@@ -380,47 +388,113 @@ def run(args: argparse.Namespace) -> None:
     )
     n_ans = sum(len(s.tokens) - s.prompt_len for s in own)
     log(f"corpus: {len(own)} answers, {n_ans} tokens in {time.perf_counter() - t0:.1f}s")
-    # 3. features
+    return own
+
+
+def _features(
+    args: argparse.Namespace, target: TargetModel, own: list[Sample], log: Log
+) -> tuple[list[int], Any]:
+    """3. The draft vocabulary and the target's features over its own answers."""
     t0 = time.perf_counter()
     vocab = build_draft_vocab(own, args.vocab, always=sorted(target.eos_token_ids))
     data = extract_features(target, own, vocab)
     log(f"features: draft vocab {len(vocab)}, {time.perf_counter() - t0:.1f}s")
+    return vocab, data
+
+
+def _drafter(
+    args: argparse.Namespace,
+    target: TargetModel,
+    variant: str,
+    vocab: list[int],
+    data: Any,
+    log: Log,
+) -> tuple[BlockDrafterModel, DrafterConfig, dict[str, Any]]:
+    """4. One drafter (``DSpine`` or ``DFlash-style``) trained: the model, its configuration and
+    its training info."""
+    smoke = args.smoke
+    dsp = variant == "DSpine"
+    mcfg = DrafterConfig.for_target(
+        target,
+        num_layers=2,
+        block_size=args.block,
+        dspine=dsp,
+        inject_layers=dsp,
+        refine=dsp,
+        draft_vocab=vocab,
+    )
+    steps = 5 if smoke else args.drafter_steps
+    tcfg = TrainConfig(
+        steps=steps,
+        seed=args.seed,
+        seqs_per_step=4 if smoke else 16,
+        max_seconds=None if smoke else args.drafter_seconds,
+    )
+    done = 0
+
+    def count(step: int, m: dict[str, float], v: str = variant) -> None:
+        nonlocal done
+        done = step + 1
+        if step % 200 == 0:
+            log(f"{v} step {step} " + " ".join(f"{k}={x:.3g}" for k, x in m.items()))
+
+    t0 = time.perf_counter()
+    d = train_drafter(target, mcfg, data, tcfg, log=count)
+    info = {
+        "steps": steps,
+        "steps_done": done,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    return d, mcfg, info
+
+
+def _write_results(
+    out: Path,
+    results: dict[str, Any],
+    res: dict[str, dict[str, Any]],
+    log: Log,
+) -> None:
+    """gpu_dspine.json (``results``) and gpu_dspine.md (the table of ``res``), the table logged."""
+    (out / "gpu_dspine.json").write_text(json.dumps(results, indent=1))
+    lines = [
+        "| variant | τ | tokens/s | speed-up vs target-only | identical | J/token |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in res.items():
+        jt = f"{r['joules_per_token']:.3f}" if r["joules_per_token"] is not None else "–"
+        lines.append(
+            f"| {name} | {r['tau']:.2f} | {r['tokens_per_s']:.1f} | "
+            f"{r['speedup']:.2f}× | {r['identical']} | {jt} |"
+        )
+    (out / "gpu_dspine.md").write_text("\n".join(lines) + "\n")
+    log("\n" + "\n".join(lines))
+
+
+def run(args: argparse.Namespace) -> None:
+    t_start = time.perf_counter()
+    dev = resolve_device(args.device)
+    torch.manual_seed(args.seed)
+    raw = Path(args.data).read_bytes()
+    blob = json.loads(gzip.decompress(raw) if args.data.suffix == ".gz" else raw)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = _open_log(out, t_start)
+    smoke = args.smoke
+    samples = blob["train"][: 64 if smoke else args.samples]
+    held = blob["held_out"][: 3 if smoke else args.prompts]
+    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu"
+    log(
+        f"device {dev} ({gpu}), torch {torch.__version__}, {len(samples)} samples, "
+        f"{len(held)} held-out prompts, source {blob['source_model']}"
+    )
+    target, n_params, tinfo = _target(args, blob, samples, dev, log)
+    own = _own_answers(args, target, samples, log)
+    vocab, data = _features(args, target, own, log)
     # 4. drafters, same step budget (a wall-clock cap only as a safety net; steps done recorded)
     drafters: dict[str, tuple[BlockDrafterModel, DrafterConfig]] = {}
     dinfo: dict[str, Any] = {}
     for variant in ("DSpine", "DFlash-style"):
-        dsp = variant == "DSpine"
-        mcfg = DrafterConfig.for_target(
-            target,
-            num_layers=2,
-            block_size=args.block,
-            dspine=dsp,
-            inject_layers=dsp,
-            refine=dsp,
-            draft_vocab=vocab,
-        )
-        steps = 5 if smoke else args.drafter_steps
-        tcfg = TrainConfig(
-            steps=steps,
-            seed=args.seed,
-            seqs_per_step=4 if smoke else 16,
-            max_seconds=None if smoke else args.drafter_seconds,
-        )
-        done = 0
-
-        def count(step: int, m: dict[str, float], v: str = variant) -> None:
-            nonlocal done
-            done = step + 1
-            if step % 200 == 0:
-                log(f"{v} step {step} " + " ".join(f"{k}={x:.3g}" for k, x in m.items()))
-
-        t0 = time.perf_counter()
-        d = train_drafter(target, mcfg, data, tcfg, log=count)
-        dinfo[variant] = {
-            "steps": steps,
-            "steps_done": done,
-            "seconds": round(time.perf_counter() - t0, 1),
-        }
+        d, mcfg, dinfo[variant] = _drafter(args, target, variant, vocab, data, log)
         log(f"{variant} drafter: {dinfo[variant]}")
         drafters[variant] = (d, mcfg)
     # 5. speed at batch 1
@@ -440,19 +514,7 @@ def run(args: argparse.Namespace) -> None:
         "wall_s": round(time.perf_counter() - t_start, 1),
         "command": " ".join(sys.argv),
     }
-    (out / "gpu_dspine.json").write_text(json.dumps(results, indent=1))
-    lines = [
-        "| variant | τ | tokens/s | speed-up vs target-only | identical | J/token |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, r in res.items():
-        jt = f"{r['joules_per_token']:.3f}" if r["joules_per_token"] is not None else "–"
-        lines.append(
-            f"| {name} | {r['tau']:.2f} | {r['tokens_per_s']:.1f} | "
-            f"{r['speedup']:.2f}× | {r['identical']} | {jt} |"
-        )
-    (out / "gpu_dspine.md").write_text("\n".join(lines) + "\n")
-    log("\n" + "\n".join(lines))
+    _write_results(out, results, res, log)
     log(f"done in {time.perf_counter() - t_start:.0f}s")
 
 
