@@ -11,9 +11,10 @@ KPI files keep their own schema in :mod:`knowledge.kpis`.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "Condition",
@@ -39,6 +40,7 @@ __all__ = [
     "RuleFile",
     "RuleFixture",
     "TopologyFile",
+    "http_url",
 ]
 
 _ID = r"^[a-z0-9]+(-[a-z0-9]+)*$"
@@ -309,8 +311,30 @@ class GuardrailFile(_Strict):
     injection: InjectionPolicy | None = None
 
 
+def http_url(value: str) -> str:
+    """``value`` when it is an ``http://`` or ``https://`` URL with a host (and a port, if
+    any, in range); a :class:`ValueError` saying so otherwise.
+
+    >>> http_url("https://tt.partner.example/tmf-api/troubleTicket/v5")
+    'https://tt.partner.example/tmf-api/troubleTicket/v5'
+    >>> http_url("tt.partner.example/v5")
+    Traceback (most recent call last):
+    ...
+    ValueError: an http:// or https:// URL with a host
+    """
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("an http:// or https:// URL with a host")
+    parts.port  # noqa: B018 - a ValueError on a port out of range
+    return value
+
+
 class Partner(_Strict):
-    """A roaming partner: PLMN id, our SEPP towards it, S8 peers, the partner NOC's contact."""
+    """A roaming partner: PLMN id, our SEPP towards it, S8 peers, the partner NOC's contact,
+    and where it takes trouble tickets from us (``tmf621_url``: the base of its TMF621 API,
+    ``https://tt.partner.example/tmf-api/troubleTicket/v5``, as the inventory's
+    ``partners[].tmf621_url``; over the inventory's where both name one). The token is in
+    the environment (``NOC_TMF621_TOKEN_<MCCMNC>``), never here."""
 
     plmn: str = Field(pattern=_PLMN)
     name: str = ""
@@ -318,6 +342,7 @@ class Partner(_Strict):
     s8_peers: tuple[str, ...] = ()
     noc_email: str | None = None
     noc_phone: str | None = None
+    tmf621_url: Annotated[str, AfterValidator(http_url)] | None = None
 
 
 class NamingRule(_Strict):

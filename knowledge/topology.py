@@ -28,13 +28,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from knowledge.pack import Pack, load_pack
+from knowledge.schema import http_url
 from noc_assistant.errors import InventoryError
 
 __all__ = [
@@ -123,10 +123,12 @@ def _tmf621_url(value: object, source: str | None, where: str) -> str | None:
     """An inventory partner's ``tmf621_url``: an http(s) URL with a host, or None."""
     if value is None:
         return None
-    parts = urlsplit(value) if isinstance(value, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise TopologyError("an http:// or https:// URL with a host", file=source, field=where)
-    return str(value)
+    try:
+        if not isinstance(value, str):
+            raise ValueError("an http:// or https:// URL with a host")
+        return http_url(value)
+    except ValueError as exc:
+        raise TopologyError(str(exc), file=source, field=where) from None
 
 
 def plmn_digits(plmn: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -263,15 +264,26 @@ def _print_summary(pipe: Pipeline, scenario: Scenario, elapsed: float) -> None:
     console.print(table)
 
 
-def check() -> None:
+def check(
+    inventory: Annotated[
+        Path | None,
+        typer.Option(
+            help="Network inventory whose TMF621 partners are asked (docs/FORMATS.md §4); default: "
+            "NOC_DATA_DIR/inventory.json"
+        ),
+    ] = None,
+) -> None:
     """Ask every outside part the settings name whether it answers (store, pack, LLM, SMTP,
-    Alertmanager, NATS), changing nothing; exit 2 if one configured fails."""
+    Alertmanager, NATS, each notification route, each partner's TMF621 endpoint), sending
+    and changing nothing; exit 2 if one configured fails."""
+    from rich.markup import escape
+
     from noc_assistant.ops.readiness import check_all
 
-    checks = check_all(get_settings())
+    checks = check_all(get_settings(), inventory)
     for c in checks:
         style = {"ok": "green", "failed": "red"}.get(c.status, "dim")
-        console.print(f"[{style}]{c.line()}[/]", highlight=False, soft_wrap=True)
+        console.print(f"[{style}]{escape(c.line())}[/]", highlight=False, soft_wrap=True)
     if any(c.status == "failed" for c in checks):
         raise typer.Exit(2)
 

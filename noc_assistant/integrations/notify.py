@@ -70,6 +70,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic.functional_validators import field_validator, model_validator
 
+from knowledge.schema import http_url
 from noc_assistant.errors import ConfigError, NocError, UnreachableError
 from noc_assistant.models import Incident
 from noc_assistant.store.deliveries import Deliveries, Delivery
@@ -132,12 +133,7 @@ class Route(BaseModel):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None:
-            parts = urlsplit(value)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError("an http:// or https:// URL with a host")
-            parts.port  # noqa: B018 - a ValueError on a port out of range
-        return value
+        return None if value is None else http_url(value)
 
     @model_validator(mode="after")
     def _kind_fields(self) -> Route:

@@ -79,6 +79,8 @@ __all__ = [
     "Tickets",
     "note_payload",
     "on_approval",
+    "partner_token",
+    "probe",
     "ticket_payload",
     "token_variable",
 ]
@@ -117,6 +119,13 @@ def token_variable(plmn: str) -> str:
     'NOC_TMF621_TOKEN_26201'
     """
     return "NOC_TMF621_TOKEN_" + "".join(c for c in plmn if c.isdigit())
+
+
+def partner_token(plmn: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The bearer token of a partner's TMF621 endpoint, read from ``env`` (default: the
+    process environment) at each use; None when unset or blank."""
+    token = (os.environ if env is None else env).get(token_variable(plmn), "").strip()
+    return token or None
 
 
 def shown(plmn: str, base_url: str) -> str:
@@ -187,6 +196,14 @@ class TicketClient:
         except ValueError:
             raise TicketRejectedError(f"{self.name}: {why}: not JSON") from None
 
+    def probe(self) -> str:
+        """``GET /troubleTicket?limit=1``: a read of the ticket list (TMF630 paging) that
+        creates and changes nothing; what it answered, or this client's errors."""
+        got = self._call("GET", "?limit=1")
+        if not isinstance(got, list):
+            raise TicketRejectedError(f"{self.name}: GET ?limit=1: not a list of tickets")
+        return f"GET troubleTicket?limit=1: {len(got)} ticket(s) listed, nothing created"
+
     def create(self, payload: dict[str, Any]) -> dict[str, Any]:
         """``POST /troubleTicket``: the ticket the partner made (with its ``id``)."""
         got = self._call("POST", "", payload)
@@ -215,6 +232,14 @@ class TicketClient:
         if status == "resolved":
             body["resolutionDate"] = rfc3339(time.time() if at is None else at)
         return dict(self._call("PATCH", f"/{ticket_id}", body))
+
+
+def probe(plmn: str, base_url: str, token: str, timeout_s: float = 5.0) -> str:
+    """Whether partner ``plmn``'s TMF621 endpoint at ``base_url`` answers a read with this
+    token (:meth:`TicketClient.probe`, ``noc check``); its errors name the endpoint, never
+    the token."""
+    with TicketClient(base_url, token, timeout_s, name=shown(plmn, base_url)) as client:
+        return client.probe()
 
 
 # -- payloads ---------------------------------------------------------------------------------
@@ -379,10 +404,9 @@ class Tickets:
         token in the environment."""
         plmn = f"{row.plmn[:3]}-{row.plmn[3:]}"
         name = shown(plmn, row.base_url)
-        variable = token_variable(row.plmn)
-        token = (os.environ if self.env is None else self.env).get(variable, "").strip()
-        if not token:
-            raise TicketConfigError(f"{name}: no token: set {variable}")
+        token = partner_token(row.plmn, self.env)
+        if token is None:
+            raise TicketConfigError(f"{name}: no token: set {token_variable(row.plmn)}")
         return TicketClient(
             row.base_url, token, self.timeout_s, name=name, transport=self.transport
         )

@@ -28,12 +28,11 @@ SQLite reads as its 8-byte REAL, for the times).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from noc_assistant.store.base import Store
+from noc_assistant.store.table import Table
 
 __all__ = ["Deliveries", "Delivery", "DeliveryStatus"]
 
@@ -100,20 +99,11 @@ def _row(r: tuple[Any, ...]) -> Delivery:
     )
 
 
-class Deliveries:
+class Deliveries(Table):
     """The outbox table of ``store`` (module docstring); thread-safe as the store is."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._made = False
-        self._lock = threading.Lock()
-
-    def _table(self) -> None:
-        with self._lock:
-            if not self._made:
-                for statement in _SCHEMA:
-                    self.store._save("the outbox table", statement, [()])
-                self._made = True
+    schema = _SCHEMA
+    what, name, columns = "the outbox table", "deliveries", _COLUMNS
 
     def enqueue(self, rows: Iterable[Delivery]) -> None:
         """Add these messages as pending; a row whose id is already there (delivered or not)
@@ -134,20 +124,26 @@ class Deliveries:
 
     def pending(self, limit: int = 1000) -> list[Delivery]:
         """The pending messages, oldest first (by ``seq``, then id)."""
-        self._table()
-        rows = self.store._query(
-            f"SELECT {_COLUMNS} FROM deliveries WHERE status = ? ORDER BY seq, id LIMIT ?",
-            ("pending", limit),
-        )
+        rows = self._select("WHERE status = ? ORDER BY seq, id LIMIT ?", ("pending", limit))
         return [_row(r) for r in rows]
 
     def rows(self, incident_id: str | None = None) -> list[Delivery]:
         """Every message (of one incident, if given), oldest first."""
-        self._table()
-        query, args = f"SELECT {_COLUMNS} FROM deliveries", tuple[str, ...]()
+        tail, args = "ORDER BY seq, id", tuple[str, ...]()
         if incident_id is not None:
-            query, args = query + " WHERE incident_id = ?", (incident_id,)
-        return [_row(r) for r in self.store._query(query + " ORDER BY seq, id", args)]
+            tail, args = "WHERE incident_id = ? " + tail, (incident_id,)
+        return [_row(r) for r in self._select(tail, args)]
+
+    def troubled(self, since: float, until: float) -> list[Delivery]:
+        """The messages that failed for good within ``[since, until)`` (a failed row's
+        ``next_at`` is when it failed) and those made before ``until`` still being retried
+        (pending after a failed attempt), oldest first: what the shift handover lists."""
+        rows = self._select(
+            "WHERE (status = ? AND next_at >= ? AND next_at < ?)"
+            " OR (status = ? AND attempts > 0 AND created_at < ?) ORDER BY seq, id",
+            ("failed", since, until, "pending", until),
+        )
+        return [_row(r) for r in rows]
 
     def routes_told(self, incident_id: str) -> set[str]:
         """The routes that have (or will have) a message about this incident."""

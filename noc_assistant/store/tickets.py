@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from noc_assistant.store.base import Store
+from noc_assistant.store.table import Table
 
 __all__ = ["UNSENT", "TicketBook", "TicketRow"]
 
@@ -117,20 +116,11 @@ def _row(r: tuple[Any, ...]) -> TicketRow:
     )
 
 
-class TicketBook:
+class TicketBook(Table):
     """The ``tickets`` table of ``store`` (module docstring); thread-safe as the store is."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._made = False
-        self._lock = threading.Lock()
-
-    def _table(self) -> None:
-        with self._lock:
-            if not self._made:
-                for statement in _SCHEMA:
-                    self.store._save("the tickets table", statement, [()])
-                self._made = True
+    schema = _SCHEMA
+    what, name, columns = "the tickets table", "tickets", _COLUMNS
 
     def add(self, row: TicketRow) -> None:
         """Keep ``row``, unless the incident already has a row for that partner (the first
@@ -156,19 +146,18 @@ class TicketBook:
 
     def get(self, incident_id: str, plmn: str) -> TicketRow | None:
         """The row of one incident and partner, if any."""
-        self._table()
-        rows = self.store._query(
-            f"SELECT {_COLUMNS} FROM tickets WHERE incident_id = ? AND plmn = ?",
-            (incident_id, _digits(plmn)),
-        )
+        rows = self._select("WHERE incident_id = ? AND plmn = ?", (incident_id, _digits(plmn)))
         return _row(rows[0]) if rows else None
 
     def for_incident(self, incident_id: str) -> list[TicketRow]:
         """The rows of one incident (one per partner told), by PLMN."""
-        self._table()
-        rows = self.store._query(
-            f"SELECT {_COLUMNS} FROM tickets WHERE incident_id = ? ORDER BY plmn", (incident_id,)
-        )
+        rows = self._select("WHERE incident_id = ? ORDER BY plmn", (incident_id,))
+        return [_row(r) for r in rows]
+
+    def failing(self) -> list[TicketRow]:
+        """The rows whose last request to the partner failed (a ticket not created, a note
+        not added, a resolution owed), by when that was tried."""
+        rows = self._select("WHERE last_error IS NOT NULL ORDER BY tried_at, incident_id, plmn")
         return [_row(r) for r in rows]
 
 
