@@ -167,6 +167,10 @@ class CountGate:
     0.0063
     """
 
+    #: the bar was set during the monitor's alarm that is still open, and is held until it
+    #: closes (a class default, so that a gate restored from an older snapshot has it)
+    clip_alarm_ = False
+
     def __init__(self, target_rate: float = 0.005, tau_s: float = RATE_TAU_S) -> None:
         if not (target_rate > 0.0 and math.isfinite(target_rate)):
             raise ValueError(f"target_rate must be positive and finite, got {target_rate}")
@@ -264,9 +268,13 @@ class CountGate:
             return None
         return transition
 
-    def learn(self, t: float | None, count: float, window_s: float = 0.0) -> None:
+    def learn(
+        self, t: float | None, count: float, window_s: float = 0.0, firing: bool = False
+    ) -> None:
         """Learn one window's ``count`` at time ``t`` (window ``window_s`` s; 0: one
-        interval), clipped at the bar while the series is sparse."""
+        interval), clipped at the bar while the series is sparse; ``firing``: the monitor's
+        alarm is open, and the bar is held where it was when the alarm's first count went
+        beyond it."""
         dt = None
         if t is not None and self.last_t_ is not None and t > self.last_t_:
             dt = t - self.last_t_
@@ -278,12 +286,13 @@ class CountGate:
                 self.step_ = est
         if t is not None:
             self.last_t_ = t
-        self.n_ += 1
-        if not (math.isfinite(count) and count >= -WHOLE_TOL):
+        valid = math.isfinite(count) and count >= -WHOLE_TOL
+        if not firing:  # an alarm's values do not judge the kind of series (see _clip)
+            self.n_ += 1
+            self.whole_ += int(valid and abs(count - round(count)) <= WHOLE_TOL)
+        if not valid:
             return
-        if abs(count - round(count)) <= WHOLE_TOL:
-            self.whole_ += 1
-        k = self._clip(t, max(0.0, count), window_s)
+        k = self._clip(t, max(0.0, count), window_s, firing)
         window = window_s if window_s > 0.0 else (dt or 0.0)
         w = 1.0 if dt is None or window <= 0.0 else min(dt, window) / window
         decay = 1.0 if dt is None else math.exp(-dt / self.tau_s)
@@ -291,16 +300,29 @@ class CountGate:
         self.s1_ = decay * self.s1_ + w * k
         self.s2_ = decay * self.s2_ + w * k * k
 
-    def _clip(self, t: float | None, k: float, window_s: float) -> float:
+    def _clip(self, t: float | None, k: float, window_s: float, firing: bool) -> float:
         """``k`` clipped at the bar while the series is sparse. The bar is held for a window
-        from the first count beyond it: overlapping windows hold one burst several times,
-        and a bar recomputed after each would let the burst raise its own bar."""
+        from the first count beyond it, and for as long as the monitor's alarm stays open:
+        overlapping windows hold one burst several times, and a bar recomputed after each
+        would let a burst raise its own bar (each clipped count raises the mean and the
+        learnt over-dispersion, so the next bar is higher: a half-hour burst of hundreds of
+        events a minute took the mean past :data:`SPARSE_MEAN`, and the series' single
+        events then paged for the rest of the day). For the same reason the values seen
+        while the alarm is open do not count towards the whole share (:meth:`learn`): a storm
+        of hundreds of events, scaled to the window through a jittered scrape, is seldom a
+        whole number, and the series would stop being a count series halfway through it.
+        A rise that outlasts the alarm is still learnt, bar by bar."""
+        if not firing:
+            self.clip_alarm_ = False
         if not self.sparse_ or k <= self.mean_:
             return k
-        held = t is not None and self.clip_t_ is not None and t - self.clip_t_ < window_s
+        held = (firing and self.clip_alarm_) or (
+            t is not None and self.clip_t_ is not None and t - self.clip_t_ < window_s
+        )
         if not held:
             self.clip_ = float(self.bar_count(window_s))
             self.clip_t_ = t
+            self.clip_alarm_ = firing
         if k <= self.clip_:
             return k
         return self.clip_
@@ -315,5 +337,5 @@ class CountGate:
     ) -> Literal["open", "update", "close"] | None:
         """:meth:`judge` the monitor's ``transition``, then :meth:`learn` ``count``."""
         shown = self.judge(count, transition, firing, window_s)
-        self.learn(t, count, window_s)
+        self.learn(t, count, window_s, firing)
         return shown
