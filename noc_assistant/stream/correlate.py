@@ -11,7 +11,9 @@ paging again (the same symptom flapping); a new symptom on the same entity is a 
 A finding of a new series that joins an open incident with a score at least ``escalate_factor``
 times the strongest one the on-call was last told of escalates it (paged again, like
 Alertmanager's notification of a group that gained alerts): a marginal alert followed by a real
-fault on the same entity minutes later must not be folded silently into the first page. A
+fault on the same entity minutes later must not be folded silently into the first page. Once
+the incident's leading diagnosis is a fault on that entity or next to it, though, a stronger
+symptom there is that fault growing: evidence for the page already sent, not a second page. A
 further reading of a series already alarming there is evidence, not a new symptom: no page.
 Findings on an entity inside a declared maintenance window are kept but page nobody, and so
 are findings on its topology neighbours at that time (an SMF taken down for maintenance takes
@@ -197,13 +199,11 @@ class Correlator:
         answering: part of that fault whatever the grouping window (module docstring)."""
         return finding.detector == LIVENESS_DETECTOR and finding.entity in target.incident.entities
 
-    def _same_cause(self, finding: Finding, target: _Open) -> bool:
-        """Whether ``finding`` is a further symptom of ``target``'s cause whatever the grouping
-        window: its diagnosed fault sits on the finding's entity or next to it, or the finding
-        is a peer's reading of a KPI alarming there within the window (module docstring)."""
-        inc = target.incident
+    def _diagnosed_at(self, finding: Finding, inc: Incident) -> bool:
+        """Whether ``inc``'s leading diagnosis is a fault (at least
+        ``diagnosed_min_confidence``) on ``finding``'s entity or a topology neighbour of it."""
         top = inc.hypotheses[0] if inc.hypotheses else None
-        if (
+        return bool(
             top is not None
             and top.fault != "no_fault"
             and top.confidence >= self.diagnosed_min_confidence
@@ -212,7 +212,14 @@ class Correlator:
                 top.entity == finding.entity
                 or (self.related is not None and self.related(finding.entity, top.entity))
             )
-        ):
+        )
+
+    def _same_cause(self, finding: Finding, target: _Open) -> bool:
+        """Whether ``finding`` is a further symptom of ``target``'s cause whatever the grouping
+        window: its diagnosed fault sits on the finding's entity or next to it, or the finding
+        is a peer's reading of a KPI alarming there within the window (module docstring)."""
+        inc = target.incident
+        if self._diagnosed_at(finding, inc):
             return True
         if finding.ts - inc.updated_at > self.window_s:
             return False
@@ -268,7 +275,11 @@ class Correlator:
             ):
                 # a notice pages when its diagnosis says so (Incident.severity), not by score
                 target.notified = max(target.notified, finding.score)
-            elif finding.score >= self.escalate_factor * target.notified:
+            elif finding.score >= self.escalate_factor * target.notified and not (
+                # a stronger symptom of the fault the on-call was paged for, diagnosed on
+                # this entity or next to it, is evidence for that page, not a new one
+                self._diagnosed_at(finding, target.incident)
+            ):
                 target.notified, target.notified_at = finding.score, finding.ts
                 target.incident.escalated_at.append(finding.ts)
                 return [IncidentEvent("escalated", target.incident, finding)]

@@ -61,6 +61,27 @@ def test_a_later_symptom_of_a_diagnosed_fault_joins_it_past_the_window() -> None
     assert late.kind == "opened"
 
 
+def test_a_stronger_symptom_of_a_diagnosed_fault_does_not_page_again() -> None:
+    """Paged for a KV-cache fault on gpu-srv-02, the on-call is not paged again as the fault
+    grows (a symptom three times as strong); with no confident diagnosis, or one on another
+    entity, the same finding escalates, as a marginal alert followed by a real fault must."""
+
+    def grown(hypothesis: Hypothesis | None) -> str:
+        c = Correlator(window_s=600, resolve_after_s=300, related=TOPO.related, notice_s=54)
+        first = _f("f1", "gpu-requests-waiting", "gpu-srv-02", 0, "up", score=2.0)
+        [opened] = c.add_finding(first)
+        opened.incident.hypotheses = [hypothesis] if hypothesis else []
+        [ev] = c.add_finding(_f("f2", "gpu-preemption-rate", "gpu-srv-02", 120, "up", score=6.0))
+        assert ev.incident is opened.incident
+        return ev.kind
+
+    kv = "kv_cache_saturation"
+    assert grown(Hypothesis(fault=kv, entity="gpu-srv-02", confidence=0.9)) == "updated"
+    assert grown(None) == "escalated"
+    assert grown(Hypothesis(fault=kv, entity="gpu-srv-02", confidence=0.3)) == "escalated"
+    assert grown(Hypothesis(fault="no_fault", entity="gpu-srv-02", confidence=0.9)) == "escalated"
+
+
 def test_a_peer_failing_towards_the_diagnosed_root_joins() -> None:
     c = _correlator()
     [opened] = c.add_finding(_f("f1", "sbi-pcf-error-share", "smf-01", 0, "up"))
