@@ -25,6 +25,7 @@ from noc_assistant.api.app import create_app
 from noc_assistant.models import Finding
 from noc_assistant.store import SqliteStore, Store
 from noc_assistant.stream.correlate import series_id
+from tests.builders import make_finding
 
 TOKEN = "t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -393,17 +394,15 @@ def test_a_pipeline_takes_the_queued_alerts_into_its_own_correlator() -> None:
 
     q = QueuedAlerts()
     pipe = Pipeline(pack=load_pack())
-    f = Finding(
+    f = make_finding(
+        "alert:GnbDown",
+        "amf-1",
+        1.0,
+        (0.0, 0.0),
         id="f-am-1",
         detector="alertmanager",
-        kpi="alert:GnbDown",
-        entity="amf-1",
         ts=1_764_000_000.0,
         score=6.0,
-        observed=1.0,
-        expected_low=0.0,
-        expected_high=0.0,
-        direction="up",
     )
     q.fire(f)
     assert q.drain(pipe.add_finding, pipe.clear_series) == 1

@@ -9,9 +9,10 @@ import pytest
 
 from noc_assistant.cli import run
 from noc_assistant.cli._console import console
-from noc_assistant.models import Diagnosis, Evidence, Finding, Hypothesis, Incident
+from noc_assistant.models import Diagnosis, Evidence, Hypothesis, Incident
 from noc_assistant.settings import get_settings
 from noc_assistant.store import open_store
+from tests.builders import make_finding
 
 
 @pytest.fixture()
@@ -52,17 +53,14 @@ def test_incident_show_prints_hypotheses_and_findings(
     )
     store.save_findings(
         [
-            Finding(
-                id="f-1",
+            make_finding(
+                "smf-pfcp-peers",
+                "smf-1",
+                2,
+                (2.9, 3.1),
                 detector="robust-zscore",
-                kpi="smf-pfcp-peers",
-                entity="smf-1",
                 ts=1.0e9,
                 score=9.0,
-                observed=2,
-                expected_low=2.9,
-                expected_high=3.1,
-                direction="down",
             )
         ],
         incident_id="inc-42",

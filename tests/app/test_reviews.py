@@ -19,10 +19,11 @@ from knowledge.topology import load_inventory
 from noc_assistant.api.app import create_app
 from noc_assistant.cli import run
 from noc_assistant.errors import ReviewError
-from noc_assistant.models import Finding, Incident, Review
+from noc_assistant.models import Incident, Review
 from noc_assistant.store import SqliteStore, Store
 from noc_assistant.stream.pipeline import run_replay
 from noc_assistant.triage.drafting import Drafter
+from tests.builders import make_finding
 
 TOKEN = "t0ken-for-reviews"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -41,17 +42,15 @@ def store(tmp_path: Path) -> Iterator[Store]:
         s.save_diagnosis(diagnosis)
     # a third page, on nothing: a KPI that blipped
     t = s.get_incident(NRF).opened_at + 86400.0  # type: ignore[union-attr]
-    blip = Finding(
+    blip = make_finding(
+        "amf-reg-success",
+        "amf-01",
+        0.9,
+        (0.97, 1.0),
         id="f-blip",
         detector="ensemble",
-        kpi="amf-reg-success",
-        entity="amf-01",
         ts=t,
         score=9.0,
-        observed=0.9,
-        expected_low=0.97,
-        expected_high=1.0,
-        direction="down",
     )
     s.save_incident(
         Incident(

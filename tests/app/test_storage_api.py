@@ -24,6 +24,7 @@ from noc_assistant.models import (
 )
 from noc_assistant.store import SqliteStore, Store, open_store
 from noc_assistant.store.postgres import PostgresStore
+from tests.builders import make_finding
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"  # as conftest.pg_url
 
@@ -44,18 +45,16 @@ def _incident(i: str = "inc-1", opened: float = 1.0e9, state: str = "open") -> I
 
 
 def _finding(i: str = "f-1", ts: float = 1.0e9) -> Finding:
-    return Finding(
+    return make_finding(
+        "upf-pfcp-peers",
+        "upf-3",
+        0.0,
+        (1.5, 2.5),
         id=i,
         detector="robust-zscore",
-        kpi="upf-pfcp-peers",
-        entity="upf-3",
         entity_type="upf",
         ts=ts,
         score=12.5,
-        observed=0.0,
-        expected_low=1.5,
-        expected_high=2.5,
-        direction="down",
     )
 
 

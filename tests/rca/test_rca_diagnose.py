@@ -12,6 +12,7 @@ from knowledge.rules import fixture_findings
 from knowledge.topology import Topology, load_inventory
 from noc_assistant.models import Diagnosis, Finding, Incident
 from noc_assistant.triage.rca import diagnose
+from tests.builders import make_finding
 
 PACK = load_pack()
 
@@ -121,18 +122,14 @@ def test_competitors_say_what_refutes_them(topo: Topology) -> None:
 
 
 def test_benign_and_empty_incidents_give_no_fault(topo: Topology) -> None:
-    f = Finding(
-        id="f-1",
-        detector="t",
-        kpi="gpu-requests-waiting",
-        entity="gpu-srv-01",
+    f = make_finding(
+        "gpu-requests-waiting",
+        "gpu-srv-01",
+        3,
+        (0, 2),
         entity_type="gpu_server",
         ts=10.0,
         score=0.7,
-        observed=3,
-        expected_low=0,
-        expected_high=2,
-        direction="up",
     )
     d = diagnose(_incident([f]), [f], topo, PACK)
     assert d.verdict == "no_fault" and d.top.fault == "no_fault"
@@ -143,18 +140,8 @@ def test_benign_and_empty_incidents_give_no_fault(topo: Topology) -> None:
 
 def test_only_the_incidents_findings_are_used(topo: Topology) -> None:
     findings = _findings(PACK, "pfcp-association-loss", 0, topo)
-    other = Finding(
-        id="other",
-        detector="t",
-        kpi="gpu-xid-last",
-        entity="gpu-srv-01",
-        entity_type="gpu_server",
-        ts=1.0,
-        score=1,
-        observed=79,
-        expected_low=0,
-        expected_high=0,
-        direction="up",
+    other = make_finding(
+        "gpu-xid-last", "gpu-srv-01", 79, (0, 0), id="other", entity_type="gpu_server", ts=1.0
     )
     d = diagnose(_incident(findings), [*findings, other], topo, PACK)
     assert d.top.fault == "pfcp_association_loss"
@@ -163,31 +150,9 @@ def test_only_the_incidents_findings_are_used(topo: Topology) -> None:
 
 def test_works_without_inventory() -> None:
     findings = [
-        Finding(
-            id="a",
-            detector="t",
-            kpi="sbi-udm-latency",
-            entity="amf-1",
-            entity_type="amf",
-            ts=1.0,
-            score=1,
-            observed=3,
-            expected_low=0,
-            expected_high=0.1,
-            direction="up",
-        ),
-        Finding(
-            id="b",
-            detector="t",
-            kpi="sbi-udm-error-share",
-            entity="amf-1",
-            entity_type="amf",
-            ts=61.0,
-            score=1,
-            observed=0.4,
-            expected_low=0,
-            expected_high=0.01,
-            direction="up",
+        make_finding("sbi-udm-latency", "amf-1", 3, (0, 0.1), id="a", entity_type="amf", ts=1.0),
+        make_finding(
+            "sbi-udm-error-share", "amf-1", 0.4, (0, 0.01), id="b", entity_type="amf", ts=61.0
         ),
     ]
     topo = Topology.infer({"amf-1": "amf"}, PACK)
