@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,26 +41,35 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _serve(
-    tmp_path: Path, local_tz: str | None = None, **app_kwargs: Any
-) -> Iterator[tuple[str, Store, Broadcaster]]:
-    store = SqliteStore(tmp_path / "noc.db")
-    hub = Broadcaster()
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve an ASGI app (the console's) with uvicorn on a free loopback port, once it answers
+    ``/health``; its base URL. Stopped when the block ends."""
     port = _free_port()
-    app = create_app(store, hub, local_tz, **app_kwargs)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
-    for _ in range(100):
+    for _ in range(200):
         try:
             httpx.get(base + "/health", timeout=1)
             break
         except httpx.TransportError:
             time.sleep(0.05)
-    yield base, store, hub
-    server.should_exit = True
-    thread.join(timeout=5)
+    try:
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+
+
+def _serve(
+    tmp_path: Path, local_tz: str | None = None, **app_kwargs: Any
+) -> Iterator[tuple[str, Store, Broadcaster]]:
+    store = SqliteStore(tmp_path / "noc.db")
+    hub = Broadcaster()
+    with serve_app(create_app(store, hub, local_tz, **app_kwargs)) as base:
+        yield base, store, hub
 
 
 @pytest.fixture()
@@ -140,43 +150,71 @@ def free_port() -> int:
     return _free_port()
 
 
+@contextmanager
+def run_alertmanager(tmp_path: Path, config: dict[str, Any]) -> Iterator[str]:
+    """A real Alertmanager with ``config`` on a free loopback port (its files under
+    ``tmp_path``), once ready; its URL. Stopped when the block ends."""
+    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    assert binary, "Alertmanager is not installed (scripts/system-deps.sh installs it)"
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(config))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [binary, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am'}"]
+    args += [f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]
+    proc = _launch(args, url, lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextmanager
+def run_prometheus(
+    tmp_path: Path, config: dict[str, Any], ready: Callable[[str], bool]
+) -> Iterator[str]:
+    """A real Prometheus with ``config`` on a free loopback port (its files under ``tmp_path``),
+    once ``ready(url)``; its URL. Stopped when the block ends."""
+    binary = shutil.which("prometheus")
+    assert binary, "Prometheus is not installed (scripts/system-deps.sh installs it)"
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [binary, f"--config.file={tmp_path / 'prometheus.yml'}"]
+    args += [f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"]
+    proc = _launch(args, url, lambda: ready(url))
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 @pytest.fixture()
 def alertmanager(tmp_path: Path) -> Iterator[str]:
     """A real Alertmanager on a free loopback port, inhibiting smf-1 while upf-2 is critical
     (``inhibit_rules`` of that topology); its URL."""
-    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    assert binary, "Alertmanager is not installed (scripts/system-deps.sh installs it)"
     topology = Topology({"smf-1": "smf", "upf-2": "upf"}, {"smf-1": {"upf-2"}, "upf-2": set()})
     config = {
         "route": {"receiver": "null", "group_wait": "1s"},
         "receivers": [{"name": "null"}],
         **inhibit_rules(topology),
     }
-    (tmp_path / "am.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = [binary, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'data'}"]
-    args += [f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]
-    proc = _launch(args, url, lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    with run_alertmanager(tmp_path, config) as url:
+        yield url
 
 
-class Exporter:
-    """An Open5GS-like AMF exporter: counters that grow at every scrape, a gauge, a
-    histogram, and optionally a line no parser can read."""
+class MetricsServer:
+    """A loopback HTTP server that answers every GET with :meth:`scrape`, in Prometheus' text
+    format; ``target`` is its ``host:port``, ``url`` its ``/metrics``."""
 
-    def __init__(self, broken_line: bool = False) -> None:
-        self.scrapes = 0
+    def __init__(self) -> None:
         self.stopped = False
-        self.broken_line = broken_line
-        exporter = self
+        metrics = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                exporter.scrapes += 1
-                body = exporter.text().encode()
+                body = metrics.scrape().encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
@@ -186,12 +224,33 @@ class Exporter:
             def log_message(self, *args: object) -> None:
                 pass
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.target = f"127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"http://{self.target}/metrics"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def scrape(self) -> str:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.server.shutdown()
+            self.server.server_close()
+
+
+class Exporter(MetricsServer):
+    """An Open5GS-like AMF exporter: counters that grow at every scrape, a gauge, a
+    histogram, and optionally a line no parser can read."""
+
+    def __init__(self, broken_line: bool = False) -> None:
+        self.scrapes = 0
+        self.broken_line = broken_line
+        super().__init__()
+
+    def scrape(self) -> str:
+        self.scrapes += 1
+        return self.text()
 
     def text(self) -> str:
         n = self.scrapes
@@ -213,12 +272,6 @@ class Exporter:
             lines.append('gnb{nf="amf" 12')
         return "\n".join(lines) + "\n"
 
-    def stop(self) -> None:
-        if not self.stopped:
-            self.stopped = True
-            self.server.shutdown()
-            self.server.server_close()
-
 
 @pytest.fixture()
 def make_exporter() -> Iterator[Callable[..., Exporter]]:
@@ -237,35 +290,25 @@ def make_exporter() -> Iterator[Callable[..., Exporter]]:
 @pytest.fixture()
 def prometheus(tmp_path: Path, make_exporter: Callable[..., Exporter]) -> Iterator[str]:
     """Prometheus scraping one AMF exporter every second, its instance relabelled amf-1."""
-    binary = shutil.which("prometheus")
-    assert binary, "Prometheus is not installed (scripts/system-deps.sh installs it)"
     exporter = make_exporter()
-    target = exporter.url.removeprefix("http://").removesuffix("/metrics")
     config = {
         "global": {"scrape_interval": "1s"},
         "scrape_configs": [
             {
                 "job_name": "open5gs",
-                "static_configs": [{"targets": [target]}],
+                "static_configs": [{"targets": [exporter.target]}],
                 "relabel_configs": [{"target_label": "instance", "replacement": "amf-1"}],
             }
         ],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = [binary, f"--config.file={tmp_path / 'prometheus.yml'}"]
-    args += [f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"]
 
-    def five_scrapes_stored() -> bool:
+    def five_scrapes_stored(url: str) -> bool:
         got = httpx.get(f"{url}/api/v1/query", params={"query": "count_over_time(gnb[1m])"})
         result = got.json()["data"]["result"] if got.status_code == 200 else []
         return bool(result) and float(result[0]["value"][1]) >= 5
 
-    proc = _launch(args, url, five_scrapes_stored)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    with run_prometheus(tmp_path, config, five_scrapes_stored) as url:
+        yield url
 
 
 @dataclass

@@ -4,20 +4,16 @@ a scraped exporter, through a real Alertmanager whose webhook receiver is the co
 
 from __future__ import annotations
 
-import shutil
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 import yaml
-from conftest import _free_port, _launch
+from conftest import MetricsServer, run_alertmanager, run_prometheus, serve_app
 
 from knowledge.pack import Pack, load_pack
 from noc_assistant.api.alert_intake import AlertIntake, QueuedAlerts, WebhookPayload
@@ -42,24 +38,6 @@ class Clock:
         return self.now
 
 
-def _serve_console(store: Store, intake: AlertIntake) -> Iterator[str]:
-    app = create_app(store, api_token=TOKEN, alerts=intake)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            httpx.get(base + "/health", timeout=1)
-            break
-        except httpx.TransportError:
-            time.sleep(0.05)
-    yield base
-    server.should_exit = True
-    thread.join(timeout=5)
-
-
 @pytest.fixture(scope="module")
 def pack() -> Pack:
     return load_pack()
@@ -71,7 +49,7 @@ def console(tmp_path: Path, pack: Pack) -> Iterator[tuple[str, Store, AlertIntak
     store = SqliteStore(tmp_path / "noc.db")
     clock = Clock(STARTS + 10)
     intake = AlertIntake.for_store(store, pack, clock=clock, tick_s=3600)
-    for base in _serve_console(store, intake):
+    with serve_app(create_app(store, api_token=TOKEN, alerts=intake)) as base:
         yield base, store, intake, clock
 
 
@@ -224,40 +202,18 @@ def test_an_alert_naming_no_entity_is_skipped_and_said_so(
 # -- end to end: Prometheus rule → Alertmanager → the console's webhook -------------------------
 
 
-class Gauge:
+class Gauge(MetricsServer):
     """An exporter of one gauge ``gnb{nf="amf"}`` whose value the test sets."""
 
     def __init__(self) -> None:
         self.value = 12.0
-        gauge = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = f'# TYPE gnb gauge\ngnb{{nf="amf"}} {gauge.value}\n'.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.target = f"127.0.0.1:{port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def scrape(self) -> str:
+        return f'# TYPE gnb gauge\ngnb{{nf="amf"}} {self.value}\n'
 
 
-def _alertmanager(tmp_path: Path, webhook: str) -> Iterator[str]:
-    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    assert binary, "Alertmanager is not installed (scripts/system-deps.sh installs it)"
+def _alertmanager(tmp_path: Path, webhook: str) -> AbstractContextManager[str]:
     receiver = {
         "url": webhook,
         "send_resolved": True,
@@ -273,20 +229,10 @@ def _alertmanager(tmp_path: Path, webhook: str) -> Iterator[str]:
         },
         "receivers": [{"name": "noc", "webhook_configs": [receiver]}],
     }
-    (tmp_path / "am.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = [binary, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'am'}"]
-    args += [f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="]
-    proc = _launch(args, url, lambda: httpx.get(f"{url}/-/ready", timeout=1).status_code == 200)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    return run_alertmanager(tmp_path, config)
 
 
-def _prometheus(tmp_path: Path, target: str, alertmanager: str) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    assert binary, "Prometheus is not installed (scripts/system-deps.sh installs it)"
+def _prometheus(tmp_path: Path, target: str, alertmanager: str) -> AbstractContextManager[str]:
     rule = {
         "alert": "AmfGnbAssociationsLost",
         "expr": "gnb < 5",
@@ -312,20 +258,12 @@ def _prometheus(tmp_path: Path, target: str, alertmanager: str) -> Iterator[str]
             }
         ],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    args = [binary, f"--config.file={tmp_path / 'prometheus.yml'}"]
-    args += [f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"]
 
-    def scraped() -> bool:
+    def scraped(url: str) -> bool:
         got = httpx.get(f"{url}/api/v1/query", params={"query": "gnb"}, timeout=1)
         return got.status_code == 200 and bool(got.json()["data"]["result"])
 
-    proc = _launch(args, url, scraped)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+    return run_prometheus(tmp_path, config, scraped)
 
 
 def _wait_for(what: Callable[[], bool], within_s: float) -> float:
@@ -343,25 +281,27 @@ def test_a_prometheus_alert_reaches_the_store_through_alertmanager_and_resolves(
     intake = AlertIntake.for_store(store, pack, resolve_after_s=2.0, tick_s=0.2)
     gauge = Gauge()
     try:
-        for base in _serve_console(store, intake):
-            for am in _alertmanager(tmp_path, base + URL):
-                for _ in _prometheus(tmp_path, gauge.target, am):
-                    assert store.list_incidents() == []
-                    gauge.value = 0.0
-                    # a scrape, one evaluation, Alertmanager's group_wait (3 s here; slack
-                    # for a loaded machine)
-                    took = _wait_for(lambda: bool(store.list_incidents()), within_s=10)
-                    [inc] = store.list_incidents()
-                    assert inc.state == "open" and inc.entities == ["amf-1"], took
-                    [finding] = store.findings_for(inc.id)
-                    assert finding.kpi == "alert:AmfGnbAssociationsLost"
-                    assert IMSI not in finding.model_dump_json()
-                    assert dict(finding.labels)["annotation:summary"].startswith("0 gNBs")
+        with (
+            serve_app(create_app(store, api_token=TOKEN, alerts=intake)) as base,
+            _alertmanager(tmp_path, base + URL) as am,
+            _prometheus(tmp_path, gauge.target, am),
+        ):
+            assert store.list_incidents() == []
+            gauge.value = 0.0
+            # a scrape, one evaluation, Alertmanager's group_wait (3 s here; slack for a
+            # loaded machine)
+            took = _wait_for(lambda: bool(store.list_incidents()), within_s=10)
+            [inc] = store.list_incidents()
+            assert inc.state == "open" and inc.entities == ["amf-1"], took
+            [finding] = store.findings_for(inc.id)
+            assert finding.kpi == "alert:AmfGnbAssociationsLost"
+            assert IMSI not in finding.model_dump_json()
+            assert dict(finding.labels)["annotation:summary"].startswith("0 gNBs")
 
-                    gauge.value = 12.0
-                    _wait_for(lambda: store.list_incidents()[0].state == "resolved", within_s=20)
-                    # repeats Alertmanager sent while it fired made no further finding
-                    assert len(store.findings_for(inc.id)) == 1
+            gauge.value = 12.0
+            _wait_for(lambda: store.list_incidents()[0].state == "resolved", within_s=20)
+            # repeats Alertmanager sent while it fired made no further finding
+            assert len(store.findings_for(inc.id)) == 1
     finally:
         gauge.stop()
 

@@ -4,13 +4,11 @@ reads it, and scraped by the real Prometheus on loopback."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 import httpx
-import yaml
-from conftest import _free_port, _launch
+from conftest import run_prometheus
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -77,8 +75,6 @@ def test_prometheus_scrapes_the_console(
     base, store, _ = served
     now = time.time()
     store.save_incident(_incident("inc-1", now - 60))
-    binary = shutil.which("prometheus")
-    assert binary, "Prometheus is not installed (scripts/system-deps.sh installs it)"
     target = base.removeprefix("http://")
     config = {
         "global": {"scrape_interval": "1s"},
@@ -86,26 +82,18 @@ def test_prometheus_scrapes_the_console(
             {"job_name": "noc-assistant", "static_configs": [{"targets": [target]}]}
         ],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    url = f"http://127.0.0.1:{_free_port()}"
-    args = [binary, f"--config.file={tmp_path / 'prometheus.yml'}"]
-    args += [f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address={url[7:]}"]
 
-    def unacknowledged() -> list[str]:
+    def unacknowledged(url: str) -> list[str]:
         got = httpx.get(
             f"{url}/api/v1/query", params={"query": "noc_incidents_open_unacknowledged"}
         )
         result = got.json()["data"]["result"] if got.status_code == 200 else []
         return [r["value"][1] for r in result]
 
-    proc = _launch(args, url, lambda: bool(unacknowledged()))
-    try:
-        assert unacknowledged() == ["1"]
+    with run_prometheus(tmp_path, config, lambda url: bool(unacknowledged(url))) as url:
+        assert unacknowledged(url) == ["1"]
         store.save_review(Review(incident_id="inc-1").acknowledged("ana", now))
         deadline = time.monotonic() + 20
-        while unacknowledged() != ["0"] and time.monotonic() < deadline:
+        while unacknowledged(url) != ["0"] and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert unacknowledged() == ["0"]  # taken: the next scrape says so
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        assert unacknowledged(url) == ["0"]  # taken: the next scrape says so
