@@ -63,6 +63,19 @@ Form = tuple[str, str, str, str]
 """(kind, form name, written form, identifier characters)."""
 
 
+def _pick(
+    rng: random.Random,
+    kind: str,
+    forms: dict[str, str],
+    ident: str,
+    other: dict[str, str] | None = None,
+) -> Form:
+    """One of the ``forms`` (name → written form), drawn; its identifier characters are
+    ``ident``, or ``other[name]`` for a form that writes another identifier."""
+    name = rng.choice(sorted(forms))
+    return kind, name, forms[name], (other or {}).get(name, ident)
+
+
 def _imsi(rng: random.Random) -> Form:
     mcc = rng.choice(_MCCS)
     mnc = _digits(rng, rng.choice((2, 3)))
@@ -96,9 +109,7 @@ def _imsi(rng: random.Random) -> Form:
         "underscore-label": f"ue_imsi={d}",
         "fourteen": f"IMSI {d[:14]}",
     }
-    name = rng.choice(sorted(forms))
-    ident = d[:14] if name == "fourteen" else d
-    return "imsi", name, forms[name], ident
+    return _pick(rng, "imsi", forms, d, {"fourteen": d[:14]})
 
 
 def _suci(rng: random.Random) -> Form:
@@ -107,15 +118,13 @@ def _suci(rng: random.Random) -> Form:
     msin = _digits(rng, 10)
     concealed = _hex(rng, 40)
     forms = {
-        "null-scheme": (f"suci-0-{mcc}-{mnc}-0000-0-0-{msin}", msin),
-        "upper": (f"SUCI-0-{mcc}-{mnc}-0000-0-0-{msin}", msin),
-        "profile-a": (f"suci-0-{mcc}-{mnc}-00ff-1-3-{concealed}", concealed),
-        "label": (f"SUCI: 0-{mcc}-{mnc}-0000-0-0-{msin}", msin),
-        "json": (f'{{"suci":"suci-0-{mcc}-{mnc}-0000-0-0-{msin}"}}', msin),
+        "null-scheme": f"suci-0-{mcc}-{mnc}-0000-0-0-{msin}",
+        "upper": f"SUCI-0-{mcc}-{mnc}-0000-0-0-{msin}",
+        "profile-a": f"suci-0-{mcc}-{mnc}-00ff-1-3-{concealed}",
+        "label": f"SUCI: 0-{mcc}-{mnc}-0000-0-0-{msin}",
+        "json": f'{{"suci":"suci-0-{mcc}-{mnc}-0000-0-0-{msin}"}}',
     }
-    name = rng.choice(sorted(forms))
-    form, ident = forms[name]
-    return "suci", name, form, ident
+    return _pick(rng, "suci", forms, msin, {"profile-a": concealed})
 
 
 def _msisdn(rng: random.Random) -> Form:
@@ -125,30 +134,29 @@ def _msisdn(rng: random.Random) -> Form:
     intl = cc + area + local
     national = "0" + area + local
     forms = {
-        "plus": (f"+{intl}", intl),
-        "plus-spaces": (f"+{cc} {area} {local}", intl),
-        "plus-parens": (f"+{cc} ({area}) {local}", intl),
-        "plus-dots": (f"+{cc}.{area}.{local}", intl),
-        "plus-dashes": (f"+{cc}-{area}-{local[:3]}-{local[3:]}", intl),
-        "plus-trunk": (f"+{cc} (0){area} {local}", intl),
-        "double-zero": (f"00{intl}", intl),
-        "double-zero-spaces": (f"00{cc} {area} {local}", intl),
-        "pct-plus": (f"%2B{intl}", intl),
-        "pct-plus-spaces": (f"%2B{cc}%20{area}%20{local}", intl),
-        "msisdn-prefix": (f"msisdn-{intl}", intl),
-        "label": (f"MSISDN: {intl}", intl),
-        "json": (f'{{"msisdn":"{intl}"}}', intl),
-        "json-plus": (f'{{"msisdn":"+{cc} {area} {local}"}}', intl),
-        "tel-uri": (f"tel:+{intl}", intl),
-        "national-phone": (f"phone: {national}", national),
-        "national-parens": (f"phone: ({national[:4]}) {local}", national),
-        "national-slash": (f"Tel. {national[:4]}/{local}", national),
-        "caller": (f"caller={intl}", intl),
-        "gpsi": (f"gpsi=msisdn-{intl}", intl),
+        "plus": f"+{intl}",
+        "plus-spaces": f"+{cc} {area} {local}",
+        "plus-parens": f"+{cc} ({area}) {local}",
+        "plus-dots": f"+{cc}.{area}.{local}",
+        "plus-dashes": f"+{cc}-{area}-{local[:3]}-{local[3:]}",
+        "plus-trunk": f"+{cc} (0){area} {local}",
+        "double-zero": f"00{intl}",
+        "double-zero-spaces": f"00{cc} {area} {local}",
+        "pct-plus": f"%2B{intl}",
+        "pct-plus-spaces": f"%2B{cc}%20{area}%20{local}",
+        "msisdn-prefix": f"msisdn-{intl}",
+        "label": f"MSISDN: {intl}",
+        "json": f'{{"msisdn":"{intl}"}}',
+        "json-plus": f'{{"msisdn":"+{cc} {area} {local}"}}',
+        "tel-uri": f"tel:+{intl}",
+        "national-phone": f"phone: {national}",
+        "national-parens": f"phone: ({national[:4]}) {local}",
+        "national-slash": f"Tel. {national[:4]}/{local}",
+        "caller": f"caller={intl}",
+        "gpsi": f"gpsi=msisdn-{intl}",
     }
-    name = rng.choice(sorted(forms))
-    form, ident = forms[name]
-    return "msisdn", name, form, ident
+    nationals = dict.fromkeys(("national-phone", "national-parens", "national-slash"), national)
+    return _pick(rng, "msisdn", forms, intl, nationals)
 
 
 def _luhn_digit(body: str) -> str:
@@ -160,26 +168,25 @@ def _imei(rng: random.Random) -> Form:
     d = body + _luhn_digit(body)
     sv = body + _digits(rng, 2)
     forms = {
-        "bare": (d, d),
-        "label": (f"IMEI {d}", d),
-        "label-colon": (f"IMEI: {d}", d),
-        "prefix": (f"imei-{d}", d),
-        "dashes": (f"IMEI {d[:2]}-{d[2:8]}-{d[8:14]}-{d[14]}", d),
-        "bare-dashes": (f"{d[:2]}-{d[2:8]}-{d[8:14]}-{d[14]}", d),
-        "spaces": (f"IMEI {d[:2]} {d[2:8]} {d[8:14]} {d[14]}", d),
-        "bare-spaces": (f"{d[:2]} {d[2:8]} {d[8:14]} {d[14]}", d),
-        "fourteen": (f"IMEI {body}", body),
-        "pei": (f"pei={d}", d),
-        "json": (f'{{"pei":"imei-{d}"}}', d),
-        "json-imei": (f'"imei": "{d}"', d),
-        "imeisv": (f"IMEISV {sv}", sv),
-        "imeisv-prefix": (f"imeisv-{sv}", sv),
-        "imeisv-dashes": (f"IMEISV: {sv[:2]}-{sv[2:8]}-{sv[8:14]}-{sv[14:]}", sv),
-        "pct-label": (f"imei%3D{d}", d),
+        "bare": d,
+        "label": f"IMEI {d}",
+        "label-colon": f"IMEI: {d}",
+        "prefix": f"imei-{d}",
+        "dashes": f"IMEI {d[:2]}-{d[2:8]}-{d[8:14]}-{d[14]}",
+        "bare-dashes": f"{d[:2]}-{d[2:8]}-{d[8:14]}-{d[14]}",
+        "spaces": f"IMEI {d[:2]} {d[2:8]} {d[8:14]} {d[14]}",
+        "bare-spaces": f"{d[:2]} {d[2:8]} {d[8:14]} {d[14]}",
+        "fourteen": f"IMEI {body}",
+        "pei": f"pei={d}",
+        "json": f'{{"pei":"imei-{d}"}}',
+        "json-imei": f'"imei": "{d}"',
+        "imeisv": f"IMEISV {sv}",
+        "imeisv-prefix": f"imeisv-{sv}",
+        "imeisv-dashes": f"IMEISV: {sv[:2]}-{sv[2:8]}-{sv[8:14]}-{sv[14:]}",
+        "pct-label": f"imei%3D{d}",
     }
-    name = rng.choice(sorted(forms))
-    form, ident = forms[name]
-    return "imei", name, form, ident
+    svs = dict.fromkeys(("imeisv", "imeisv-prefix", "imeisv-dashes"), sv)
+    return _pick(rng, "imei", forms, d, {"fourteen": body, **svs})
 
 
 def _guti(rng: random.Random) -> Form:
@@ -192,42 +199,38 @@ def _guti(rng: random.Random) -> Form:
         "guti-4g": f"GUTI: {plmn[:3]}-{plmn[3:]}-{_hex(rng, 4)}-{_hex(rng, 2)}-0x{tmsi}",
         "json": f'{{"5gGuti":"5g-guti-{plmn}{_hex(rng, 6)}{tmsi}"}}',
     }
-    name = rng.choice(sorted(forms))
-    return "guti", name, forms[name], tmsi
+    return _pick(rng, "guti", forms, tmsi)
 
 
 def _tmsi(rng: random.Random) -> Form:
     tmsi = _hex(rng, 7) + rng.choice(string.digits)  # a TMSI's hex with a digit in it
     s_tmsi = _hex(rng, 4) + tmsi
     forms = {
-        "tmsi-0x": (f"tmsi=0x{tmsi}", tmsi),
-        "m-tmsi": (f"M-TMSI: {tmsi}", tmsi),
-        "p-tmsi": (f"P-TMSI {tmsi}", tmsi),
-        "5g-tmsi": (f"5G-TMSI 0x{tmsi}", tmsi),
-        "5g-s-tmsi": (f"5G-S-TMSI: 0x{s_tmsi}", s_tmsi),
-        "5g-s-tmsi-plain": (f"5g-s-tmsi={s_tmsi}", s_tmsi),
-        "decimal": (f"tmsi {int(tmsi, 16)}", str(int(tmsi, 16))),
+        "tmsi-0x": f"tmsi=0x{tmsi}",
+        "m-tmsi": f"M-TMSI: {tmsi}",
+        "p-tmsi": f"P-TMSI {tmsi}",
+        "5g-tmsi": f"5G-TMSI 0x{tmsi}",
+        "5g-s-tmsi": f"5G-S-TMSI: 0x{s_tmsi}",
+        "5g-s-tmsi-plain": f"5g-s-tmsi={s_tmsi}",
+        "decimal": f"tmsi {int(tmsi, 16)}",
     }
-    name = rng.choice(sorted(forms))
-    form, ident = forms[name]
-    return "tmsi", name, form, ident
+    other = {"5g-s-tmsi": s_tmsi, "5g-s-tmsi-plain": s_tmsi, "decimal": str(int(tmsi, 16))}
+    return _pick(rng, "tmsi", forms, tmsi, other)
 
 
 def _ue_ip(rng: random.Random) -> Form:
     v4 = f"10.{rng.randint(40, 99)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
     v6 = f"2001:db8:{_hex(rng, 4)}:{_hex(rng, 4)}::{_hex(rng, 3)}"
     forms = {
-        "ue_ip": (f"ue_ip={v4}", v4),
-        "ue-ip": (f"UE-IP: {v4}", v4),
-        "pdu-address": (f"PDU address {v4}", v4),
-        "pdu-address-ipv4": (f"PDU Address: IPv4 {v4}", v4),
-        "json": (f'"ueIpv4Address": "{v4}"', v4),
-        "ipv6": (f"ue_ipv6={v6}", v6),
-        "framed": (f"framed_ip={v4}", v4),
+        "ue_ip": f"ue_ip={v4}",
+        "ue-ip": f"UE-IP: {v4}",
+        "pdu-address": f"PDU address {v4}",
+        "pdu-address-ipv4": f"PDU Address: IPv4 {v4}",
+        "json": f'"ueIpv4Address": "{v4}"',
+        "ipv6": f"ue_ipv6={v6}",
+        "framed": f"framed_ip={v4}",
     }
-    name = rng.choice(sorted(forms))
-    form, ident = forms[name]
-    return "ue-ip", name, form, ident
+    return _pick(rng, "ue-ip", forms, v4, {"ipv6": v6})
 
 
 _KEPT = {"imsi": 6, "imei": 8}
