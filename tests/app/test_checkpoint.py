@@ -22,7 +22,7 @@ from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point
 from noc_assistant.ingest.replay import read_replay
 from noc_assistant.inventory import load_topology
-from noc_assistant.models import Tuning
+from noc_assistant.models import Incident, Tuning
 from noc_assistant.settings import Settings
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
 from noc_assistant.stream import checkpoint
@@ -435,12 +435,23 @@ def test_a_snapshot_taken_before_the_pipeline_split_carries_on_unchanged(
     pipe, meta = restore(blob, KEY, pack=load_pack())
     _in_parts(pipe)
     assert len(pipe.findings) == meta["findings"] and pipe.network is None
+    taken = pipe.last_ts
     pipe.replay(quarter_hourly[meta["cut"] :])
     whole = Pipeline(lateness_intervals=REPLAY_LATENESS_INTERVALS).replay(quarter_hourly)
     assert [(f.id, f.score, f.entity_type) for f in pipe.findings] == [
         (f.id, f.score, f.entity_type) for f in whole.findings
     ]
-    assert pipe.correlator.incidents == whole.correlator.incidents
+
+    def since_taken(incidents: dict[str, Incident]) -> dict[str, Incident]:
+        """The incidents with the escalations sent before the snapshot left out: those were
+        paged under the rules of the snapshot's day (a stronger symptom of a diagnosed fault
+        escalated then) and stay in its record; after it, the two runs page alike."""
+        return {
+            k: i.model_copy(update={"escalated_at": [t for t in i.escalated_at if t > taken]})
+            for k, i in incidents.items()
+        }
+
+    assert since_taken(pipe.correlator.incidents) == since_taken(whole.correlator.incidents)
     assert pipe.current_topology().home_plmns == whole.current_topology().home_plmns
     assert (pipe.interval_s, pipe.first_ts, pipe.last_ts) == (
         whole.interval_s,
