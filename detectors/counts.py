@@ -293,6 +293,8 @@ class CountGate:
         if not valid:
             return
         k = self._clip(t, max(0.0, count), window_s, firing)
+        if k is None:
+            return
         window = window_s if window_s > 0.0 else (dt or 0.0)
         w = 1.0 if dt is None or window <= 0.0 else min(dt, window) / window
         decay = 1.0 if dt is None else math.exp(-dt / self.tau_s)
@@ -300,32 +302,32 @@ class CountGate:
         self.s1_ = decay * self.s1_ + w * k
         self.s2_ = decay * self.s2_ + w * k * k
 
-    def _clip(self, t: float | None, k: float, window_s: float, firing: bool) -> float:
-        """``k`` clipped at the bar while the series is sparse. The bar is held for a window
-        from the first count beyond it, and for as long as the monitor's alarm stays open:
-        overlapping windows hold one burst several times, and a bar recomputed after each
-        would let a burst raise its own bar (each clipped count raises the mean and the
-        learnt over-dispersion, so the next bar is higher: a half-hour burst of hundreds of
-        events a minute took the mean past :data:`SPARSE_MEAN`, and the series' single
-        events then paged for the rest of the day). For the same reason the values seen
-        while the alarm is open do not count towards the whole share (:meth:`learn`): a storm
-        of hundreds of events, scaled to the window through a jittered scrape, is seldom a
-        whole number, and the series would stop being a count series halfway through it.
-        A rise that outlasts the alarm is still learnt, bar by bar."""
+    def _clip(self, t: float | None, k: float, window_s: float, firing: bool) -> float | None:
+        """``k`` clipped at the bar while the series is sparse, or None when it is not to be
+        learnt. The bar is held for a window from the first count beyond it, and for as long
+        as the monitor's alarm stays open; while the alarm is open, only its first count
+        beyond the bar is learnt (as the bar), later ones not at all. Overlapping windows
+        hold one burst several times, and a burst learnt window after window raises the
+        mean and the learnt over-dispersion, and with them the next bar: a half-hour storm
+        of hundreds of events a minute took the mean past :data:`SPARSE_MEAN`, and the
+        series' single events then paged for the rest of the day. For the same reason the
+        values seen while the alarm is open do not count towards the whole share
+        (:meth:`learn`): a storm of hundreds of events, scaled to the window through a
+        jittered scrape, is seldom a whole number, and the series would stop being a count
+        series halfway through it. A rise that outlasts the alarm is still learnt, bar by
+        bar."""
         if not firing:
             self.clip_alarm_ = False
         if not self.sparse_ or k <= self.mean_:
             return k
-        held = (firing and self.clip_alarm_) or (
-            t is not None and self.clip_t_ is not None and t - self.clip_t_ < window_s
-        )
+        if firing and self.clip_alarm_:
+            return k if k <= self.clip_ else None
+        held = t is not None and self.clip_t_ is not None and t - self.clip_t_ < window_s
         if not held:
             self.clip_ = float(self.bar_count(window_s))
             self.clip_t_ = t
             self.clip_alarm_ = firing
-        if k <= self.clip_:
-            return k
-        return self.clip_
+        return min(k, self.clip_)
 
     def step(
         self,
