@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["Alerter", "Transition"]
@@ -9,6 +10,7 @@ __all__ = ["Alerter", "Transition"]
 Transition = Literal["open", "close"] | None
 
 
+@dataclass(eq=False)
 class Alerter:
     """Open after ``min_duration`` consecutive scores ≥ ``threshold`` (or at once on a score
     ≥ ``burst · threshold``); close after ``clear_after`` consecutive scores below
@@ -28,21 +30,14 @@ class Alerter:
     ['open', 'close', None, None, 'open']
     """
 
-    def __init__(
-        self,
-        threshold: float = 1.0,
-        min_duration: int = 2,
-        clear_after: int = 4,
-        release: float = 0.5,
-        burst: float = float("inf"),
-        refractory: int = 0,
-    ) -> None:
-        self.threshold = threshold
-        self.min_duration = min_duration
-        self.clear_after = clear_after
-        self.release = release
-        self.burst = burst
-        self.refractory = refractory
+    threshold: float = 1.0
+    min_duration: int = 2
+    clear_after: int = 4
+    release: float = 0.5
+    burst: float = float("inf")
+    refractory: int = 0
+
+    def __post_init__(self) -> None:
         self.firing_ = False
         self.run_ = 0
         self.cool_ = 0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 __all__ = ["AdaptiveThreshold"]
 
 
+@dataclass(eq=False)
 class AdaptiveThreshold:
     """A per-series threshold for one score stream, set without labels.
 
@@ -36,19 +38,13 @@ class AdaptiveThreshold:
     True
     """
 
-    def __init__(
-        self,
-        warmup: int = 500,
-        margin: float = 1.2,
-        floor: float = 4.0,
-        tau: float = 0.999,
-        eta: float = 0.01,
-    ) -> None:
-        self.warmup = warmup
-        self.margin = margin
-        self.floor = floor
-        self.tau = tau
-        self.eta = eta
+    warmup: int = 500
+    margin: float = 1.2
+    floor: float = 4.0
+    tau: float = 0.999
+    eta: float = 0.01
+
+    def __post_init__(self) -> None:
         self.n_ = 0
         self.peak_ = 0.0
         self.quantile_ = math.inf

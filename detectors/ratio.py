@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from detectors.robust_zscore import Direction, directional
 
 __all__ = ["BinomialRatio"]
 
 
+@dataclass(eq=False)
 class BinomialRatio:
     """Binomial score test of ``num / den`` against an EW baseline rate, overdispersion-aware.
 
@@ -35,17 +37,12 @@ class BinomialRatio:
     0.0
     """
 
-    def __init__(
-        self,
-        alpha: float = 0.02,
-        bad_direction: Direction = "down",
-        grace: int = 10,
-        clip: float = 5.0,
-    ) -> None:
-        self.alpha = alpha
-        self.bad_direction = bad_direction
-        self.grace = grace
-        self.clip = clip
+    alpha: float = 0.02
+    bad_direction: Direction = "down"
+    grace: int = 10
+    clip: float = 5.0
+
+    def __post_init__(self) -> None:
         self.num_ = 0.0
         self.den_ = 0.0
         self.phi_ = 1.0

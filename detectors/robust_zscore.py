@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["RobustZScore", "directional", "update_clip"]
@@ -37,6 +38,7 @@ def directional(z: float, bad_direction: Direction) -> float:
     return abs(z)
 
 
+@dataclass(eq=False)
 class RobustZScore:
     """EW location and EW mean absolute deviation; score = deviation in the bad direction / scale.
 
@@ -82,23 +84,15 @@ class RobustZScore:
     0.0
     """
 
-    def __init__(
-        self,
-        alpha: float = 0.02,
-        bad_direction: Direction = "both",
-        grace: int = 30,
-        clip: float = 3.0,
-        rel_floor: float = 1e-6,
-        grace_clip: float = math.inf,
-        grace_after: int = 8,
-    ) -> None:
-        self.alpha = alpha
-        self.bad_direction = bad_direction
-        self.grace = grace
-        self.clip = clip
-        self.rel_floor = rel_floor
-        self.grace_clip = grace_clip
-        self.grace_after = grace_after
+    alpha: float = 0.02
+    bad_direction: Direction = "both"
+    grace: int = 30
+    clip: float = 3.0
+    rel_floor: float = 1e-6
+    grace_clip: float = math.inf
+    grace_after: int = 8
+
+    def __post_init__(self) -> None:
         self.n_ = 0
         self.mean_ = 0.0
         self.mad_ = 0.0

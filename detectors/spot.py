@@ -17,6 +17,7 @@ approximation), so a short warm-up with few peaks cannot pull it below the textb
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
 
@@ -113,6 +114,7 @@ def tail_bar(
     return start + sigma * log_ratio
 
 
+@dataclass(eq=False)
 class PeaksOverThreshold:
     """Online SPOT bar of one non-negative score stream for a per-sample risk.
 
@@ -138,19 +140,13 @@ class PeaksOverThreshold:
     True
     """
 
-    def __init__(
-        self,
-        risk: float = 1e-6,
-        start: float = 2.0,
-        floor: float = 0.0,
-        warmup: int = 200,
-        xi_max: float = 0.5,
-    ) -> None:
-        self.risk = risk
-        self.start = start
-        self.floor = floor
-        self.warmup = warmup
-        self.xi_max = xi_max
+    risk: float = 1e-6
+    start: float = 2.0
+    floor: float = 0.0
+    warmup: int = 200
+    xi_max: float = 0.5
+
+    def __post_init__(self) -> None:
         self.n_ = 0
         self.clusters_ = 0
         self.excess_ = 0.0
