@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -44,6 +44,7 @@ class MonitorEvent:
     detector: str
 
 
+@dataclass(eq=False)
 class SeriesMonitor:
     """Score one KPI series with the label-free :class:`~detectors.ensemble.Ensemble` and raise /
     clear alarms within a false-alarm budget.
@@ -95,63 +96,37 @@ class SeriesMonitor:
 
     detector_id = "ensemble"
 
-    def __init__(
-        self,
-        bad_direction: Literal["up", "down", "both"] = "both",
-        min_support: float = 0.0,
-        *,
-        target_rate: float = 0.005,
-        min_effect: float = 0.01,
-        min_abs_effect: float = 0.0,
-        min_duration: int = 2,
-        clear_after: int = 4,
-        refractory: int = 0,
-        warmup: int | None = None,
-        warmup_s: float = 3600.0,
-        period: float = 86400.0,
-        shift_gate: float = 0.5,
-        shift_share: float = 0.5,
-        spread_share: float = 0.0,
-        spread_alpha: float = 1.0 / 12.0,
-        warmup_outlier: float = 4.0,
-        warmup_alarm: bool = True,
-        resolution_always: bool = False,
-        grace_clip: float = math.inf,
-        grace: int = 12,
-        min_warmup: int = 12,
-        update_factor: float = 2.0,
-        alpha: float = 0.02,
-        utc_offset: float = 0.0,
-        weekend: tuple[int, ...] = (5, 6),
-        tz: str | None = None,
-    ) -> None:
-        self.bad_direction = bad_direction
-        self.min_support = min_support
-        self.target_rate = target_rate
-        self.min_effect = min_effect
-        self.min_abs_effect = min_abs_effect
-        self.min_duration = min_duration
-        self.clear_after = clear_after
-        self.refractory = refractory
-        self.warmup = warmup
-        self.warmup_s = warmup_s
-        self.period = period
-        self.shift_gate = shift_gate
-        self.shift_share = shift_share
-        self.spread_share = spread_share
-        self.spread_alpha = spread_alpha
-        self.warmup_outlier = warmup_outlier
-        self.warmup_alarm = warmup_alarm
-        self.resolution_always = resolution_always
-        self.grace_clip = grace_clip
-        self.grace = grace
-        self.min_warmup = min_warmup
-        self.update_factor = update_factor
-        self.alpha = alpha
-        self.utc_offset = utc_offset
-        self.weekend = tuple(weekend)
-        self.tz = tz
-        self.ensemble_ = Ensemble(bad_direction=bad_direction, **self.ensemble_params())
+    bad_direction: Literal["up", "down", "both"] = "both"
+    min_support: float = 0.0
+    _: KW_ONLY
+    target_rate: float = 0.005
+    min_effect: float = 0.01
+    min_abs_effect: float = 0.0
+    min_duration: int = 2
+    clear_after: int = 4
+    refractory: int = 0
+    warmup: int | None = None
+    warmup_s: float = 3600.0
+    period: float = 86400.0
+    shift_gate: float = 0.5
+    shift_share: float = 0.5
+    spread_share: float = 0.0
+    spread_alpha: float = 1.0 / 12.0
+    warmup_outlier: float = 4.0
+    warmup_alarm: bool = True
+    resolution_always: bool = False
+    grace_clip: float = math.inf
+    grace: int = 12
+    min_warmup: int = 12
+    update_factor: float = 2.0
+    alpha: float = 0.02
+    utc_offset: float = 0.0
+    weekend: tuple[int, ...] = (5, 6)
+    tz: str | None = None
+
+    def __post_init__(self) -> None:
+        self.weekend = tuple(self.weekend)
+        self.ensemble_ = Ensemble(bad_direction=self.bad_direction, **self.ensemble_params())
         #: the score of the last open or update event (NaN while closed)
         self.reported_ = math.nan
         #: the count gate of a count series (made by its first count, see :meth:`observe`)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from detectors.clock import LocalClock
 from detectors.robust_zscore import MAD_TO_SIGMA, Direction, directional
@@ -109,6 +110,7 @@ def trend_ratio(m: float, v: float, k: float) -> float:
     return m * max(0.0, 1.0 - TREND_T * TREND_T * v / (n_eff * m * m))
 
 
+@dataclass(eq=False)
 class SeasonalProfile:
     """Per time-of-day bin, the level learnt across *days*; score = deviation in scales.
 
@@ -203,40 +205,27 @@ class SeasonalProfile:
     True
     """
 
-    def __init__(
-        self,
-        period: float = 86400.0,
-        n_bins: int = 48,
-        alpha: float = 0.2,
-        min_days: int = 2,
-        clip: float = 3.0,
-        min_residuals: int = 30,
-        bad_direction: Direction = "both",
-        rel_floor: float = 1e-6,
-        follow_trend: bool = True,
-        day_types: bool = False,
-        weekend: tuple[int, ...] = (5, 6),
-        utc_offset: float = 0.0,
-        tz: str | None = None,
-    ) -> None:
-        if day_types:
-            check_day_types(period)
-        self.period = period
-        self.n_bins = n_bins
-        self.alpha = alpha
-        self.min_days = min_days
-        self.clip = clip
-        self.min_residuals = min_residuals
-        self.bad_direction = bad_direction
-        self.rel_floor = rel_floor
-        self.follow_trend = follow_trend
-        self.day_types = day_types
-        self.weekend = tuple(weekend)
-        self.utc_offset = utc_offset
-        self.tz = tz
-        self.clock_ = LocalClock(tz, utc_offset)
-        self.mask_ = weekend_mask(self.weekend) if day_types else 0
-        nb = n_bins * (2 if day_types else 1)
+    period: float = 86400.0
+    n_bins: int = 48
+    alpha: float = 0.2
+    min_days: int = 2
+    clip: float = 3.0
+    min_residuals: int = 30
+    bad_direction: Direction = "both"
+    rel_floor: float = 1e-6
+    follow_trend: bool = True
+    day_types: bool = False
+    weekend: tuple[int, ...] = (5, 6)
+    utc_offset: float = 0.0
+    tz: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.day_types:
+            check_day_types(self.period)
+        self.weekend = tuple(self.weekend)
+        self.clock_ = LocalClock(self.tz, self.utc_offset)
+        self.mask_ = weekend_mask(self.weekend) if self.day_types else 0
+        nb = self.n_bins * (2 if self.day_types else 1)
         self.level_ = [0.0] * nb
         self.mad_ = [0.0] * nb
         self.days_ = [0] * nb
@@ -250,7 +239,7 @@ class SeasonalProfile:
         # the trend term: today's (TREND_DAY) clipped residuals and predictions, and the
         # running mean, variance and count of the days' relative lags (trend_fold): one set
         # per day type (a weekend bin, seen two days a week, trails a trend further)
-        self.trend_ = [[-math.inf, 0.0, 0.0, 0.0, 0.0, 0.0] for _ in range(nb // n_bins)]
+        self.trend_ = [[-math.inf, 0.0, 0.0, 0.0, 0.0, 0.0] for _ in range(nb // self.n_bins)]
         #: mature predictions per day type (working days, weekend days: :meth:`both_ready`)
         self.type_res_ = [0, 0]
 
