@@ -9,8 +9,8 @@ hypothesis explains: a lone anchor is uncorroborated. A ``candidate`` rule (a we
 capped under the no-fault baseline: listed to check, never the claim. Matches come back best
 first; the application turns them into hypotheses with evidence and a calibrated confidence.
 
-Findings are anything with the attributes of the application's ``Finding`` (:class:`FindingLike`),
-so this module imports nothing outside ``knowledge``.
+Findings are the application's :class:`~noc_assistant.models.Finding` (a domain model of the same
+layer); a rule fixture's findings are built as such too (:func:`fixture_findings`).
 
 >>> from knowledge.pack import load_pack
 >>> pack = load_pack()
@@ -23,15 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from knowledge.pack import Pack
 from knowledge.schema import Condition, Rule, RuleFixture
 from knowledge.topology import Topology, load_inventory
+from noc_assistant.models import Finding
 
 __all__ = [
     "ConditionHit",
-    "FindingLike",
     "FixtureResult",
     "Match",
     "evaluate",
@@ -39,33 +38,6 @@ __all__ = [
     "no_fault_score",
     "run_fixtures",
 ]
-
-
-class FindingLike(Protocol):
-    """What the rules read from a finding (the application's ``Finding`` fits)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def kpi(self) -> str: ...
-    @property
-    def entity(self) -> str: ...
-    @property
-    def entity_type(self) -> str: ...
-    @property
-    def ts(self) -> float: ...
-    @property
-    def score(self) -> float: ...
-    @property
-    def observed(self) -> float: ...
-    @property
-    def expected_low(self) -> float: ...
-    @property
-    def expected_high(self) -> float: ...
-    @property
-    def direction(self) -> str: ...
-    @property
-    def labels(self) -> tuple[tuple[str, str], ...]: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +48,7 @@ class ConditionHit:
     """``anchor``, ``require``, ``support`` or ``refute``."""
     index: int
     condition: Condition
-    findings: tuple[FindingLike, ...]
+    findings: tuple[Finding, ...]
 
 
 @dataclass
@@ -87,7 +59,7 @@ class Match:
     root: str
     partner: str | None
     score: float
-    anchor: FindingLike
+    anchor: Finding
     root_via: str
     """``anchor``, ``topology`` (upstream entity from the inventory), ``partner`` or ``guess``."""
     hits: list[ConditionHit] = field(default_factory=list)
@@ -115,11 +87,11 @@ def no_fault_score(pack: Pack) -> float:
     return pack.param("no_fault_score", 1.0)
 
 
-def _labels(f: FindingLike) -> dict[str, str]:
+def _labels(f: Finding) -> dict[str, str]:
     return dict(f.labels)
 
 
-def _acts_as(f: FindingLike, nf_type: str, topology: Topology, pack: Pack) -> bool:
+def _acts_as(f: Finding, nf_type: str, topology: Topology, pack: Pack) -> bool:
     """Whether the finding's entity is of ``nf_type`` (the inventory's type, else the one the
     finding was raised with), or acts as one in this finding: it plays that role (an EPC PGW
     plays the SMF's and the UPF's) and the finding's KPI is one of that role's. A PGW-C's
@@ -133,7 +105,7 @@ def _acts_as(f: FindingLike, nf_type: str, topology: Topology, pack: Pack) -> bo
     return kpi is None or kpi.applies_to(nf_type)
 
 
-def _series(f: FindingLike) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+def _series(f: Finding) -> tuple[str, str, tuple[tuple[str, str], ...]]:
     return (f.kpi, f.entity, tuple(f.labels))
 
 
@@ -143,7 +115,7 @@ def _bound(value: float | str | None, pack: Pack) -> float | None:
     return pack.param(value) if isinstance(value, str) else value
 
 
-def _matches(cond: Condition, f: FindingLike, pack: Pack) -> bool:
+def _matches(cond: Condition, f: Finding, pack: Pack) -> bool:
     if f.kpi not in cond.kpis:
         return False
     if cond.direction != "both" and f.direction not in (cond.direction, "both"):
@@ -155,7 +127,7 @@ def _matches(cond: Condition, f: FindingLike, pack: Pack) -> bool:
 
 
 def _in_scope(
-    cond: Condition, f: FindingLike, anchor: FindingLike, root: str, topology: Topology, pack: Pack
+    cond: Condition, f: Finding, anchor: Finding, root: str, topology: Topology, pack: Pack
 ) -> bool:
     if cond.scope == "anchor" and f.entity != anchor.entity:
         return False
@@ -195,8 +167,8 @@ def _in_scope(
 
 def _roots(
     rule: Rule,
-    anchor: FindingLike,
-    findings: Sequence[FindingLike],
+    anchor: Finding,
+    findings: Sequence[Finding],
     topology: Topology,
     pack: Pack,
 ) -> list[tuple[str, str | None, str, float]]:
@@ -257,9 +229,9 @@ def _roots(
 
 
 def _evaluate_rule(
-    rule: Rule, findings: Sequence[FindingLike], topology: Topology, pack: Pack
+    rule: Rule, findings: Sequence[Finding], topology: Topology, pack: Pack
 ) -> list[Match]:
-    anchors: dict[tuple[str, tuple[tuple[str, str], ...]], FindingLike] = {}
+    anchors: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = {}
     for f in findings:
         if _matches(rule.anchor, f, pack):
             key = (f.entity, tuple(sorted(f.labels)))
@@ -325,7 +297,7 @@ def _evaluate_rule(
 
 
 def evaluate(
-    findings: Sequence[FindingLike],
+    findings: Sequence[Finding],
     topology: Topology,
     pack: Pack,
     rules: Iterable[Rule] | None = None,
@@ -345,31 +317,18 @@ def evaluate(
 # ---------------------------------------------------------------- fixtures
 
 
-@dataclass(frozen=True)
-class _FixtureFinding:
-    id: str
-    kpi: str
-    entity: str
-    entity_type: str
-    ts: float
-    score: float
-    observed: float
-    expected_low: float
-    expected_high: float
-    direction: str
-    labels: tuple[tuple[str, str], ...]
-
-
 _FIXTURE_T0 = 1_790_000_000.0
 
 
 def fixture_findings(
     rule_id: str, index: int, fixture: RuleFixture, topology: Topology
-) -> list[_FixtureFinding]:
-    """The fixture's findings as finding-like objects (timestamps from a fixed origin)."""
+) -> list[Finding]:
+    """The fixture's findings as findings of detector ``fixture`` (timestamps from a fixed
+    origin)."""
     return [
-        _FixtureFinding(
+        Finding(
             id=f"fx-{rule_id}-{index}-{j}",
+            detector="fixture",
             kpi=f.kpi,
             entity=f.entity,
             entity_type=topology.type_of(f.entity),
