@@ -231,7 +231,18 @@ class Pipeline:
         """Whether ``finding`` is what the leading hypothesis of ``incident`` expects to come
         after its anchor (a support condition of its rule with ``order: after``), on an
         entity the condition's scope allows: the incident's own entities for ``anchor`` and
-        ``root``, also their topology neighbours for ``related``, anywhere for ``any``."""
+        ``root``, also their topology neighbours for ``related``, anywhere for ``any``. Or,
+        whatever the diagnosis, that a part of an entity of the incident went silent (a KPI
+        that reads ``present()``, gone its bad way: a GPU server's serving engine stopped
+        answering twelve minutes into a hang), as a silent target joins it (liveness)."""
+        kpi = self.pack.kpis.get(finding.kpi)
+        if (
+            kpi is not None
+            and kpi.reads_presence
+            and finding.direction == kpi.bad_direction
+            and finding.entity in incident.entities
+        ):
+            return True
         top = incident.hypotheses[0] if incident.hypotheses else None
         rule = self.pack.rules.get(top.rule_id) if top is not None and top.rule_id else None
         if rule is None:

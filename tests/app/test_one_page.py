@@ -61,6 +61,28 @@ def test_a_later_symptom_of_a_diagnosed_fault_joins_it_past_the_window() -> None
     assert late.kind == "opened"
 
 
+def test_a_server_engine_going_silent_joins_its_open_incident_undiagnosed() -> None:
+    """The demo day's NCCL hang: requests queue on gpu-srv-02 and the first findings do not yet
+    make a confident diagnosis; twelve minutes on, past the grouping window, the serving
+    engine stops answering (a KPI reading ``present()`` drops). That is part of the open
+    incident, as a silent target is, not a second page; a KPI that does not read presence,
+    or the same drop on another server, is not."""
+    from noc_assistant.stream.pipeline import Pipeline
+
+    pipe = Pipeline(pack=PACK, topology=TOPO)
+    c = pipe.correlator
+    [opened] = c.add_finding(_f("f1", "gpu-requests-waiting", "gpu-srv-02", 0, "up"))
+    inc = opened.incident
+    inc.hypotheses = [Hypothesis(fault="no_fault", entity="", confidence=0.65)]
+    silent = _f("f2", "gpu-engine-metrics-present", "gpu-srv-02", 720, "down")
+    assert pipe._aftermath(silent, inc)
+    [ev] = c.add_finding(silent)
+    assert ev.kind == "updated" and ev.incident is inc
+    elsewhere = _f("f3", "gpu-engine-metrics-present", "gpu-srv-01", 720, "down")
+    assert not pipe._aftermath(elsewhere, inc)
+    assert not pipe._aftermath(_f("f4", "gpu-sm-clock-min", "gpu-srv-02", 720, "down"), inc)
+
+
 def test_a_stronger_symptom_of_a_diagnosed_fault_does_not_page_again() -> None:
     """Paged for a KV-cache fault on gpu-srv-02, the on-call is not paged again as the fault
     grows (a symptom three times as strong); with no confident diagnosis, or one on another
