@@ -20,6 +20,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from noc_assistant.api.deps import Operator, StoreDep, acting, locked_step
+from noc_assistant.api.spans import Ending, declared, loader
 from noc_assistant.errors import MaintenanceError
 from noc_assistant.ingest.window import TimeWindow
 from noc_assistant.integrations.alertmanager import Silences
@@ -49,13 +50,6 @@ a date past any page's calendar (a start of 1e20 was stored, and every page that
 answered 500)."""
 
 
-class Ending(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    by: str | None = Field(default=None, min_length=1, max_length=200)
-    """Who (needed with the shared token; a named user is recorded as itself)."""
-
-
 def maintenance_router(
     drafter: Drafter | None,
     silences: Silences | None = None,
@@ -77,20 +71,7 @@ def maintenance_router(
     @router.post("/api/maintenance", status_code=201)
     def declare_window(s: StoreDep, caller: Operator, d: Declaration) -> Maintenance:
         known = set(drafter.network_topology.types) if drafter is not None else None
-        by = acting(caller, d.by, "by") or ""
-        try:
-            window = new_window(
-                d.entity,
-                by,
-                clock(),
-                start=d.start,
-                end=d.end,
-                duration_s=d.duration_s,
-                reason=d.reason,
-                known=known,
-            )
-        except MaintenanceError as exc:
-            raise HTTPException(422, str(exc)) from None
+        window = declared(caller, d, new_window, MaintenanceError, clock, known=known)
         try:
             plan.check(window.start)
         except ValueError as exc:
@@ -100,12 +81,7 @@ def maintenance_router(
     @router.post("/api/maintenance/{window_id}/end")
     def end(s: StoreDep, caller: Operator, window_id: str, e: Ending) -> Maintenance:
         by = acting(caller, e.by, "by") or ""
-
-        def load() -> Maintenance:
-            window = s.get_maintenance(window_id)
-            if window is None:
-                raise HTTPException(404, f"maintenance window {window_id} not found")
-            return window
+        load = loader(s.get_maintenance, window_id, "maintenance window")
 
         def step(w: Maintenance) -> Maintenance:
             return end_early(w, by, clock(), silences)

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from noc_assistant.api.deps import Operator, StoreDep, acting, locked_step
+from noc_assistant.api.spans import Ending, declared, loader
 from noc_assistant.errors import TuningError
 from noc_assistant.models import Tuning
 from noc_assistant.ops.raised_bars import DEFAULT_TUNING_S, new_rule, suggest
@@ -36,13 +37,6 @@ class Declaration(BaseModel):
     """Who (needed with the shared token; a named user is recorded as itself)."""
     reason: str = Field(min_length=1, max_length=2000)
     duration_s: float = Field(default=DEFAULT_TUNING_S, gt=0)
-
-
-class Ending(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    by: str | None = Field(default=None, min_length=1, max_length=200)
-    """Who (needed with the shared token; a named user is recorded as itself)."""
 
 
 def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.time) -> APIRouter:
@@ -68,33 +62,17 @@ def tuning_router(drafter: Drafter | None, clock: Callable[[], float] = time.tim
 
     @router.post("/api/tuning", status_code=201)
     def declare(s: StoreDep, caller: Operator, d: Declaration) -> Tuning:
-        by = acting(caller, d.by, "by") or ""
-        try:
-            rule = new_rule(
-                d.kpi,
-                by,
-                clock(),
-                min_score=d.min_score,
-                reason=d.reason,
-                entity=d.entity,
-                duration_s=d.duration_s,
-                kpis=set(drafter.pack.kpis) if drafter is not None else None,
-                entities=_known(drafter),
-            )
-        except TuningError as exc:
-            raise HTTPException(422, str(exc)) from None
+        kpis = set(drafter.pack.kpis) if drafter is not None else None
+        rule = declared(
+            caller, d, new_rule, TuningError, clock, kpis=kpis, entities=_known(drafter)
+        )
         s.save_tuning(rule)
         return rule
 
     @router.post("/api/tuning/{rule_id}/end")
     def end(s: StoreDep, caller: Operator, rule_id: str, e: Ending) -> Tuning:
         by = acting(caller, e.by, "by") or ""
-
-        def load() -> Tuning:
-            rule = s.get_tuning(rule_id)
-            if rule is None:
-                raise HTTPException(404, f"raised bar {rule_id} not found")
-            return rule
+        load = loader(s.get_tuning, rule_id, "raised bar")
 
         def step(t: Tuning) -> Tuning:
             return t.ended(by, clock())
