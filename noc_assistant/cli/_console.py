@@ -4,13 +4,12 @@ the small formats their options and tables share."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Protocol
 
 from rich.console import Console
 
 from noc_assistant.errors import BadInputError
 
-__all__ = ["console", "duration", "err_console", "span_state", "utc"]
+__all__ = ["console", "duration", "err_console", "utc"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -34,17 +33,3 @@ def duration(text: str, flag: str = "--for") -> float:
         return float(text)
     except ValueError:
         raise BadInputError(f"{flag}: {text!r} is not a duration (90m, 2h, 1d)") from None
-
-
-class _Span(Protocol):
-    end: float
-    ended_by: str | None
-
-    def active(self, now: float) -> bool: ...
-
-
-def span_state(span: _Span, now: float) -> str:
-    """A maintenance window's or raised bar's state for a table: in force, planned or over,
-    and who ended it early."""
-    state = "in force" if span.active(now) else ("over" if span.end < now else "planned")
-    return state + (f" (ended by {span.ended_by})" if span.ended_by else "")

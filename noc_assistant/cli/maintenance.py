@@ -8,14 +8,12 @@ import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from noc_assistant.cli._console import console, duration, err_console, span_state, utc
+from noc_assistant.cli._console import console, duration, err_console, utc
 from noc_assistant.cli._live import InventoryOpt, network_entities
-from noc_assistant.errors import BadInputError
+from noc_assistant.cli._spans import end_span, print_spans
 from noc_assistant.settings import get_settings
-from noc_assistant.store import open_store
+from noc_assistant.store import Store, open_store
 
 if TYPE_CHECKING:
     from noc_assistant.integrations.alertmanager import Silences
@@ -75,13 +73,12 @@ def list_windows(
     all_: Annotated[bool, typer.Option("--all", help="Past windows too")] = False,
 ) -> None:
     """The windows not yet over (with --all, every one), by start."""
-    store = open_store(get_settings().db_url)
-    now = time.time()
-    table = Table("id", "entity", "from", "until", "by", "why", "state")
-    for w in store.maintenance_windows(ending_after=float("-inf") if all_ else now):
-        cells = (w.id, w.entity, utc(w.start), utc(w.end), w.by, w.reason or "", span_state(w, now))
-        table.add_row(*(escape(c) for c in cells))
-    console.print(table)
+    print_spans(
+        ("id", "entity", "from", "until", "by", "why"),
+        Store.maintenance_windows,
+        all_,
+        lambda w: (w.id, w.entity, utc(w.start), utc(w.end), w.by, w.reason or ""),
+    )
 
 
 @app.command("end")
@@ -90,14 +87,15 @@ def end(
     by: Annotated[str, typer.Option("--by", help="Who ends it (recorded)")],
 ) -> None:
     """End a window now (its pages are no longer held)."""
-    store = open_store(get_settings().db_url)
-    window = store.get_maintenance(window_id)
-    if window is None:
-        raise BadInputError(f"no maintenance window {window_id!r} in {store.path}")
     from noc_assistant.ops.maintenance import end_early
 
-    ended = end_early(window, by, time.time(), _silences())
-    store.save_maintenance(ended)
-    console.print(f"{window_id} ended by {by}", highlight=False)
+    window, ended = end_span(
+        window_id,
+        by,
+        "maintenance window",
+        Store.get_maintenance,
+        Store.save_maintenance,
+        lambda w, who, at: end_early(w, who, at, _silences()),
+    )
     if ended.silence_error and ended.silence_error != window.silence_error:
         err_console.print(f"Alertmanager: {ended.silence_error}", highlight=False)

@@ -16,11 +16,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from noc_assistant.cli._console import console, duration, span_state, utc
+from noc_assistant.cli._console import console, duration, utc
 from noc_assistant.cli._live import InventoryOpt
-from noc_assistant.errors import BadInputError
+from noc_assistant.cli._spans import end_span, print_spans
+from noc_assistant.models import Tuning
 from noc_assistant.settings import get_settings
-from noc_assistant.store import open_store
+from noc_assistant.store import Store, open_store
 
 __all__ = ["app"]
 
@@ -116,13 +117,14 @@ def list_rules(
     all_: Annotated[bool, typer.Option("--all", help="Past ones too")] = False,
 ) -> None:
     """The raised bars in force (with --all, every one), by start."""
-    store = open_store(get_settings().db_url)
-    now = time.time()
-    table = Table("id", "kpi", "entity", "bar", "from", "until", "by", "why", "state")
-    for t in store.tuning_rules(ending_after=float("-inf") if all_ else now):
-        cells = (t.id, t.kpi, t.entity, f"{t.min_score:g}", utc(t.start), utc(t.end), t.by)
-        table.add_row(*(escape(c) for c in (*cells, t.reason or "", span_state(t, now))))
-    console.print(table)
+    columns = ("id", "kpi", "entity", "bar", "from", "until", "by", "why")
+    print_spans(columns, Store.tuning_rules, all_, _row)
+
+
+def _row(t: Tuning) -> tuple[str, ...]:
+    """A raised bar's cells in ``noc tune list`` (but its state)."""
+    when = (utc(t.start), utc(t.end))
+    return (t.id, t.kpi, t.entity, f"{t.min_score:g}", *when, t.by, t.reason or "")
 
 
 @app.command("end")
@@ -131,9 +133,4 @@ def end(
     by: Annotated[str, typer.Option("--by", help="Who ends it (recorded)")],
 ) -> None:
     """End a raised bar now: the KPI pages as the detectors decide again."""
-    store = open_store(get_settings().db_url)
-    rule = store.get_tuning(rule_id)
-    if rule is None:
-        raise BadInputError(f"no raised bar {rule_id!r} in {store.path}")
-    store.save_tuning(rule.ended(by, time.time()))
-    console.print(f"{rule_id} ended by {by}", highlight=False)
+    end_span(rule_id, by, "raised bar", Store.get_tuning, Store.save_tuning, Tuning.ended)
