@@ -25,6 +25,10 @@ PackDir = Annotated[
 ]
 
 
+_Check = tuple[str, str, bool, bool, str]
+"""A row of ``noc pack test``: what is checked, on what, a positive case, passed, detail."""
+
+
 def _load(directory: Path | None) -> Pack:
     if directory is not None and not (directory / "pack.yaml").is_file():
         raise ConfigError(f"{directory}: not a knowledge pack (no pack.yaml)")
@@ -73,48 +77,37 @@ def test(directory: PackDir = None) -> None:
     """Run every rule's fixtures and every masking pattern's examples; exit 1 if any fails."""
     pack = _load(directory)
     masker = Masker.from_pack(pack)
-    results = run_fixtures(pack)
-    table = Table(title=f"rule fixtures of {pack.meta.name} {pack.meta.version}")
-    table.add_column("rule")
-    table.add_column("fixture")
-    table.add_column("kind")
-    table.add_column("result")
-    table.add_column("detail")
-    for r in results:
-        table.add_row(
-            r.rule_id,
-            r.name,
-            "positive" if r.positive else "negative",
-            "[green]pass[/]" if r.passed else "[red]FAIL[/]",
-            r.detail,
-        )
-    console.print(table)
-    failed = [r for r in results if not r.passed]
-    console.print(f"{len(results) - len(failed)} passed, {len(failed)} failed", highlight=False)
-    examples = check_examples(masker)
-    masking = Table(title=f"masking examples of {pack.meta.name} {pack.meta.version}")
-    masking.add_column("pattern")
-    masking.add_column("example")
-    masking.add_column("kind")
-    masking.add_column("result")
-    masking.add_column("detail")
-    for e in examples:
-        masking.add_row(
-            e.pattern_id,
-            escape(e.text),
-            "example" if e.positive else "non-example",
-            "[green]pass[/]" if e.passed else "[red]FAIL[/]",
-            escape(e.detail),
-        )
-    console.print(masking)
-    bad = [e for e in examples if not e.passed]
-    console.print(f"{len(examples) - len(bad)} passed, {len(bad)} failed", highlight=False)
+    of = f"of {pack.meta.name} {pack.meta.version}"
+    fixtures = [(r.rule_id, r.name, r.positive, r.passed, r.detail) for r in run_fixtures(pack)]
+    names = ("rule", "fixture", "positive", "negative")
+    failed = _print_checks(f"rule fixtures {of}", names, fixtures)
+    examples = [
+        (e.pattern_id, escape(e.text), e.positive, e.passed, escape(e.detail))
+        for e in check_examples(masker)
+    ]
+    names = ("pattern", "example", "example", "non-example")
+    bad = _print_checks(f"masking examples {of}", names, examples)
     if failed:
-        err_console.print(f"[bold red]{len(failed)} fixture(s) failed[/]")
+        err_console.print(f"[bold red]{failed} fixture(s) failed[/]")
     if bad:
-        err_console.print(f"[bold red]{len(bad)} masking example(s) failed[/]")
+        err_console.print(f"[bold red]{bad} masking example(s) failed[/]")
     if failed or bad:
         raise typer.Exit(1)
+
+
+def _print_checks(title: str, names: tuple[str, str, str, str], checks: list[_Check]) -> int:
+    """Print a table of checks and their tally; the number that failed. ``names``: the first
+    two columns' (what is checked, on what), then a positive and a negative case's kind."""
+    table = Table(title=title)
+    for column in (*names[:2], "kind", "result", "detail"):
+        table.add_column(column)
+    for name, item, positive, passed, detail in checks:
+        kind = names[2] if positive else names[3]
+        table.add_row(name, item, kind, "[green]pass[/]" if passed else "[red]FAIL[/]", detail)
+    console.print(table)
+    failed = sum(not c[3] for c in checks)
+    console.print(f"{len(checks) - failed} passed, {failed} failed", highlight=False)
+    return failed
 
 
 @app.command("inhibit-rules")
