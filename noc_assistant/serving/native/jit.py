@@ -58,11 +58,14 @@ def _prefer_wide_vectors() -> bool:
 WIDE_VECTORS = _prefer_wide_vectors()
 
 
-def _kernel(*, parallel: bool = False) -> Callable[[_F], _F]:
+def _kernel(*, parallel: bool = False, inline: bool = False) -> Callable[[_F], _F]:
     """``numba.njit`` with the on-disk cache, strict IEEE arithmetic (no ``fastmath``: the
-    summation order is part of the numerics), typed for mypy."""
+    summation order is part of the numerics), typed for mypy. ``inline``: a part of other
+    kernels, inlined into each caller's numba IR (``inline="always"``), so that it compiles
+    as if written there, loops and ``prange`` included."""
 
     def wrap(f: _F) -> _F:
-        return cast(_F, numba.njit(parallel=parallel, cache=True)(f))
+        how = "always" if inline else "never"
+        return cast(_F, numba.njit(parallel=parallel, cache=True, inline=how)(f))
 
     return wrap

@@ -75,74 +75,27 @@ def _block_sums(x: F32, nb: int) -> F32:  # pragma: no cover - compiled
 def _mm_q4_1(x: F32, qt: Any, sc: F32, out: F32) -> None:  # pragma: no cover - compiled
     """out[M, N] = x[M, K] @ Wᵀ for a Q4_1 tiled W: codes qt [T, nb, 16·TILE] u8,
     scales sc [T, nb, 2·TILE] (d then m)."""
-    nrows = x.shape[0]
-    ntiles, nb = qt.shape[0], qt.shape[1]
-    n_out = out.shape[1]
-    xs = _block_sums(x, nb)
-    groups = nrows // _GROUP
-    for t in prange(ntiles):
-        acc = np.empty(_GROUP * TILE, np.float32)
-        part = np.empty(_GROUP * TILE, np.float32)
-        for g in range(groups):
-            r0 = g * _GROUP
-            acc[:] = 0.0
-            for b in range(nb):
-                q = qt[t, b]
-                o = b * 32
-                part[:] = 0.0
-                for j in range(16):
-                    x0l = x[r0, o + j]
-                    x0h = x[r0, o + j + 16]
-                    x1l = x[r0 + 1, o + j]
-                    x1h = x[r0 + 1, o + j + 16]
-                    x2l = x[r0 + 2, o + j]
-                    x2h = x[r0 + 2, o + j + 16]
-                    x3l = x[r0 + 3, o + j]
-                    x3h = x[r0 + 3, o + j + 16]
-                    for n in range(TILE):
-                        v = q[j * TILE + n]
-                        lo = np.float32(np.uint8(v & 15))
-                        hi = np.float32(np.uint8(v >> 4))
-                        part[n] += x0l * lo
-                        part[n] += x0h * hi
-                        part[TILE + n] += x1l * lo
-                        part[TILE + n] += x1h * hi
-                        part[2 * TILE + n] += x2l * lo
-                        part[2 * TILE + n] += x2h * hi
-                        part[3 * TILE + n] += x3l * lo
-                        part[3 * TILE + n] += x3h * hi
-                s = sc[t, b]
-                for i in range(_GROUP):
-                    c = xs[r0 + i, b]
-                    for n in range(TILE):
-                        acc[i * TILE + n] += s[n] * part[i * TILE + n] + s[TILE + n] * c
-            for i in range(_GROUP):
-                for n in range(min(TILE, n_out - t * TILE)):
-                    out[r0 + i, t * TILE + n] = acc[i * TILE + n]
-        for r in range(groups * _GROUP, nrows):
-            acc[:TILE] = 0.0
-            for b in range(nb):
-                q = qt[t, b]
-                s = sc[t, b]
-                o = b * 32
-                c = xs[r, b]
-                for n in range(TILE):
-                    p = np.float32(0.0)
-                    for j in range(16):
-                        v = q[j * TILE + n]
-                        p += x[r, o + j] * np.float32(np.uint8(v & 15))
-                        p += x[r, o + j + 16] * np.float32(np.uint8(v >> 4))
-                    acc[n] += s[n] * p + s[TILE + n] * c
-            for n in range(min(TILE, n_out - t * TILE)):
-                out[r, t * TILE + n] = acc[n]
+    _mm_blocks(x, qt, sc, out, True)
 
 
 @_kernel(parallel=True)
 def _mm_q8_0(x: F32, qt: Any, sc: F32, out: F32) -> None:  # pragma: no cover - compiled
     """out = x @ Wᵀ for a Q8_0 tiled W: codes qt [T, nb, 32·TILE] i8, scales sc [T, nb, TILE]."""
+    _mm_blocks(x, qt, sc, out, False)
+
+
+@_kernel(inline=True)
+def _mm_blocks(
+    x: F32, qt: Any, sc: F32, out: F32, q4_1: bool
+) -> None:  # pragma: no cover - compiled
+    """out = x @ Wᵀ for a block-quantised tiled W (Q4_1 when ``q4_1``, else Q8_0): in each
+    row tile, ``_GROUP`` rows of x at a time, then the rows left one at a time. Inlined into
+    :func:`_mm_q4_1` and :func:`_mm_q8_0`, where ``q4_1`` is a constant: each compiles to the
+    code it had when it spelled the loops out itself (the same results, bit for bit, and the
+    same vector arithmetic in the assembly)."""
     nrows = x.shape[0]
     ntiles, nb = qt.shape[0], qt.shape[1]
-    n_out = out.shape[1]
+    xs = _block_sums(x, nb if q4_1 else 0)
     groups = nrows // _GROUP
     for t in prange(ntiles):
         acc = np.empty(_GROUP * TILE, np.float32)
@@ -151,40 +104,114 @@ def _mm_q8_0(x: F32, qt: Any, sc: F32, out: F32) -> None:  # pragma: no cover - 
             r0 = g * _GROUP
             acc[:] = 0.0
             for b in range(nb):
-                q = qt[t, b]
-                o = b * 32
                 part[:] = 0.0
-                for j in range(32):
-                    x0 = x[r0, o + j]
-                    x1 = x[r0 + 1, o + j]
-                    x2 = x[r0 + 2, o + j]
-                    x3 = x[r0 + 3, o + j]
-                    for n in range(TILE):
-                        w = np.float32(q[j * TILE + n])
-                        part[n] += x0 * w
-                        part[TILE + n] += x1 * w
-                        part[2 * TILE + n] += x2 * w
-                        part[3 * TILE + n] += x3 * w
-                s = sc[t, b]
-                for i in range(_GROUP):
-                    for n in range(TILE):
-                        acc[i * TILE + n] += s[n] * part[i * TILE + n]
-            for i in range(_GROUP):
-                for n in range(min(TILE, n_out - t * TILE)):
-                    out[r0 + i, t * TILE + n] = acc[i * TILE + n]
+                if q4_1:
+                    _q4_1_group(x, qt[t, b], sc[t, b], xs, r0, b, part, acc)
+                else:
+                    _q8_0_group(x, qt[t, b], sc[t, b], r0, b, part, acc)
+            _store(acc, out, t, r0, _GROUP)
         for r in range(groups * _GROUP, nrows):
             acc[:TILE] = 0.0
             for b in range(nb):
-                q = qt[t, b]
-                s = sc[t, b]
-                o = b * 32
-                for n in range(TILE):
-                    p = np.float32(0.0)
-                    for j in range(32):
-                        p += x[r, o + j] * np.float32(q[j * TILE + n])
-                    acc[n] += s[n] * p
-            for n in range(min(TILE, n_out - t * TILE)):
-                out[r, t * TILE + n] = acc[n]
+                if q4_1:
+                    _q4_1_row(x, qt[t, b], sc[t, b], xs[r, b], r, b, acc)
+                else:
+                    _q8_0_row(x, qt[t, b], sc[t, b], r, b, acc)
+            _store(acc, out, t, r, 1)
+
+
+@_kernel(inline=True)
+def _q4_1_group(
+    x: F32, q: Any, s: F32, xs: F32, r0: int, b: int, part: F32, acc: F32
+) -> None:  # pragma: no cover - compiled
+    """Add Q4_1 block ``b`` (codes q, scales s) of a tile to ``acc`` for rows r0..r0+3 of x
+    (``part``: zeroed scratch)."""
+    o = b * 32
+    for j in range(16):
+        x0l = x[r0, o + j]
+        x0h = x[r0, o + j + 16]
+        x1l = x[r0 + 1, o + j]
+        x1h = x[r0 + 1, o + j + 16]
+        x2l = x[r0 + 2, o + j]
+        x2h = x[r0 + 2, o + j + 16]
+        x3l = x[r0 + 3, o + j]
+        x3h = x[r0 + 3, o + j + 16]
+        for n in range(TILE):
+            v = q[j * TILE + n]
+            lo = np.float32(np.uint8(v & 15))
+            hi = np.float32(np.uint8(v >> 4))
+            part[n] += x0l * lo
+            part[n] += x0h * hi
+            part[TILE + n] += x1l * lo
+            part[TILE + n] += x1h * hi
+            part[2 * TILE + n] += x2l * lo
+            part[2 * TILE + n] += x2h * hi
+            part[3 * TILE + n] += x3l * lo
+            part[3 * TILE + n] += x3h * hi
+    for i in range(_GROUP):
+        c = xs[r0 + i, b]
+        for n in range(TILE):
+            acc[i * TILE + n] += s[n] * part[i * TILE + n] + s[TILE + n] * c
+
+
+@_kernel(inline=True)
+def _q8_0_group(
+    x: F32, q: Any, s: F32, r0: int, b: int, part: F32, acc: F32
+) -> None:  # pragma: no cover - compiled
+    """Add Q8_0 block ``b`` (codes q, scales s) of a tile to ``acc`` for rows r0..r0+3 of x
+    (``part``: zeroed scratch)."""
+    o = b * 32
+    for j in range(32):
+        x0 = x[r0, o + j]
+        x1 = x[r0 + 1, o + j]
+        x2 = x[r0 + 2, o + j]
+        x3 = x[r0 + 3, o + j]
+        for n in range(TILE):
+            w = np.float32(q[j * TILE + n])
+            part[n] += x0 * w
+            part[TILE + n] += x1 * w
+            part[2 * TILE + n] += x2 * w
+            part[3 * TILE + n] += x3 * w
+    for i in range(_GROUP):
+        for n in range(TILE):
+            acc[i * TILE + n] += s[n] * part[i * TILE + n]
+
+
+@_kernel(inline=True)
+def _q4_1_row(
+    x: F32, q: Any, s: F32, c: np.float32, r: int, b: int, acc: F32
+) -> None:  # pragma: no cover - compiled
+    """Add Q4_1 block ``b`` of a tile to ``acc`` for row r of x (``c``: its block sum)."""
+    o = b * 32
+    for n in range(TILE):
+        p = np.float32(0.0)
+        for j in range(16):
+            v = q[j * TILE + n]
+            p += x[r, o + j] * np.float32(np.uint8(v & 15))
+            p += x[r, o + j + 16] * np.float32(np.uint8(v >> 4))
+        acc[n] += s[n] * p + s[TILE + n] * c
+
+
+@_kernel(inline=True)
+def _q8_0_row(
+    x: F32, q: Any, s: F32, r: int, b: int, acc: F32
+) -> None:  # pragma: no cover - compiled
+    """Add Q8_0 block ``b`` of a tile to ``acc`` for row r of x."""
+    o = b * 32
+    for n in range(TILE):
+        p = np.float32(0.0)
+        for j in range(32):
+            p += x[r, o + j] * np.float32(q[j * TILE + n])
+        acc[n] += s[n] * p
+
+
+@_kernel(inline=True)
+def _store(acc: F32, out: F32, t: int, r0: int, rows: int) -> None:  # pragma: no cover - compiled
+    """Write ``rows`` rows of a tile's sums to out from row r0 (the tile's valid columns)."""
+    n_out = out.shape[1]
+    for i in range(rows):
+        for n in range(min(TILE, n_out - t * TILE)):
+            out[r0 + i, t * TILE + n] = acc[i * TILE + n]
 
 
 @_kernel(parallel=True)
