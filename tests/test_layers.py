@@ -173,3 +173,40 @@ def test_all_lists_what_exists(module: str) -> None:
     assert len(names) == len(set(names)), f"{module}.__all__ repeats a name"
     missing = [n for n in names if not hasattr(mod, n)]
     assert missing == [], f"{module}.__all__ names what it lacks: {missing}"
+
+
+#: the most lines a module and a function of the product may have (docs/ARCHITECTURE.md)
+MODULE_LINES, FUNCTION_LINES = 600, 80
+
+
+def oversized(paths: Iterator[Path] | None = None) -> list[str]:
+    """Modules over :data:`MODULE_LINES` lines and functions over :data:`FUNCTION_LINES`,
+    except a numba kernel (decorated with ``kernel`` or ``njit``) whose docstring says why it
+    is long (it names the rule: "over 80 lines")."""
+    found = []
+    for path in paths if paths is not None else (p for _, p in modules()):
+        source = path.read_text()
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        if source.count("\n") > MODULE_LINES:
+            found.append(f"{where}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source, str(path))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            explained = "over 80 lines" in (ast.get_docstring(node) or "") and any(
+                "kernel" in ast.unparse(d) or "njit" in ast.unparse(d) for d in node.decorator_list
+            )
+            if length > FUNCTION_LINES and not explained:
+                found.append(f"{where}:{node.lineno}: {node.name} is {length} lines")
+    return found
+
+
+def test_no_module_over_600_lines_and_no_function_over_80() -> None:
+    assert oversized() == []
+
+
+def test_an_oversized_function_is_caught(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES))
+    planted = tmp_path / "long.py"
+    planted.write_text(f"def long() -> None:\n{body}\n")
+    assert oversized(iter([planted])) == [f"{planted}:1: long is {FUNCTION_LINES + 1} lines"]
