@@ -28,9 +28,10 @@ consequence, not a new page. So does a finding the incident's leading diagnosis 
 follow (``aftermath``: the re-attach wave when the eNBs of an MME come back twenty minutes
 after they were lost is part of that S1 incident, not an attach storm of its own).
 
-One cause pages once. A finding joins, whatever the grouping window, the open incident whose
-leading diagnosis is a fault (at least ``diagnosed_min_confidence``) rooted at the finding's
-entity or at a topology neighbour of it: the engine of a GPU server going silent twelve minutes
+One cause pages once. A finding joins, up to ``diagnosed_reach`` grouping windows after its
+last new symptom, the open incident whose leading diagnosis is a fault (at least
+``diagnosed_min_confidence``) rooted at the finding's entity or at a topology neighbour of
+it: the engine of a GPU server going silent twelve minutes
 into its NCCL hang, a second SMF failing sessions towards the PCF whose certificate expired.
 And a finding of the same KPI, the same way, as a series alarming in an open incident on
 another entity (a peer: the KPI is of one type) within the grouping window joins it: the same
@@ -154,6 +155,12 @@ class Correlator:
     tuning: tuple[Tuning, ...] = ()
     #: (class default, for snapshots from before it) see ``__init__``
     diagnosed_min_confidence = 0.5
+    #: how many grouping windows past its last new symptom a diagnosed incident still takes
+    #: further symptoms of its fault (module docstring): an NCCL hang's engine going silent
+    #: twelve minutes in joins it, a second fault on that server three quarters of an hour
+    #: after the first quietened does not (it was folded in, unpaged, and took the diagnosis
+    #: of both)
+    diagnosed_reach = 2.0
 
     def held(self, finding: Finding) -> Tuning | None:
         """The raised bar that holds ``finding`` (a new symptom scoring below it), if any: a
@@ -219,9 +226,10 @@ class Correlator:
         window: its diagnosed fault sits on the finding's entity or next to it, or the finding
         is a peer's reading of a KPI alarming there within the window (module docstring)."""
         inc = target.incident
-        if self._diagnosed_at(finding, inc):
+        since = finding.ts - inc.updated_at
+        if self._diagnosed_at(finding, inc) and since <= self.diagnosed_reach * self.window_s:
             return True
-        if finding.ts - inc.updated_at > self.window_s:
+        if since > self.window_s:
             return False
         prefix = finding.kpi + "{"
         return any(

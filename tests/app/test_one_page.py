@@ -104,6 +104,23 @@ def test_a_stronger_symptom_of_a_diagnosed_fault_does_not_page_again() -> None:
     assert grown(Hypothesis(fault="no_fault", entity="gpu-srv-02", confidence=0.9)) == "escalated"
 
 
+def test_a_diagnosed_incident_does_not_take_a_fault_long_after_it() -> None:
+    """A held-out day: an NCCL hang on gpu-srv-2, diagnosed with confidence, keeps one series
+    alarming; three quarters of an hour after its last new symptom compressed weights slow the
+    same server. That is a second fault and pages on its own: the diagnosed incident reaches
+    ``diagnosed_reach`` grouping windows past its last new symptom, no further."""
+    c = _correlator()
+    [opened] = c.add_finding(_f("f1", "gpu-requests-waiting", "gpu-srv-02", 0, "up"))
+    inc = opened.incident
+    inc.hypotheses = [Hypothesis(fault="nccl_hang", entity="gpu-srv-02", confidence=0.97)]
+    reach = c.diagnosed_reach * c.window_s
+    [near] = c.add_finding(_f("f2", "gpu-ttft-mean", "gpu-srv-02", reach - 60, "up"))
+    assert near.kind == "updated" and near.incident is inc
+    later = reach - 60 + reach + 60
+    [far] = c.add_finding(_f("f3", "gpu-kv-cache-usage", "gpu-srv-02", later, "up"))
+    assert far.kind == "opened" and far.incident is not inc
+
+
 def test_a_peer_failing_towards_the_diagnosed_root_joins() -> None:
     c = _correlator()
     [opened] = c.add_finding(_f("f1", "sbi-pcf-error-share", "smf-01", 0, "up"))
