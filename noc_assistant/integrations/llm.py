@@ -131,6 +131,7 @@ class LlmClient:
         tool_choice: str | Mapping[str, Any] | None = None,
         max_tokens: int | None = None,
         timeout_s: float | None = None,
+        frequency_penalty: float = 0.0,
     ) -> Answer:
         """Send ``messages`` (OpenAI chat messages, tool calls and tool results included).
 
@@ -138,9 +139,13 @@ class LlmClient:
         (``response_format: {"type": "json_schema", ..., "strict": true}``, which the built-in
         server, vLLM and SGLang all decode under); with ``tools``, the model may instead ask
         for one of them (``tool_choice``: ``auto``, ``required``, ``none`` or one function).
+        ``frequency_penalty`` (OpenAI's; vLLM, SGLang and the built-in server apply it) lowers
+        the logit of a token by that much for each time it is already in the answer.
         An answer with neither text nor a tool call is an :class:`LlmError`.
         """
         extra: dict[str, Any] = {}
+        if frequency_penalty:
+            extra["frequency_penalty"] = frequency_penalty
         if schema is not None:
             extra["response_format"] = {
                 "type": "json_schema",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -24,7 +24,12 @@ from noc_assistant.serving.simple import (
     SimpleTheta,
     predict,
 )
-from noc_assistant.serving.speculative import GenerationStats, PrefixCache, stream_tokens
+from noc_assistant.serving.speculative import (
+    GenerationStats,
+    Penalties,
+    PrefixCache,
+    stream_tokens,
+)
 
 if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
     from noc_assistant.serving.grammar import Constraint
@@ -42,6 +47,7 @@ class Request:
     temperature: float = 0.0
     seed: int | None = None
     constraint: Constraint | None = None
+    penalties: Penalties = field(default_factory=Penalties)
 
 
 class Engine:
@@ -114,6 +120,7 @@ class Engine:
                     stats=stats,
                     constraint=req.constraint,
                     session=self._prefix,
+                    penalties=req.penalties,
                 )
                 self.metrics.record(stats, self.energy(stats))
             finally:

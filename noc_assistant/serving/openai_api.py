@@ -123,6 +123,10 @@ class CommonRequest(BaseModel):
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    """Subtracted from a token's logit once per time it is already in the output (OpenAI)."""
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    """Subtracted from a token's logit once it is in the output at all (OpenAI)."""
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
     """torch's generator takes 64-bit seeds; a bigger one was a 500."""
     stream: bool = False

@@ -70,7 +70,7 @@ from noc_assistant.serving.openai_api import (
     stops_of,
     tool_call_message,
 )
-from noc_assistant.serving.speculative import GenerationStats
+from noc_assistant.serving.speculative import GenerationStats, Penalties
 
 __all__ = ["BodyLimit", "ClientGone", "ServerThread", "create_app"]
 
@@ -200,7 +200,10 @@ class _Service:
         mt = body.max_tokens
         if isinstance(body, ChatRequest) and body.max_completion_tokens is not None:
             mt = body.max_completion_tokens
-        req = GenRequest(prompt, mt or self.max_tokens_default, body.temperature, body.seed)
+        penalties = Penalties(body.frequency_penalty, body.presence_penalty)
+        req = GenRequest(
+            prompt, mt or self.max_tokens_default, body.temperature, body.seed, None, penalties
+        )
         return self.engine.check(req)
 
     def compile_json(self, schema: Any, param: str) -> None:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
 __all__ = [
     "GenerationResult",
     "GenerationStats",
+    "Penalties",
     "PrefixCache",
     "constrained_greedy_reference",
     "generate",
@@ -204,12 +205,13 @@ def constrained_greedy_reference(
     prompt: Sequence[int],
     constraint_factory: Callable[[], Constraint],
     max_tokens: int,
+    penalties: Penalties | None = None,
 ) -> list[int]:
     """Target-only constrained greedy decoding: one token per forward, the argmax over the
     tokens the grammar allows; stops before EOS and when the grammar is complete.
 
     The definition that constrained :func:`stream_tokens` at temperature 0 must reproduce,
-    with or without a drafter.
+    with or without a drafter (and with ``penalties``, the same penalties).
     """
     c = constraint_factory()
     eos = target.eos_token_ids
@@ -218,6 +220,8 @@ def constrained_greedy_reference(
     out: list[int] = []
     while len(out) < max_tokens:
         allowed = c.mask().to(logits.device)
+        if penalties is not None:
+            logits = penalties.apply(logits[None], out)[0]
         tok = int(torch.argmax(logits.masked_fill(~allowed, float("-inf"))))
         if tok in eos:
             break
@@ -242,6 +246,45 @@ def _check(target: TargetModel, prompt: Sequence[int], max_tokens: int) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Penalties:
+    """OpenAI's ``frequency_penalty`` and ``presence_penalty``: a token's logit is lowered by
+    ``frequency`` for each time it is already in the output, and by ``presence`` once it is
+    there at all (the prompt does not count). Applied to the target's logits at every
+    position a round verifies, with the counts of the output up to that position, so greedy
+    speculative decoding still equals penalised greedy decoding token for token. A small
+    model's greedy decoding loops; a penalty is how a request says not to."""
+
+    frequency: float = 0.0
+    presence: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.frequency or self.presence)
+
+    def apply(self, logits: Tensor, output: Sequence[int], drafts: Sequence[int] = ()) -> Tensor:
+        """``logits`` (one row per verified position: the output so far, then each draft
+        added) with the penalties subtracted; the tensor itself when there are none.
+
+        >>> p = Penalties(frequency=1.0, presence=0.5)
+        >>> p.apply(torch.zeros(2, 4), [1, 1], [2]).tolist()
+        [[0.0, -2.5, 0.0, 0.0], [0.0, -2.5, -1.5, 0.0]]
+        """
+        if not self or not (output or drafts):
+            return logits
+        counts = torch.zeros(logits.shape[-1], dtype=logits.dtype, device=logits.device)
+        if output:
+            seen = torch.tensor(list(output), device=logits.device)
+            counts.index_add_(
+                0, seen, torch.ones(len(output), dtype=logits.dtype, device=logits.device)
+            )
+        rows = []
+        for i in range(logits.shape[0]):
+            if i > 0:
+                counts[drafts[i - 1]] += 1
+            rows.append(logits[i] - counts * self.frequency - (counts > 0) * self.presence)
+        return torch.stack(rows)
+
+
 @dataclass
 class _Rounds:
     """The state of one generation's draft-and-verify rounds.
@@ -261,6 +304,9 @@ class _Rounds:
     block: int = 1
     emitted: int = 0
     eos: frozenset[int] = frozenset()
+    penalties: Penalties = Penalties()
+    start: int = 0
+    """Where the output begins in ``tokens`` (the prompt's length)."""
 
     def __post_init__(self) -> None:
         self.eos = self.target.eos_token_ids
@@ -291,6 +337,7 @@ class _Rounds:
     ) -> tuple[list[int], int]:
         """The tokens a round commits (the accepted drafts, then the target's own choice) and
         the number of accepted drafts."""
+        logits = self.penalties.apply(logits, self.tokens[self.start :], drafts)
         if self.temperature > 0.0:
             return _accept_sampled(logits, drafts, probs, self.temperature, self.generator)
         post = logits.argmax(-1).tolist()
@@ -381,6 +428,7 @@ def stream_tokens(
     stats: GenerationStats | None = None,
     constraint: Constraint | None = None,
     session: PrefixCache | None = None,
+    penalties: Penalties = Penalties(),
 ) -> Iterator[list[int]]:
     """Yield committed output tokens, a round at a time (EOS is not yielded).
 
@@ -388,12 +436,22 @@ def stream_tokens(
     ``constraint`` (fresh, nothing consumed) restricts the output to its grammar; generation
     then also stops, with ``finish_reason == "stop"``, when the grammar is complete.
     ``session`` reuses the previous generation's cache for the prompt's common prefix
-    (:class:`PrefixCache`) and keeps this one's for the next.
+    (:class:`PrefixCache`) and keeps this one's for the next. ``penalties`` lower the logits of
+    tokens already in the output (:class:`Penalties`).
     """
     _check(target, prompt, max_tokens)
     if constraint is not None:
         yield from _stream_constrained(
-            target, drafter, prompt, max_tokens, temperature, generator, stats, constraint, session
+            target,
+            drafter,
+            prompt,
+            max_tokens,
+            temperature,
+            generator,
+            stats,
+            constraint,
+            session,
+            penalties,
         )
         return
     st = stats if stats is not None else GenerationStats()
@@ -403,6 +461,7 @@ def stream_tokens(
     x = _pick(out.logits[-1], temperature, generator)
     st.time_prefill = time.perf_counter() - t_start
     run = _Rounds(target, drafter, st, cache, [*prompt, x], max_tokens, temperature, generator)
+    run.penalties, run.start = penalties, len(prompt)
     yield from _guarded(run, session, _plain_rounds(run, t_start))
     st.time_total = time.perf_counter() - t_start
 
@@ -421,7 +480,8 @@ def _plain_rounds(run: _Rounds, t_start: float) -> Iterator[list[int]]:
             st.finish_reason = "length"
             break
         if run.drafter is None:
-            new = [_pick(run.verify([]).logits[-1], run.temperature, run.generator)]
+            logits = run.penalties.apply(run.verify([]).logits[-1:], run.tokens[run.start :])
+            new = [_pick(logits[0], run.temperature, run.generator)]
         else:
             prop = run.propose(run.drafter)
             drafts = prop.tokens[: max(0, min(run.block - 1, room - 1))]
@@ -446,6 +506,7 @@ def _stream_constrained(
     stats: GenerationStats | None,
     c: Constraint,
     session: PrefixCache | None = None,
+    penalties: Penalties = Penalties(),
 ) -> Iterator[list[int]]:
     """:func:`stream_tokens` under a grammar (see the module doc)."""
     st = stats if stats is not None else GenerationStats()
@@ -458,6 +519,7 @@ def _stream_constrained(
     first_forced = c.single(allowed) is not None
     st.time_prefill = time.perf_counter() - t_start
     run = _Rounds(target, drafter, st, cache, [*prompt, x], max_tokens, temperature, generator)
+    run.penalties, run.start = penalties, len(prompt)
     yield from _guarded(run, session, _constrained_rounds(run, c, first_forced, t_start))
     st.time_total = time.perf_counter() - t_start
 
@@ -546,6 +608,7 @@ def generate(
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
     constraint: Constraint | None = None,
+    penalties: Penalties = Penalties(),
 ) -> GenerationResult:
     """Run :func:`stream_tokens` to the end."""
     st = GenerationStats()
@@ -559,6 +622,7 @@ def generate(
         generator=generator,
         stats=st,
         constraint=constraint,
+        penalties=penalties,
     ):
         toks += part
     return GenerationResult(toks, st)

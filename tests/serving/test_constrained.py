@@ -27,6 +27,7 @@ from noc_assistant.serving.grammar import (
 )
 from noc_assistant.serving.loading import TargetModel, TargetOutput
 from noc_assistant.serving.speculative import (
+    Penalties,
     constrained_greedy_reference,
     generate,
     greedy_reference,
@@ -366,3 +367,24 @@ def test_the_next_turn_reuses_the_conversation_so_far(
     out3, st3 = warm.generate(Request(p3, 30))
     assert out3 == cold.generate(Request(p3, 30))[0]
     assert st3.cached_tokens < 3
+
+
+def test_penalised_dspine_equals_penalised_greedy(
+    tiny: TargetModel, tiny_trained: dict[int, BlockDrafterModel]
+) -> None:
+    """OpenAI frequency and presence penalties, applied at every verified position with the
+    counts up to it, keep speculative decoding lossless: it equals penalised constrained
+    greedy decoding token for token, and the penalties do change what greedy writes."""
+    penalties = Penalties(frequency=2.0, presence=2.0)
+    changed = 0
+    for kind in ("alarm", "nested"):
+        f = ConstraintFactory(tiny, SCHEMAS[kind])
+        for i in range(len(PROMPTS)):
+            prompt = _prompt(tiny, i)
+            ref = constrained_greedy_reference(tiny, prompt, f, 160, penalties)
+            _check(kind, tiny.tokenizer.decode(ref))
+            for drafter in (None, NeuralDrafter(tiny_trained[4])):
+                res = generate(tiny, drafter, prompt, 160, constraint=f(), penalties=penalties)
+                assert res.tokens == ref, (kind, i, drafter)
+            changed += ref != constrained_greedy_reference(tiny, prompt, f, 160)
+    assert changed > 0
