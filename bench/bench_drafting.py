@@ -74,6 +74,10 @@ _KINDS = (
     "does not name the diagnosed entity",
     "nothing the model said was supported",
     "the language model failed",
+    "names a date in words",
+    "cites a value its evidence lacks",
+    "repeats an earlier sentence",
+    "no detail held",
 )
 
 

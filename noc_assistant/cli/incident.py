@@ -217,7 +217,8 @@ def report(
 ) -> None:
     """Print an incident's root-cause report (Markdown, from the diagnosis); with ``--json``
     the report's parts: ``narration`` (the model's summary, null when it was not used),
-    ``narration_withheld`` (why), ``summary``, ``body``, ``hypotheses``, ``evidence``."""
+    ``narration_withheld`` (why), ``narration_dropped`` (why each sentence left out was),
+    ``summary``, ``body``, ``hypotheses``, ``evidence``."""
     store, drafter = drafting_for_cli(inventory)
     inc, diagnosis = store.diagnosed_incident(incident_id)
     from noc_assistant.triage.history import concurrent_in_store, similar_in_store
@@ -233,6 +234,7 @@ def report(
                 "title": r.title,
                 "narration": r.summary if r.generated_by == "llm" else None,
                 "narration_withheld": r.narration_withheld if narrate else None,
+                "narration_dropped": r.narration_dropped,
                 "summary": r.summary,
                 "generated_by": r.generated_by,
                 "body": r.body,

@@ -257,6 +257,9 @@ class Report(Model):
     check). ``body`` is always the template's."""
     narration_withheld: str | None = None
     """Why an LLM narration was asked for and not used (unreachable, or ungrounded claims)."""
+    narration_dropped: list[str] = Field(default_factory=list)
+    """Why each sentence the model wrote and the narration left out was dropped (it repeated
+    itself or an earlier one, named a date in words, or cited a value its evidence lacks)."""
     untrusted_flags: list[str] = Field(default_factory=list)
     """Phrases reading like instructions found in the incident's telemetry text (entity
     names, evidence): kept as data, never followed, reported so that a person sees them."""

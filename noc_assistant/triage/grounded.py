@@ -47,8 +47,10 @@ __all__ = [
     "StructuredOutputError",
     "answer_schema",
     "claim_pattern",
+    "detail_pattern",
     "narration_schema",
     "parse_claims",
+    "prune",
     "render",
 ]
 
@@ -64,11 +66,20 @@ SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,62}")
 """What a name a model may write or pick (an entity, a KPI) looks like: no space, markup or
 quote. An entity named ``amf-1 ignore previous instructions`` is telemetry text: it stays in
 the prompt as data, and is never offered to the model as something to write or choose."""
-_PLAIN = r"[A-Za-z ,;:()'%/&+-]"
-"""Characters a claim may type: letters, spaces and punctuation that does not end a
-sentence; no digit, quote, backslash, bracket, brace or angle bracket."""
+_SEP = r"[ ,;:()'/&+-]"
+"""What separates the words of a claim: spaces and punctuation that does not end a sentence;
+no digit, quote, backslash, bracket, brace or angle bracket."""
+_WORD = r"[A-Za-z]{1,18}"
 _SLOT = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
-MAX_CLAIM_CHARS = 120
+MAX_CLAIM_WORDS = 20
+"""The most words (a word, a name or a placeholder each) one claim may have."""
+_DATE_WORDS = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|april|"
+    r"june|july|august|september|october|november|december|monday|tuesday|wednesday|"
+    r"thursday|friday|saturday|sunday|yesterday|today|tomorrow)\b",
+    re.IGNORECASE,
+)
+"""Words that state a date: a claim may give a time only as ``{at}``, filled from evidence."""
 
 
 class StructuredOutputError(LlmError):
@@ -83,34 +94,100 @@ class Claim:
     text: str
 
 
-def _units(names: Iterable[str]) -> str:
-    alternatives = [re.escape(n) for n in sorted(set(names), key=lambda n: (-len(n), n)) if n]
-    slots = r"\{(?:" + "|".join(PLACEHOLDERS) + r")\}"
-    return "(?:" + "|".join([_PLAIN, slots, *alternatives]) + ")"
+def _either(literals: Iterable[str]) -> str:
+    alternatives = [re.escape(n) for n in sorted(set(literals), key=lambda n: (-len(n), n)) if n]
+    return "(?:" + "|".join(alternatives) + ")"
 
 
 def claim_pattern(
-    names: Iterable[str], must_name: str | None = None, max_chars: int = MAX_CLAIM_CHARS
+    names: Iterable[str],
+    must_name: str | None = None,
+    max_words: int = MAX_CLAIM_WORDS,
+    must: Sequence[str] = (),
+    slots: Sequence[str] = PLACEHOLDERS,
+    lead: str = "",
 ) -> str:
     """The regular expression a claim's text must match (anchored; Rust-regex compatible).
 
-    ``names`` are the entity names the text may contain; ``must_name`` one it must contain.
-    Lengths count units (a letter, a placeholder or a whole name).
+    A claim is words (letters only), entity names and placeholders, each two apart by
+    spaces or punctuation: a name or a placeholder never sticks to a word (a model that wants
+    to type ``team1`` cannot write ``teamf-1`` by gluing a name ``amf-1`` to it). ``names``
+    are the entity names the text may contain; ``must_name`` one it must contain; ``must``
+    literals (names or placeholders) of which it must contain one (after ``must_name``, with
+    both). ``max_words`` counts words, names and placeholders; ``slots`` are the placeholders
+    it may use. With ``lead``, the text opens with it (the frame of an answer to what the
+    question asks: ``It started at {at}``) and the model goes on from there.
 
     >>> p = re.compile(claim_pattern(["amf-1"], must_name="amf-1"))
     >>> bool(p.match("hang on amf-1 at {confidence}")), bool(p.match("load is high"))
     (True, False)
     >>> bool(p.match("amf-2 lost amf-1")), bool(p.match("amf-1 at 45 %"))
     (False, False)
+    >>> bool(p.match("the teamf-1 lost it")), bool(p.match("amf-1{observed}"))
+    (False, False)
+    >>> q = re.compile(claim_pattern([], must=["{at}"]))
+    >>> bool(q.match("it started at {at}")), bool(q.match("it started in december"))
+    (True, False)
+    >>> w = re.compile(claim_pattern(["amf-1"], lead="It started at {at}"))
+    >>> bool(w.match("It started at {at}, on amf-1")), bool(w.match("It began on amf-1"))
+    (True, False)
+    >>> h = re.compile(claim_pattern(["amf-1"], must_name="amf-1", must=["{confidence}"]))
+    >>> bool(h.match("blame amf-1 with {confidence}")), bool(h.match("blame amf-1 with"))
+    (True, False)
     """
-    unit = _units([*names, *([must_name] if must_name else [])])
-    if must_name is None:
-        return f"^{unit}{{1,{max_chars}}}$"
-    half = max_chars // 2
-    return f"^{unit}{{0,{half}}}{re.escape(must_name)}{unit}{{0,{half}}}$"
+    names = [*names, *([must_name] if must_name else [])]
+    atom = f"(?:{_WORD}|{_either([*(f'{{{p}}}' for p in slots), *names])})"
+    gap = f"{_SEP}{{1,3}}"
+    edge = f"{_SEP}{{0,2}}"
+    if lead:
+        return f"^{re.escape(lead)}(?:{gap}{atom}){{0,{max_words - 1}}}{edge}$"
+    required = [_either([must_name] if must_name else must)] if must_name or must else []
+    if must_name and must:  # the name, then one of ``must``
+        required.append(_either(must))
+    if not required:
+        return f"^{edge}{atom}(?:{gap}{atom}){{0,{max_words - 1}}}{edge}$"
+    part = max(1, (max_words - len(required)) // (len(required) + 1))
+    inner = f"(?:{gap}{atom}){{0,{part}}}{gap}"
+    return (
+        f"^{edge}(?:{atom}{gap}){{0,{part}}}"
+        + inner.join(required)
+        + f"(?:{gap}{atom}){{0,{part}}}{edge}$"
+    )
 
 
-def _claims_schema(ids: Sequence[str], names: Iterable[str], lo: int, hi: int) -> dict[str, Any]:
+def detail_pattern(names: Iterable[str], run: int = 8) -> str:
+    """The regular expression of a narration's detail: words and names, and at least one of
+    ``{observed}``, ``{expected}``, ``{at}``, each at most once and in that order (a detail
+    gives its evidence's value, range and time; a placeholder written twice is a model
+    looping: ``{observed} against {expected} at {observed} against …``). ``run`` bounds the
+    words between two placeholders; ``{at}``, when written, ends the detail. Every item is
+    followed by a separator, so the text may end with one (rendering strips it).
+
+    >>> p = re.compile(detail_pattern(["amf-1"]))
+    >>> bool(p.match("it fell to {observed} against {expected} at {at}")), bool(p.match("x "))
+    (True, False)
+    >>> bool(p.match("{observed} at {at} then {observed} ")), bool(p.match("at {at} {expected} "))
+    (False, False)
+    """
+    gap = f"{_SEP}{{1,3}}"
+    item = f"(?:{_WORD}|{_either(names)})" if names else _WORD
+
+    def free(n: int) -> str:
+        return f"(?:{item}{gap}){{0,{n}}}"
+
+    o, e = (f"{re.escape('{' + p + '}')}{gap}{free(run)}" for p in PLACEHOLDERS[:2])
+    a = f"{re.escape('{at}')}{_SEP}{{0,2}}"  # the time ends a detail
+    return f"^{_SEP}{{0,2}}{free(run)}(?:{o}(?:{e})?(?:{a})?|{e}(?:{a})?|{a})$"
+
+
+def _claims_schema(
+    ids: Sequence[str],
+    names: Iterable[str],
+    lo: int,
+    hi: int,
+    must: Sequence[str] = (),
+    pattern: str | None = None,
+) -> dict[str, Any]:
     return {
         "type": "array",
         "minItems": lo,
@@ -119,7 +196,7 @@ def _claims_schema(ids: Sequence[str], names: Iterable[str], lo: int, hi: int) -
             "type": "object",
             "properties": {
                 "evidence": {"type": "string", "enum": list(dict.fromkeys(ids))},
-                "text": {"type": "string", "pattern": claim_pattern(names)},
+                "text": {"type": "string", "pattern": pattern or claim_pattern(names, must=must)},
             },
             "required": ["evidence", "text"],
             "additionalProperties": False,
@@ -128,27 +205,58 @@ def _claims_schema(ids: Sequence[str], names: Iterable[str], lo: int, hi: int) -
 
 
 def narration_schema(
-    ids: Sequence[str], names: Iterable[str], root: str | None, sentences: int = 2
+    ids: Sequence[str],
+    names: Iterable[str],
+    root: str | None,
+    sentences: int = 2,
+    values: bool = False,
+    headline_must: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A narration: a headline naming ``root`` (the diagnosed entity; None for a no-fault
-    answer), cited for the ranking, then 1..``sentences`` claims on the evidence ``ids``."""
+    answer; after it, one of ``headline_must``; of the placeholders only ``{confidence}``),
+    cited for the ranking, then 1..``sentences``
+    claims on the evidence ``ids``; with ``values`` (every item offered has them), each
+    detail gives its evidence's value, range or time (:func:`detail_pattern`)."""
     names = list(names)
     return {
         "type": "object",
         "properties": {
-            "headline": {"type": "string", "pattern": claim_pattern(names, must_name=root)},
-            "details": _claims_schema(ids, names, 1, max(1, sentences)),
+            "headline": {
+                "type": "string",
+                "pattern": claim_pattern(
+                    names, must_name=root, must=headline_must, slots=[RANK_FIELD]
+                ),
+            },
+            "details": _claims_schema(
+                ids, names, 1, max(1, sentences), pattern=detail_pattern(names) if values else None
+            ),
         },
         "required": ["headline", "details"],
         "additionalProperties": False,
     }
 
 
-def answer_schema(ids: Sequence[str], names: Iterable[str], claims: int = 2) -> dict[str, Any]:
-    """A chat answer: 1..``claims`` claims, each on one of ``ids``."""
+def answer_schema(
+    ids: Sequence[str],
+    names: Iterable[str],
+    claims: int = 2,
+    must: Sequence[str] = (),
+    lead: str = "",
+) -> dict[str, Any]:
+    """A chat answer: 1..``claims`` claims, each on one of ``ids`` and holding one of
+    ``must`` (what the question asks for: a value for "why", an entity for "which"); with
+    ``lead``, one claim opening with it."""
+    if lead:
+        pattern = claim_pattern(names, lead=lead)
+        return {
+            "type": "object",
+            "properties": {"answer": _claims_schema(ids, list(names), 1, 1, pattern=pattern)},
+            "required": ["answer"],
+            "additionalProperties": False,
+        }
     return {
         "type": "object",
-        "properties": {"answer": _claims_schema(ids, list(names), 1, max(1, claims))},
+        "properties": {"answer": _claims_schema(ids, list(names), 1, max(1, claims), must)},
         "required": ["answer"],
         "additionalProperties": False,
     }
@@ -266,6 +374,90 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _filled(
+    claim: Claim, fill: Callable[[str, str], str | None], rank_id: str
+) -> tuple[str, list[str], int]:
+    """A claim's sentence with its placeholders filled (``n/a`` where the item has no such
+    value), the ids it cites, and how many placeholders had no value."""
+    cites = [claim.evidence]
+    missing = 0
+
+    def slot(m: re.Match[str]) -> str:
+        nonlocal missing
+        field = m.group(1)
+        source = rank_id if field == RANK_FIELD else claim.evidence
+        if source not in cites:
+            cites.append(source)
+        value = fill(source, field)
+        missing += value is None
+        return value or "n/a"
+
+    return _sentence(_SLOT.sub(slot, claim.text)), cites, missing
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _stretches(text: str, width: int) -> list[str]:
+    return [text[i : i + width] for i in range(len(text) - width + 1)]
+
+
+REPEAT_WIDTH = 24
+"""Characters a claim shares with an earlier one before it counts as a repeat of it."""
+LOOP_WIDTH = 16
+"""Characters a claim repeats of itself before it counts as looping."""
+
+
+def prune(
+    claims: Sequence[Claim],
+    fill: Callable[[str, str], str | None],
+    rank_id: str = RANK_ID,
+) -> tuple[list[Claim], list[str]]:
+    """The claims worth showing, and why each other one was dropped.
+
+    A small model's greedy decoding loops and guesses. A claim is dropped when it repeats
+    itself (some :data:`LOOP_WIDTH`-character stretch twice, or one placeholder twice),
+    repeats a :data:`REPEAT_WIDTH`-character stretch of a claim kept before it, names a date
+    in words (times come only as ``{at}``, from the evidence), or references a value its
+    evidence does not have (it would read ``n/a``). The rest is rendered and checked as
+    before; dropping never adds a word.
+
+    >>> fill = lambda e, f: {"observed": "45 %", "at": "10:05 UTC"}.get(f)
+    >>> kept, why = prune([Claim("ev-1", "it fell to {observed} at {at}"),
+    ...                    Claim("ev-2", "it fell to {observed} at {at} again"),
+    ...                    Claim("ev-3", "it started on december"),
+    ...                    Claim("ev-4", "the load grew and the load grew and the load grew"),
+    ...                    Claim("ev-5", "expected {expected}")], fill)
+    >>> [c.evidence for c in kept]
+    ['ev-1']
+    >>> why  # doctest: +NORMALIZE_WHITESPACE
+    ['repeats an earlier sentence', 'names a date in words', 'repeats itself',
+     'cites a value its evidence lacks']
+    """
+    kept: list[Claim] = []
+    said: set[str] = set()
+    why: list[str] = []
+    for claim in claims:
+        body, _, missing = _filled(claim, fill, rank_id)
+        flat = _flat(body)
+        parts = _stretches(flat, REPEAT_WIDTH)
+        own = _stretches(flat, LOOP_WIDTH)
+        slots = _SLOT.findall(claim.text)
+        if missing:
+            why.append("cites a value its evidence lacks")
+        elif _DATE_WORDS.search(claim.text):
+            why.append("names a date in words")
+        elif said.intersection(parts):
+            why.append("repeats an earlier sentence")
+        elif len(set(own)) < len(own) or len(set(slots)) < len(slots):
+            why.append("repeats itself")
+        else:
+            kept.append(claim)
+            said.update(parts)
+    return kept, why
+
+
 def render(
     claims: Sequence[Claim],
     fill: Callable[[str, str], str | None],
@@ -282,16 +474,7 @@ def render(
     """
     out = []
     for claim in claims:
-        cites = [claim.evidence]
-
-        def slot(m: re.Match[str], claim: Claim = claim, cites: list[str] = cites) -> str:
-            field = m.group(1)
-            source = rank_id if field == RANK_FIELD else claim.evidence
-            if source not in cites:
-                cites.append(source)
-            return fill(source, field) or "n/a"
-
-        body = _sentence(_SLOT.sub(slot, claim.text))
+        body, cites, _ = _filled(claim, fill, rank_id)
         if body:
             out.append(body + " " + " ".join(f"[{c}]" for c in cites) + ".")
     return " ".join(out)

@@ -19,6 +19,7 @@ from noc_assistant.errors import LlmError
 from noc_assistant.integrations.llm import LlmClient
 from noc_assistant.models import Diagnosis, Finding, Incident
 from noc_assistant.triage.drafting import RANK_ID, Drafter, DraftingError
+from noc_assistant.triage.grounded import Claim, prune, render
 from noc_assistant.triage.rca import diagnose
 
 PACK = load_pack()
@@ -368,6 +369,33 @@ def test_the_model_can_only_write_grounded_text(
     if answer.generated_by == "llm":
         pool |= {c["id"]: {"values": (), "summary": c["result"]} for c in answer.tool_calls}
         assert d.vet(answer.text, inc, diagnosis) is None
+        # a "when" is answered with a time from the evidence, never a date in words
+        assert " UTC" in answer.text and not re.search(r"(?i)\b(november|december)\b", answer.text)
+
+
+def test_a_looping_or_guessing_claim_is_dropped_not_shown(topo: Topology) -> None:
+    """A claim that loops, repeats an earlier one, dates in words or cites a value its
+    evidence lacks is left out before it is rendered and checked."""
+    _, diagnosis, _ = case("roaming-partner-registration", 0, topo)
+    d = Drafter(PACK, topo)
+    finding = next(e for e in diagnosis.evidence if e.kind == "finding" and e.values)
+    fill = d._filler(diagnosis)
+    head = Claim(RANK_ID, f"the rules blame {diagnosis.top.entity} with confidence {{confidence}}")
+    good = Claim(finding.id, "it fell to {observed} against a normal {expected} at {at}")
+    kept, why = prune(
+        [
+            head,
+            good,
+            Claim(finding.id, "it fell to {observed} against a normal {expected} at {at} too"),
+            Claim(finding.id, "at {observed} at {observed} at"),
+            Claim(finding.id, "it began on the first of december"),
+        ],
+        fill,
+    )
+    assert kept == [head, good]
+    assert why == ["repeats an earlier sentence", "repeats itself", "names a date in words"]
+    text = render(kept, fill)
+    assert check_grounding(text, _pool(d, diagnosis), PACK.references, PACK.grounding).ok
 
 
 def test_the_cli_speaks_json(

@@ -27,7 +27,7 @@ from noc_assistant.triage.drafting.views import (
     first_sign,
     sign_view,
 )
-from noc_assistant.triage.grounded import Claim, answer_schema, parse_claims, render
+from noc_assistant.triage.grounded import Claim, answer_schema, parse_claims, prune, render
 from noc_assistant.triage.rca import Diagnosis
 from noc_assistant.triage.tools import ToolResult, TriageTools
 
@@ -81,14 +81,21 @@ _ASK_WORDS = {
     "check": {"check", "checks", "verify", "confirm", "next", "fix", "action", "actions"},
 }
 _FIRST_TOOL = (
+    ("check", "fault_rule"),
     ("first", "kpi_series"),
     ("before", "similar_incidents"),
     ("which", "neighbours"),
     ("else", "fault_rule"),
-    ("check", "fault_rule"),
     ("why", "evidence_item"),
 )
 """The look-up a question asks for first, by what it asks (in this order of precedence)."""
+_MUST = (("why", ("{observed}", "{expected}")),)
+"""What every claim of an answer must reference, by what the question asks: a "why" is
+answered with values. A "which" must name one of the incident's entities, and a "when" is
+one claim on the first sign that opens with :data:`WHEN_LEAD` (:meth:`TriageChat.answer`)."""
+WHEN_LEAD = "It started at {at}"
+"""How an answer to "when did it start" opens: the first sign's time, from the evidence
+(then ``, when <its KPI>``, and the model goes on)."""
 
 
 def _same_call(done: ToolResult, name: str, arguments: str) -> bool:
@@ -182,10 +189,23 @@ class TriageChat(Checks):
             masker=self.masker,
         )
         evidence = chat_evidence(view["evidence"], diagnosis)
-        messages, flagged = self._chat_prompt(view, evidence, history, question)
+        names = self._phrases(incident, diagnosis)
         pool = self._grounding_pool(diagnosis, seen)
         ids = [e["id"] for e in evidence] + [RANK_ID] + ([SEEN_ID] if seen is not None else [])
-        names = self._names(incident, diagnosis)
+        must: tuple[str, ...] = next((m for ask, m in _MUST if asks[ask]), ())
+        if not must and asks["which"]:
+            must = tuple(self._names(incident, diagnosis))
+        sign = first_sign(diagnosis)
+        lead, about = "", evidence
+        # "what should I check first?" asks what to check, not when
+        if asks["first"] and not asks["check"] and sign is not None and sign.id in pool:
+            kpi = f", when {sign.kpi}" if sign.kpi in names else ""
+            lead, must, ids = WHEN_LEAD + kpi, (), [sign.id]
+            about = [e for e in view["evidence"] if e["id"] == sign.id]
+        shown = self._example(diagnosis, about, names)
+        example = self._env.get_template("chat_example.txt.j2").render(example=shown, asks=asks)
+        messages, flagged = self._chat_prompt(view, evidence, history, question)
+        messages[-1]["content"] += "\n" + example.strip()
         deadline = time.monotonic() + self.chat_budget_s
         first = next((tool for ask, tool in _FIRST_TOOL if asks[ask]), None)
         # One tool list for the whole answer: every round resends the same prompt, which the
@@ -196,7 +216,7 @@ class TriageChat(Checks):
         specs = tools.specs([first] if first else None) if self.max_tool_calls > 0 else []
         try:
             claims = self._converse(
-                self.llm, messages, tools, specs, first, pool, ids, names, deadline
+                self.llm, messages, tools, specs, first, pool, ids, names, deadline, must, lead
             )
         except LlmError as exc:
             return self._fallback(
@@ -244,6 +264,8 @@ class TriageChat(Checks):
         ids: list[str],
         names: list[str],
         deadline: float,
+        must: Sequence[str] = (),
+        lead: str = "",
     ) -> list[Claim]:
         """The model's claims, after the look-ups it made (each result added to ``pool`` and
         to ``messages``); :class:`LlmError` when it fails or runs past ``deadline``."""
@@ -255,7 +277,8 @@ class TriageChat(Checks):
             choice: str | dict[str, Any] = "auto" if calls_left > 0 else "none"
             if calls_left > 0 and first is not None and not tools.calls:
                 choice = {"type": "function", "function": {"name": first}}
-            schema = answer_schema(ids + [t.id for t in tools.calls], names)
+            looked = [] if lead else [t.id for t in tools.calls]
+            schema = answer_schema(ids + looked, names, must=must, lead=lead)
             reply = llm.complete(
                 messages,
                 schema=schema,
@@ -263,6 +286,7 @@ class TriageChat(Checks):
                 tool_choice=choice if specs else None,
                 max_tokens=self.narrate_tokens,
                 timeout_s=left,
+                frequency_penalty=self.frequency_penalty,
             )
             if reply.tool_calls and calls_left > 0:
                 calls_left -= 1
@@ -312,8 +336,17 @@ class TriageChat(Checks):
         flagged: Sequence[str],
     ) -> ChatAnswer:
         """The model's claims rendered, checked against ``pool`` and vetted: the answer made
-        of what held, or the fallback when nothing did."""
-        text = self._mask(render(claims, self._filler(diagnosis, calls)))
+        of what held, or the fallback when nothing did (claims that loop, repeat, name dates
+        in words or cite values their evidence lacks are dropped first:
+        :func:`~noc_assistant.triage.grounded.prune`)."""
+        fill = self._filler(diagnosis, calls)
+        worth, dropped = prune(claims, fill)
+        if not worth:
+            why = "; ".join(dict.fromkeys(dropped))
+            return self._fallback(
+                view, diagnosis, question, f"the model's answer was not used: {why}", calls
+            )
+        text = self._mask(render(worth, fill))
         strip = self.pack.grounding.model_copy(update={"unsupported_claim": "strip"})
         checked = check_grounding(text, pool, self.pack.references, strip)
         kept = checked.text.strip()
@@ -327,15 +360,20 @@ class TriageChat(Checks):
                 view, diagnosis, question, f"the model's answer was not used: {problem}", calls
             )
         cited = tuple(sorted({m.group().strip("[]") for m in self._cite.finditer(kept)}))
-        note = (
-            f"{len(checked.removed)} sentence(s) withheld: not supported by the evidence"
-            if checked.removed
-            else None
-        )
+        removed = [*(render([c], fill) for c in claims if c not in worth), *checked.removed]
+        notes = [f"{len(dropped)} sentence(s) left out: {'; '.join(dict.fromkeys(dropped))}"]
+        notes += [f"{len(checked.removed)} sentence(s) withheld: not supported by the evidence"]
+        note = "; ".join(n for n, k in zip(notes, (dropped, checked.removed), strict=True) if k)
         logs = tuple(t.log() for t in calls)
         flags = {*view["flags"], *flagged, *(f for t in calls for f in t.flagged)}
         return ChatAnswer(
-            kept, "llm", cited, tuple(checked.removed), note, logs, tuple(sorted(flags))
+            kept,
+            "llm",
+            cited,
+            tuple(self._mask(r) for r in removed),
+            note or None,
+            logs,
+            tuple(sorted(flags)),
         )
 
     def _fallback(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from guardrails.grounding import GroundingReport, check_grounding
 from noc_assistant.models import Incident
@@ -21,6 +22,12 @@ __all__ = ["ENTITYISH", "Checks", "issues", "loops", "strip_citations"]
 _CITATION = re.compile(r"\s?\[(?:ev-[A-Za-z0-9_.:-]+|ref:[A-Za-z0-9_.:-]+)\]")
 ENTITYISH = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
 """What reads as an entity name in a text (``amf-01``, ``gnb-12-3``)."""
+
+
+_PHRASE = re.compile(r"[A-Za-z][A-Za-z0-9 ,;:()'/&+-]{0,118}")
+"""A pack phrase a claim may copy whole: letters, digits and inner punctuation, no quote or
+sentence end; its digits only inside words (``N2``, ``N4``), never a number of its own."""
+_LONE_DIGIT = re.compile(r"(?<![A-Za-z0-9])\d")
 
 
 def strip_citations(text: str) -> str:
@@ -77,6 +84,52 @@ class Checks(DraftViews):
         known += [e.entity for e in diagnosis.evidence]
         masked = (self._mask(n) for n in dict.fromkeys(known) if n)
         return [n for n in dict.fromkeys(masked) if SAFE_NAME.fullmatch(n)]
+
+    def _phrases(self, incident: Incident, diagnosis: Diagnosis) -> list[str]:
+        """What a model's claims may write as whole phrases besides plain words: the
+        incident's entity names (:meth:`_names`), the pack's names of the KPIs its evidence
+        is on, and the pack's titles of its ranked causes and the top cause's checks where
+        they hold no number of their own (it would read as an uncited number). All of it is the
+        pack's or masked; none of it is free telemetry text."""
+        kpis = [e.kpi for e in diagnosis.evidence if e.kpi in self.pack.kpis]
+        titles = [f.title for h in diagnosis.hypotheses if (f := self.pack.faults.get(h.fault))]
+        plain = [
+            t
+            for t in [*titles, *diagnosis.top.checks]
+            if _PHRASE.fullmatch(t) and not _LONE_DIGIT.search(t)
+        ]
+        return list(dict.fromkeys([*self._names(incident, diagnosis), *kpis, *plain]))
+
+    def _example(
+        self, diagnosis: Diagnosis, evidence: list[dict[str, Any]], names: list[str]
+    ) -> dict[str, Any]:
+        """The worked example the narration prompt shows, made of this incident's own names
+        (the diagnosed entity, its fault's title, the first evidence item's KPI and direction,
+        the next cause's title, the top cause's first check)
+        where the claims may write them: a small model copies the shape of its example."""
+        top = diagnosis.top
+        fault = self.pack.faults.get(top.fault)
+        by_id = {e.id: e for e in diagnosis.evidence}
+        item = by_id.get(evidence[0]["id"]) if evidence else None
+        moved = re.match(r"\S+ (up|down) on ", item.summary) if item is not None else None
+        root = self._mask(top.entity) if diagnosis.verdict == "fault" else ""
+        others = [h for h in diagnosis.hypotheses[1:] if h.fault != "no_fault"]
+        titles = [f.title for h in others if (f := self.pack.faults.get(h.fault))]
+        checks = [c for c in top.checks if c in names]
+        return {
+            "id": evidence[0]["id"] if evidence else RANK_ID,
+            "entities": [n for n in self._names_of(diagnosis) if n in names][:3],
+            "other": next((t for t in titles if t in names), ""),
+            "check": checks[0] if checks else "",
+            "root": root if root in names else "",
+            "title": fault.title if fault is not None and fault.title in names else "",
+            "kpi": item.kpi if item is not None and item.kpi in names else "",
+            "verb": {"up": "rose", "down": "fell"}.get(moved.group(1) if moved else "", "moved"),
+        }
+
+    def _names_of(self, diagnosis: Diagnosis) -> list[str]:
+        named = [*(h.entity for h in diagnosis.hypotheses), *(e.entity for e in diagnosis.evidence)]
+        return list(dict.fromkeys(self._mask(n) for n in named if n))
 
     def _filler(
         self, diagnosis: Diagnosis, tools: Sequence[ToolResult] = ()

@@ -14,7 +14,12 @@ from noc_assistant.integrations.llm import Message
 from noc_assistant.models import Incident, Report, Review
 from noc_assistant.triage.drafting.checks import Checks, issues
 from noc_assistant.triage.drafting.views import RANK_ID, first_sign, sign_view, verdict_view
-from noc_assistant.triage.grounded import narration_schema, parse_claims, render
+from noc_assistant.triage.grounded import (
+    narration_schema,
+    parse_claims,
+    prune,
+    render,
+)
 from noc_assistant.triage.rca import Diagnosis
 
 if TYPE_CHECKING:
@@ -50,8 +55,9 @@ class ReportWriter(Checks):
         summary = summary.strip()
         generated_by = "template"
         withheld = None
+        dropped: list[str] = []
         if narrate:
-            narrated, withheld = self._narrate(incident, diagnosis, view)
+            narrated, withheld, dropped = self._narrate(incident, diagnosis, view)
             if narrated is not None:
                 summary, generated_by = narrated, "llm"
         body = self._env.get_template("report.md.j2").render(**view, summary=summary)
@@ -64,11 +70,16 @@ class ReportWriter(Checks):
             body=self._mask(body).strip() + "\n",
             generated_by=generated_by,
             narration_withheld=withheld,
+            narration_dropped=dropped,
             untrusted_flags=view["flags"],
         )
 
     def _narration_prompt(
-        self, diagnosis: Diagnosis, view: dict[str, Any], evidence: list[dict[str, Any]]
+        self,
+        diagnosis: Diagnosis,
+        view: dict[str, Any],
+        evidence: list[dict[str, Any]],
+        names: list[str],
     ) -> list[Message]:
         """The system and user messages that ask the model for a narration."""
         top = view["top"]
@@ -81,47 +92,67 @@ class ReportWriter(Checks):
             {
                 "role": "system",
                 "content": self._env.get_template("narrate_system.txt.j2").render(
-                    example_id=evidence[0]["id"] if evidence else RANK_ID,
                     instruction=system_instruction(self._injection),
                 ),
             },
             {
                 "role": "user",
                 "content": self._env.get_template("narrate_user.txt.j2").render(
-                    incident=view["incident"], diagnosis=told, evidence=evidence
+                    incident=view["incident"],
+                    diagnosis=told,
+                    evidence=evidence,
+                    example=self._example(diagnosis, evidence, names),
                 ),
             },
         ]
 
     def _narrate(
         self, incident: Incident, diagnosis: Diagnosis, view: dict[str, Any]
-    ) -> tuple[str | None, str | None]:
-        """The model's summary of the report, or None and why it was not used."""
+    ) -> tuple[str | None, str | None, list[str]]:
+        """The model's summary of the report, or None and why it was not used; and why each
+        sentence it left out was dropped (:func:`~noc_assistant.triage.grounded.prune`)."""
         if self.llm is None:
-            return None, "no language model is configured"
+            return None, "no language model is configured", []
         cited = set(diagnosis.top.evidence_ids)
         evidence = [e for e in view["evidence"] if e["id"] in cited][:8] or view["evidence"][:8]
-        names = self._names(incident, diagnosis)
+        valued = {i.id for i in diagnosis.evidence if i.values}
+        # details cite items with values where there are any: a detail gives a value
+        evidence = [e for e in evidence if e["id"] in valued] or evidence
+        names = self._phrases(incident, diagnosis)
         root = self._mask(diagnosis.top.entity) if diagnosis.verdict == "fault" else None
         schema = narration_schema(
             [e["id"] for e in evidence] or [RANK_ID],
             names,
             root if root in names else None,
             sentences=max(1, self.narrate_sentences - 1),
+            values=all(e["id"] in valued for e in evidence),
+            headline_must=["{confidence}"] if root in names else [],
         )
-        messages = self._narration_prompt(diagnosis, view, evidence)
+        messages = self._narration_prompt(diagnosis, view, evidence, names)
         try:
             answer = self.llm.complete(
-                messages, schema=schema, schema_name="narration", max_tokens=self.narrate_tokens
+                messages,
+                schema=schema,
+                schema_name="narration",
+                max_tokens=self.narrate_tokens,
+                frequency_penalty=self.frequency_penalty,
             )
             claims = parse_claims(answer.text, schema, cut=answer.finish_reason == "length")
         except LlmError as exc:
-            return None, f"the language model failed: {exc}"
-        text = self._mask(render(claims, self._filler(diagnosis)))
+            return None, f"the language model failed: {exc}", []
+        fill = self._filler(diagnosis)
+        kept, dropped = prune(claims, fill)
+        if not kept or kept[0] != claims[0]:
+            why = dropped[0] if dropped else "it is empty"
+            return None, f"the model's summary was not used: its headline {why}", dropped
+        if len(kept) < 2:
+            why = "; ".join(dict.fromkeys(dropped)) or "none written"
+            return None, f"the model's summary was not used: no detail held ({why})", dropped
+        text = self._mask(render(kept, fill))
         problem = self._narration_problem(text, messages[1]["content"], incident, diagnosis)
         if problem is not None:
-            return None, problem
-        return text, None
+            return None, problem, dropped
+        return text, None, dropped
 
     def _narration_problem(
         self, text: str, prompt: str, incident: Incident, diagnosis: Diagnosis
