@@ -389,7 +389,7 @@ def _filled(
         if source not in cites:
             cites.append(source)
         value = fill(source, field)
-        missing += value is None
+        missing += value in (None, "n/a")
         return value or "n/a"
 
     return _sentence(_SLOT.sub(slot, claim.text)), cites, missing
@@ -397,6 +397,10 @@ def _filled(
 
 def _flat(text: str) -> str:
     return " ".join(text.lower().split())
+
+
+_STUTTER = re.compile(r"\b([a-z]+(?:\W+[a-z]+){0,2})\W+\1\b")
+"""One to three words said twice in a row (``iax iax``, ``at least to at least to``)."""
 
 
 def _stretches(text: str, width: int) -> list[str]:
@@ -417,7 +421,8 @@ def prune(
     """The claims worth showing, and why each other one was dropped.
 
     A small model's greedy decoding loops and guesses. A claim is dropped when it repeats
-    itself (some :data:`LOOP_WIDTH`-character stretch twice, or one placeholder twice),
+    itself (some :data:`LOOP_WIDTH`-character stretch twice, one placeholder twice, or one to
+    three words twice in a row),
     repeats a :data:`REPEAT_WIDTH`-character stretch of a claim kept before it, names a date
     in words (times come only as ``{at}``, from the evidence), or references a value its
     evidence does not have (it would read ``n/a``). The rest is rendered and checked as
@@ -428,12 +433,13 @@ def prune(
     ...                    Claim("ev-2", "it fell to {observed} at {at} again"),
     ...                    Claim("ev-3", "it started on december"),
     ...                    Claim("ev-4", "the load grew and the load grew and the load grew"),
-    ...                    Claim("ev-5", "expected {expected}")], fill)
+    ...                    Claim("ev-5", "expected {expected}"),
+    ...                    Claim("ev-6", "the load rose to {observed} at at {at}")], fill)
     >>> [c.evidence for c in kept]
     ['ev-1']
     >>> why  # doctest: +NORMALIZE_WHITESPACE
     ['repeats an earlier sentence', 'names a date in words', 'repeats itself',
-     'cites a value its evidence lacks']
+     'cites a value its evidence lacks', 'repeats itself']
     """
     kept: list[Claim] = []
     said: set[str] = set()
@@ -450,7 +456,7 @@ def prune(
             why.append("names a date in words")
         elif said.intersection(parts):
             why.append("repeats an earlier sentence")
-        elif len(set(own)) < len(own) or len(set(slots)) < len(slots):
+        elif len(set(own)) < len(own) or len(set(slots)) < len(slots) or _STUTTER.search(flat):
             why.append("repeats itself")
         else:
             kept.append(claim)

@@ -124,6 +124,7 @@ class Checks(DraftViews):
             "root": root if root in names else "",
             "title": fault.title if fault is not None and fault.title in names else "",
             "kpi": item.kpi if item is not None and item.kpi in names else "",
+            "values": bool(item is not None and item.values),
             "verb": {"up": "rose", "down": "fell"}.get(moved.group(1) if moved else "", "moved"),
         }
 
