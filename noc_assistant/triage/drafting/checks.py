@@ -124,9 +124,14 @@ class Checks(DraftViews):
             "root": root if root in names else "",
             "title": fault.title if fault is not None and fault.title in names else "",
             "kpi": item.kpi if item is not None and item.kpi in names else "",
-            "values": bool(item is not None and item.values),
+            "valued": item is not None and self._has_value(diagnosis, item.id),
             "verb": {"up": "rose", "down": "fell"}.get(moved.group(1) if moved else "", "moved"),
         }
+
+    def _has_value(self, diagnosis: Diagnosis, evidence_id: str) -> bool:
+        """Whether an evidence item has a value a claim's ``{observed}`` can show (a
+        no-fault baseline item has values, none of them a reading)."""
+        return self._filler(diagnosis)(evidence_id, "observed") not in (None, "n/a")
 
     def _names_of(self, diagnosis: Diagnosis) -> list[str]:
         named = [*(h.entity for h in diagnosis.hypotheses), *(e.entity for e in diagnosis.evidence)]

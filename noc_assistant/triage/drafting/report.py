@@ -115,7 +115,7 @@ class ReportWriter(Checks):
             return None, "no language model is configured", []
         cited = set(diagnosis.top.evidence_ids)
         evidence = [e for e in view["evidence"] if e["id"] in cited][:8] or view["evidence"][:8]
-        valued = {i.id for i in diagnosis.evidence if i.values}
+        valued = {i.id for i in diagnosis.evidence if self._has_value(diagnosis, i.id)}
         # details cite items with values where there are any: a detail gives a value
         evidence = [e for e in evidence if e["id"] in valued] or evidence
         names = self._phrases(incident, diagnosis)
@@ -126,7 +126,7 @@ class ReportWriter(Checks):
             root if root in names else None,
             sentences=max(1, self.narrate_sentences - 1),
             values=all(e["id"] in valued for e in evidence),
-            headline_must=["{confidence}"] if root in names else [],
+            headline_must=["{confidence}"],
         )
         messages = self._narration_prompt(diagnosis, view, evidence, names)
         try:
