@@ -48,6 +48,7 @@ __all__ = [
     "answer_schema",
     "claim_pattern",
     "detail_pattern",
+    "loops",
     "narration_schema",
     "parse_claims",
     "prune",
@@ -403,6 +404,25 @@ _STUTTER = re.compile(r"\b([a-z]+(?:\W+[a-z]+){0,2})\W+\1\b")
 """One to three words said twice in a row (``iax iax``, ``at least to at least to``)."""
 
 
+def loops(text: str, width: int = 40, times: int = 3) -> bool:
+    """Whether some ``width``-character stretch occurs ``times`` times or more (spacing
+    ignored): a model caught in a repetition loop.
+
+    >>> loops("Hang on gpu-srv-2, confidence 73.1 %, " * 4)
+    True
+    >>> loops("Registrations from PLMN 262-01 fail on amf-01 [ev-1]. The rules rank it first.")
+    False
+    """
+    flat = " ".join(text.split())
+    seen: dict[str, int] = {}
+    for i in range(len(flat) - width + 1):
+        chunk = flat[i : i + width]
+        seen[chunk] = seen.get(chunk, 0) + 1
+        if seen[chunk] >= times:
+            return True
+    return False
+
+
 def _stretches(text: str, width: int) -> list[str]:
     return [text[i : i + width] for i in range(len(text) - width + 1)]
 
@@ -448,7 +468,6 @@ def prune(
         body, _, missing = _filled(claim, fill, rank_id)
         flat = _flat(body)
         parts = _stretches(flat, REPEAT_WIDTH)
-        own = _stretches(flat, LOOP_WIDTH)
         slots = _SLOT.findall(claim.text)
         if missing:
             why.append("cites a value its evidence lacks")
@@ -456,7 +475,7 @@ def prune(
             why.append("names a date in words")
         elif said.intersection(parts):
             why.append("repeats an earlier sentence")
-        elif len(set(own)) < len(own) or len(set(slots)) < len(slots) or _STUTTER.search(flat):
+        elif loops(flat, LOOP_WIDTH, 2) or len(set(slots)) < len(slots) or _STUTTER.search(flat):
             why.append("repeats itself")
         else:
             kept.append(claim)

@@ -13,11 +13,11 @@ from guardrails.grounding import GroundingReport, check_grounding
 from noc_assistant.models import Incident
 from noc_assistant.triage import present
 from noc_assistant.triage.drafting.views import RANK_ID, DraftViews, Pool, pct
-from noc_assistant.triage.grounded import RANK_FIELD, SAFE_NAME
+from noc_assistant.triage.grounded import RANK_FIELD, SAFE_NAME, loops
 from noc_assistant.triage.rca import Diagnosis
 from noc_assistant.triage.tools import ToolResult
 
-__all__ = ["ENTITYISH", "Checks", "issues", "loops", "strip_citations"]
+__all__ = ["ENTITYISH", "Checks", "issues", "loops", "shows_value", "strip_citations"]
 
 _CITATION = re.compile(r"\s?\[(?:ev-[A-Za-z0-9_.:-]+|ref:[A-Za-z0-9_.:-]+)\]")
 ENTITYISH = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b")
@@ -30,6 +30,13 @@ sentence end; its digits only inside words (``N2``, ``N4``), never a number of i
 _LONE_DIGIT = re.compile(r"(?<![A-Za-z0-9])\d")
 
 
+def shows_value(fill: Callable[[str, str], str | None], evidence_id: str) -> bool:
+    """Whether an evidence item has a value a claim's ``{observed}`` can show, by the filler
+    of its claims (:meth:`Checks._filler`; a no-fault baseline item has values, none of
+    them a reading)."""
+    return fill(evidence_id, "observed") not in (None, "n/a")
+
+
 def strip_citations(text: str) -> str:
     """A checked text as a partner reads it: without our evidence and reference ids.
 
@@ -37,25 +44,6 @@ def strip_citations(text: str) -> str:
     '42 % succeeded.'
     """
     return _CITATION.sub("", text)
-
-
-def loops(text: str, width: int = 40, times: int = 3) -> bool:
-    """Whether some ``width``-character stretch occurs ``times`` times or more (spacing
-    ignored): a model caught in a repetition loop.
-
-    >>> loops("Hang on gpu-srv-2, confidence 73.1 %, " * 4)
-    True
-    >>> loops("Registrations from PLMN 262-01 fail on amf-01 [ev-1]. The rules rank it first.")
-    False
-    """
-    flat = " ".join(text.split())
-    seen: dict[str, int] = {}
-    for i in range(len(flat) - width + 1):
-        chunk = flat[i : i + width]
-        seen[chunk] = seen.get(chunk, 0) + 1
-        if seen[chunk] >= times:
-            return True
-    return False
 
 
 def issues(report: GroundingReport) -> str:
@@ -124,14 +112,9 @@ class Checks(DraftViews):
             "root": root if root in names else "",
             "title": fault.title if fault is not None and fault.title in names else "",
             "kpi": item.kpi if item is not None and item.kpi in names else "",
-            "valued": item is not None and self._has_value(diagnosis, item.id),
+            "valued": item is not None and shows_value(self._filler(diagnosis), item.id),
             "verb": {"up": "rose", "down": "fell"}.get(moved.group(1) if moved else "", "moved"),
         }
-
-    def _has_value(self, diagnosis: Diagnosis, evidence_id: str) -> bool:
-        """Whether an evidence item has a value a claim's ``{observed}`` can show (a
-        no-fault baseline item has values, none of them a reading)."""
-        return self._filler(diagnosis)(evidence_id, "observed") not in (None, "n/a")
 
     def _names_of(self, diagnosis: Diagnosis) -> list[str]:
         named = [*(h.entity for h in diagnosis.hypotheses), *(e.entity for e in diagnosis.evidence)]

@@ -12,7 +12,7 @@ from guardrails.injection import system_instruction
 from noc_assistant.errors import LlmError
 from noc_assistant.integrations.llm import Message
 from noc_assistant.models import Incident, Report, Review
-from noc_assistant.triage.drafting.checks import Checks, issues
+from noc_assistant.triage.drafting.checks import Checks, issues, shows_value
 from noc_assistant.triage.drafting.views import RANK_ID, first_sign, sign_view, verdict_view
 from noc_assistant.triage.grounded import (
     narration_schema,
@@ -115,7 +115,8 @@ class ReportWriter(Checks):
             return None, "no language model is configured", []
         cited = set(diagnosis.top.evidence_ids)
         evidence = [e for e in view["evidence"] if e["id"] in cited][:8] or view["evidence"][:8]
-        valued = {i.id for i in diagnosis.evidence if self._has_value(diagnosis, i.id)}
+        fill = self._filler(diagnosis)
+        valued = {i.id for i in diagnosis.evidence if shows_value(fill, i.id)}
         # details cite items with values where there are any: a detail gives a value
         evidence = [e for e in evidence if e["id"] in valued] or evidence
         names = self._phrases(incident, diagnosis)
@@ -140,7 +141,6 @@ class ReportWriter(Checks):
             claims = parse_claims(answer.text, schema, cut=answer.finish_reason == "length")
         except LlmError as exc:
             return None, f"the language model failed: {exc}", []
-        fill = self._filler(diagnosis)
         kept, dropped = prune(claims, fill)
         if not kept or kept[0] != claims[0]:
             why = dropped[0] if dropped else "it is empty"
