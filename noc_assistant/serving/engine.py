@@ -17,6 +17,7 @@ from noc_assistant.serving.draft_heads import BlockDrafterModel, NeuralDrafter
 from noc_assistant.serving.errors import RequestError
 from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.metrics import ServingMetrics
+from noc_assistant.serving.penalties import Penalties
 from noc_assistant.serving.simple import (
     LLAMA31_8B_IMPLIED,
     EnergyBreakdown,
@@ -24,12 +25,7 @@ from noc_assistant.serving.simple import (
     SimpleTheta,
     predict,
 )
-from noc_assistant.serving.speculative import (
-    GenerationStats,
-    Penalties,
-    PrefixCache,
-    stream_tokens,
-)
+from noc_assistant.serving.speculative import GenerationStats, PrefixCache, stream_tokens
 
 if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
     from noc_assistant.serving.grammar import Constraint

@@ -70,7 +70,8 @@ from noc_assistant.serving.openai_api import (
     stops_of,
     tool_call_message,
 )
-from noc_assistant.serving.speculative import GenerationStats, Penalties
+from noc_assistant.serving.penalties import Penalties
+from noc_assistant.serving.speculative import GenerationStats
 
 __all__ = ["BodyLimit", "ClientGone", "ServerThread", "create_app"]
 
@@ -197,14 +198,11 @@ class _Service:
 
     def prepare(self, body: CommonRequest, prompt: list[int]) -> GenRequest:
         self.check_model(body.model)
-        mt = body.max_tokens
+        mt = body.max_tokens or self.max_tokens_default
         if isinstance(body, ChatRequest) and body.max_completion_tokens is not None:
             mt = body.max_completion_tokens
-        penalties = Penalties(body.frequency_penalty, body.presence_penalty)
-        req = GenRequest(
-            prompt, mt or self.max_tokens_default, body.temperature, body.seed, None, penalties
-        )
-        return self.engine.check(req)
+        pen = Penalties(body.frequency_penalty, body.presence_penalty)
+        return self.engine.check(GenRequest(prompt, mt, body.temperature, body.seed, None, pen))
 
     def compile_json(self, schema: Any, param: str) -> None:
         grammar = json_schema_grammar(schema, param=param)

@@ -40,6 +40,7 @@ from noc_assistant.serving.grammar_drafts import (
     mask_logits,
 )
 from noc_assistant.serving.loading import TargetModel, TargetOutput
+from noc_assistant.serving.penalties import NO_PENALTIES, Penalties
 
 if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
     from noc_assistant.serving.cache import KVCache
@@ -48,7 +49,6 @@ if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
 __all__ = [
     "GenerationResult",
     "GenerationStats",
-    "Penalties",
     "PrefixCache",
     "constrained_greedy_reference",
     "generate",
@@ -246,45 +246,6 @@ def _check(target: TargetModel, prompt: Sequence[int], max_tokens: int) -> None:
         )
 
 
-@dataclass(frozen=True)
-class Penalties:
-    """OpenAI's ``frequency_penalty`` and ``presence_penalty``: a token's logit is lowered by
-    ``frequency`` for each time it is already in the output, and by ``presence`` once it is
-    there at all (the prompt does not count). Applied to the target's logits at every
-    position a round verifies, with the counts of the output up to that position, so greedy
-    speculative decoding still equals penalised greedy decoding token for token. A small
-    model's greedy decoding loops; a penalty is how a request says not to."""
-
-    frequency: float = 0.0
-    presence: float = 0.0
-
-    def __bool__(self) -> bool:
-        return bool(self.frequency or self.presence)
-
-    def apply(self, logits: Tensor, output: Sequence[int], drafts: Sequence[int] = ()) -> Tensor:
-        """``logits`` (one row per verified position: the output so far, then each draft
-        added) with the penalties subtracted; the tensor itself when there are none.
-
-        >>> p = Penalties(frequency=1.0, presence=0.5)
-        >>> p.apply(torch.zeros(2, 4), [1, 1], [2]).tolist()
-        [[0.0, -2.5, 0.0, 0.0], [0.0, -2.5, -1.5, 0.0]]
-        """
-        if not self or not (output or drafts):
-            return logits
-        counts = torch.zeros(logits.shape[-1], dtype=logits.dtype, device=logits.device)
-        if output:
-            seen = torch.tensor(list(output), device=logits.device)
-            counts.index_add_(
-                0, seen, torch.ones(len(output), dtype=logits.dtype, device=logits.device)
-            )
-        rows = []
-        for i in range(logits.shape[0]):
-            if i > 0:
-                counts[drafts[i - 1]] += 1
-            rows.append(logits[i] - counts * self.frequency - (counts > 0) * self.presence)
-        return torch.stack(rows)
-
-
 @dataclass
 class _Rounds:
     """The state of one generation's draft-and-verify rounds.
@@ -304,7 +265,7 @@ class _Rounds:
     block: int = 1
     emitted: int = 0
     eos: frozenset[int] = frozenset()
-    penalties: Penalties = Penalties()
+    penalties: Penalties = NO_PENALTIES
     start: int = 0
     """Where the output begins in ``tokens`` (the prompt's length)."""
 
@@ -428,7 +389,7 @@ def stream_tokens(
     stats: GenerationStats | None = None,
     constraint: Constraint | None = None,
     session: PrefixCache | None = None,
-    penalties: Penalties = Penalties(),
+    penalties: Penalties = NO_PENALTIES,
 ) -> Iterator[list[int]]:
     """Yield committed output tokens, a round at a time (EOS is not yielded).
 
@@ -506,7 +467,7 @@ def _stream_constrained(
     stats: GenerationStats | None,
     c: Constraint,
     session: PrefixCache | None = None,
-    penalties: Penalties = Penalties(),
+    penalties: Penalties = NO_PENALTIES,
 ) -> Iterator[list[int]]:
     """:func:`stream_tokens` under a grammar (see the module doc)."""
     st = stats if stats is not None else GenerationStats()
@@ -608,7 +569,7 @@ def generate(
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
     constraint: Constraint | None = None,
-    penalties: Penalties = Penalties(),
+    penalties: Penalties = NO_PENALTIES,
 ) -> GenerationResult:
     """Run :func:`stream_tokens` to the end."""
     st = GenerationStats()

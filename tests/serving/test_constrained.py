@@ -26,8 +26,8 @@ from noc_assistant.serving.grammar import (
     tool_call_grammar,
 )
 from noc_assistant.serving.loading import TargetModel, TargetOutput
+from noc_assistant.serving.penalties import Penalties
 from noc_assistant.serving.speculative import (
-    Penalties,
     constrained_greedy_reference,
     generate,
     greedy_reference,
