@@ -200,20 +200,47 @@ def _load_engine(
         target = load_default(device=device)
     else:
         target = load_hf_dir(model, device=device)
+    on_cpu = target.device.type == "cpu"
+    drafter = _drafter_of(drafter, tiny, on_cpu)
     d = None
     if drafter and drafter != "none":
-        on_cpu = target.device.type == "cpu"
         if block_size is None and on_cpu and Path(drafter) == Path(_default_drafter()):
             block_size = DEFAULT_CPU_BLOCK
         d = load_drafter(Path(drafter), target, block_size=block_size)
     return Engine(target, d, context=context)
 
 
-#: Block size the committed drafter runs at by default on a CPU: a verify round over 3 new tokens
-#: costs about 1.15 plain steps there and over 8 tokens about 1.7, so B=3 was the fastest DSpine
-#: setting measured (1.57x target-only with 1 thread, B=4 1.52x; BENCHMARKS.md,
-#: DSpine benchmark). On a GPU the trained block size is used; ``--block-size`` overrides both.
+#: Block size the committed drafter runs at on a CPU when asked for (``--drafter default``):
+#: B=3 was its fastest setting on the transformers backend (1.57x target-only, 1 thread).
+#: On a GPU the trained block size is used; ``--block-size`` overrides both.
 DEFAULT_CPU_BLOCK = 3
+
+
+def _drafter_of(drafter: str | None, tiny: bool, on_cpu: bool) -> str | None:
+    """The drafter folder to load (None or ``"none"``: target-only decoding) for ``--drafter``.
+
+    ``"default"`` names the committed DSpine drafter. Left out, a GPU uses that drafter and a
+    CPU decodes target-only: on the native Q4_1 engine a forward over n new tokens costs
+    nearly n single-token forwards (n=3 costs 2.1x n=1 on a Sapphire Rapids core, n=4 2.6x
+    on an EPYC core), so DSpine at B=2-4 ran at 0.59-0.70x target-only decoding (BENCHMARKS.md,
+    "DSpine on the native engine"). Target-only is the fastest lossless path a CPU has.
+
+    >>> _drafter_of(None, False, True) is None
+    True
+    >>> _drafter_of("default", False, True) == _default_drafter()
+    True
+    >>> _drafter_of(None, False, False) == _default_drafter()
+    True
+    """
+    if drafter == "default" or (drafter is None and not tiny and not on_cpu):
+        return _default_drafter()
+    return drafter
+
+
+_DRAFTER_HELP = (
+    "drafter folder, 'default' for the committed DSpine drafter, or 'none' "
+    "(left out: none on a CPU, the DSpine drafter on a GPU)"
+)
 
 
 def _default_drafter() -> str:
@@ -225,9 +252,7 @@ def serve_cmd(
     host: Annotated[str, typer.Option(help="bind address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port")] = 8000,
     model: Annotated[str, typer.Option(help="model id or HF folder")] = "smollm2-135m-instruct",
-    drafter: Annotated[
-        str | None, typer.Option(help="drafter folder, or 'none' for target-only decoding")
-    ] = None,
+    drafter: Annotated[str | None, typer.Option(help=_DRAFTER_HELP)] = None,
     nf12: Annotated[Path | None, typer.Option(help="serve weights from this NF12 folder")] = None,
     context: Annotated[int | None, typer.Option(help="maximum context tokens")] = None,
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 2,
@@ -238,14 +263,14 @@ def serve_cmd(
     ] = None,
     device: DeviceOption = "cpu",
 ) -> None:
-    """Serve the model over an OpenAI-compatible HTTP API (DSpine speculative decoding)."""
+    """Serve the model over an OpenAI-compatible HTTP API (DSpine speculative decoding on a
+    GPU, or on a CPU with ``--drafter default``)."""
     _threads(threads)
     import uvicorn
 
     from noc_assistant.serving.server import create_app
 
-    d = drafter if drafter is not None else (None if tiny else _default_drafter())
-    engine = _load_engine(model, d, nf12, tiny, context, block_size, device)
+    engine = _load_engine(model, drafter, nf12, tiny, context, block_size, device)
     err_console.print(f"serving {engine.name} on http://{host}:{port}/v1")  # type: ignore[attr-defined]
     uvicorn.run(create_app(engine), host=host, port=port, log_level="info")  # type: ignore[arg-type]
 
@@ -255,7 +280,7 @@ def ask_cmd(
     question: Annotated[str, typer.Argument(help="the question")],
     max_tokens: Annotated[int, typer.Option(help="answer length limit")] = 128,
     model: Annotated[str, typer.Option(help="model id or HF folder")] = "smollm2-135m-instruct",
-    drafter: Annotated[str | None, typer.Option(help="drafter folder or 'none'")] = None,
+    drafter: Annotated[str | None, typer.Option(help=_DRAFTER_HELP)] = None,
     threads: Annotated[int, typer.Option(help="torch CPU threads")] = 2,
     tiny: Annotated[bool, typer.Option(help="use the tiny test model")] = False,
     stats: Annotated[bool, typer.Option(help="print decoding statistics")] = False,
@@ -269,10 +294,7 @@ def ask_cmd(
     _threads(threads)
     from noc_assistant.serving.engine import Engine, Request
 
-    d = drafter if drafter is not None else (None if tiny else _default_drafter())
-    if d is not None and d != "none" and not Path(d).is_dir():
-        d = None
-    engine = _load_engine(model, d, None, tiny, None, block_size, device)
+    engine = _load_engine(model, drafter, None, tiny, None, block_size, device)
     assert isinstance(engine, Engine)
     prompt = engine.encode_chat([{"role": "user", "content": question}])
     toks, st = engine.generate(Request(prompt, max_tokens))
