@@ -380,6 +380,10 @@ class Correlator:
         for o in self._open:
             o.firing.pop((series, entity), None)
 
+    def open_incidents(self) -> list[Incident]:
+        """The incidents open now, oldest first."""
+        return [o.incident for o in self._open]
+
     def tick(self, ts: float) -> list[IncidentEvent]:
         """Resolve incidents that went quiet; call at every evaluation time."""
         events: list[IncidentEvent] = []

@@ -52,7 +52,7 @@ from noc_assistant.stream.fanin import Batch, FanIn
 from noc_assistant.stream.liveness import Answered, LivenessWatch
 from noc_assistant.stream.network import NetworkCorrelator
 from noc_assistant.stream.topology_guess import TopologyGuess
-from noc_assistant.triage.rca import Diagnosis, diagnose
+from noc_assistant.triage.rca import Diagnosis, diagnose, held
 
 __all__ = ["Outbox", "Pipeline", "ReplayResult", "run_replay"]
 
@@ -348,6 +348,17 @@ class Pipeline:
             self.outbox.tick(at, step)
         for ev in self.correlator.tick(at):
             self._emit(ev)
+        if self.rca:
+            self._judge_held(at)
+
+    def _judge_held(self, at: float) -> None:
+        """Diagnose again each open incident whose held claim's hold ended (:func:`held`); one
+        that pages now is an escalation at ``at`` (its sinks see an ``escalated`` event)."""
+        for inc in self.correlator.open_incidents():
+            if held(inc, self.pack, at):
+                self.diagnose(inc, now=at)
+                if inc.severity == "page" and self.on_incident is not None:
+                    self.on_incident(IncidentEvent("escalated", inc))
 
     def _monitor_bank(self, step: float) -> MonitorBank:
         """The monitors, made at the first evaluation for the scrape interval ``step``."""
@@ -493,10 +504,10 @@ class Pipeline:
         self._by_id = {f.id: f for f in self.findings}
         return len(gone)
 
-    def diagnose(self, incident: Incident) -> Diagnosis:
+    def diagnose(self, incident: Incident, now: float | None = None) -> Diagnosis:
         """Rank root causes for ``incident`` now; the hypotheses are stored on the incident."""
         findings = [self._by_id[i] for i in incident.finding_ids if i in self._by_id]
-        diag = diagnose(incident, findings, self.current_topology(), self.pack)
+        diag = diagnose(incident, findings, self.current_topology(), self.pack, now)
         incident.hypotheses = list(diag.hypotheses)
         top = diag.top
         incident.title = (

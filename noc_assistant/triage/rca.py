@@ -42,7 +42,7 @@ from knowledge.topology import Topology
 from noc_assistant.models import Diagnosis, Evidence, Finding, Hypothesis, Incident
 from noc_assistant.triage import present
 
-__all__ = ["Diagnosis", "Severity", "diagnose", "severity"]
+__all__ = ["Diagnosis", "Severity", "diagnose", "held", "severity"]
 
 Severity = Literal["page", "info"]
 
@@ -51,12 +51,17 @@ _MAX_HYPOTHESES = 5
 
 
 def diagnose(
-    incident: Incident, findings: Sequence[Finding], topology: Topology, pack: Pack
+    incident: Incident,
+    findings: Sequence[Finding],
+    topology: Topology,
+    pack: Pack,
+    now: float | None = None,
 ) -> Diagnosis:
     """Rank root-cause hypotheses for ``incident`` from its findings and the topology.
 
     ``findings`` may hold more than the incident's; only those listed in
-    ``incident.finding_ids`` are used (all of them when the list is empty).
+    ``incident.finding_ids`` are used (all of them when the list is empty). ``now``: the
+    evaluation time (default: the newest finding's), which ends a held claim (:func:`severity`).
     """
     wanted = set(incident.finding_ids)
     used = [f for f in findings if not wanted or f.id in wanted]
@@ -111,20 +116,27 @@ def diagnose(
         evidence=[e for e in builder.items.values() if e.id in cited],
         pack=f"{pack.meta.name}@{pack.meta.version}",
     )
-    _apply_severity(incident, severity(incident, diagnosis, used, pack), used)
+    _apply_severity(incident, severity(incident, diagnosis, used, pack, now), used, now)
     return diagnosis
 
 
 def severity(
-    incident: Incident, diagnosis: Diagnosis, findings: Sequence[Finding], pack: Pack
+    incident: Incident,
+    diagnosis: Diagnosis,
+    findings: Sequence[Finding],
+    pack: Pack,
+    now: float | None = None,
 ) -> Severity:
     """Whether ``incident`` pages (``page``) or is a notice (``info``), by its diagnosis.
 
     A notice: the leading hypothesis is ``no_fault`` with at least the pack's
     ``notice_min_no_fault_confidence``, and every finding of the incident is in its KPI's
     ``benign_direction`` (more load or resources; a KPI without one is a service symptom, so
-    an unknown KPI pages). A page stays a page: the on-call was told (an incident is a page
-    from the moment it was diagnosed so: its hypotheses are set).
+    an unknown KPI pages). A claimed fault whose findings are all in benign directions is a
+    notice too while the incident is younger than the pack's ``benign_claim_hold_s`` at
+    ``now`` (default: the newest finding's time): :func:`held` says when it must be judged
+    again. A page stays a page: the on-call was told (an incident is a page from the moment
+    it was diagnosed so: its hypotheses are set).
 
     >>> from knowledge.pack import load_pack
     >>> pack = load_pack()
@@ -138,29 +150,53 @@ def severity(
     'info'
     >>> severity(inc, calm, [f("amf-registration-success", "down")], pack)
     'page'
+    >>> storm = Diagnosis(incident_id="i", verdict="fault",
+    ...     hypotheses=[Hypothesis(fault="registration_storm", entity="mme-1", confidence=0.9)])
+    >>> surge = [f("mme-gateway-selections", "up")]
+    >>> severity(inc, storm, surge, pack, now=60.0), severity(inc, storm, surge, pack, now=120.0)
+    ('info', 'page')
     """
     if incident.severity == "page" and incident.hypotheses:
         return "page"
+    benign = bool(findings) and all(_benign(f, pack) for f in findings)
     top = diagnosis.top
-    if top.fault != "no_fault" or top.confidence < pack.param(
-        "notice_min_no_fault_confidence", 0.9
-    ):
+    if top.fault != "no_fault":
+        when = now if now is not None else max(f.ts for f in findings) if findings else 0.0
+        young = when - incident.opened_at < pack.param("benign_claim_hold_s", 0.0)
+        return "info" if benign and young else "page"
+    if top.confidence < pack.param("notice_min_no_fault_confidence", 0.9):
         return "page"
-    for f in findings:
-        kpi = pack.kpis.get(f.kpi)
-        benign = kpi.benign_direction if kpi is not None else None
-        if benign is None or (benign != "both" and f.direction != benign):
-            return "page"
-    return "info" if findings else "page"
+    return "info" if benign else "page"
 
 
-def _apply_severity(incident: Incident, level: Severity, findings: Sequence[Finding]) -> None:
+def held(incident: Incident, pack: Pack, now: float) -> bool:
+    """Whether ``incident`` is a claimed fault held as a notice (:func:`severity`) whose hold
+    has ended at ``now``: it must be diagnosed again, and pages if the claim still stands."""
+    top = incident.hypotheses[0] if incident.hypotheses else None
+    return (
+        incident.severity == "info"
+        and top is not None
+        and top.fault != "no_fault"
+        and now - incident.opened_at >= pack.param("benign_claim_hold_s", 0.0)
+    )
+
+
+def _benign(f: Finding, pack: Pack) -> bool:
+    """Whether ``f`` is in its KPI's ``benign_direction`` (an unknown KPI is not)."""
+    kpi = pack.kpis.get(f.kpi)
+    benign = kpi.benign_direction if kpi is not None else None
+    return benign is not None and (benign == "both" or f.direction == benign)
+
+
+def _apply_severity(
+    incident: Incident, level: Severity, findings: Sequence[Finding], now: float | None = None
+) -> None:
     """Record ``level`` on ``incident``; a notice turning into a page pages now (an
-    escalation, at its newest finding)."""
+    escalation, at ``now``, else at its newest finding)."""
     if level == "info" and incident.noticed_at is None:
         incident.noticed_at = incident.opened_at
     if incident.severity == "info" and level == "page":
-        at = max((f.ts for f in findings), default=incident.updated_at)
+        at = now if now is not None else max((f.ts for f in findings), default=incident.updated_at)
         if at not in incident.escalated_at:  # the correlator escalated on that finding already
             incident.escalated_at.append(at)
     incident.severity = level
