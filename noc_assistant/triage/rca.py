@@ -116,7 +116,8 @@ def diagnose(
         evidence=[e for e in builder.items.values() if e.id in cited],
         pack=f"{pack.meta.name}@{pack.meta.version}",
     )
-    _apply_severity(incident, severity(incident, diagnosis, used, pack, now), used, now)
+    at = now if now is not None else max((f.ts for f in used), default=incident.updated_at)
+    _apply_severity(incident, severity(incident, diagnosis, used, pack, at), at)
     return diagnosis
 
 
@@ -161,9 +162,8 @@ def severity(
     benign = bool(findings) and all(_benign(f, pack) for f in findings)
     top = diagnosis.top
     if top.fault != "no_fault":
-        when = now if now is not None else max(f.ts for f in findings) if findings else 0.0
-        young = when - incident.opened_at < pack.param("benign_claim_hold_s", 0.0)
-        return "info" if benign and young else "page"
+        when = now if now is not None else max((f.ts for f in findings), default=0.0)
+        return "info" if benign and not _hold_ended(incident, pack, when) else "page"
     if top.confidence < pack.param("notice_min_no_fault_confidence", 0.9):
         return "page"
     return "info" if benign else "page"
@@ -177,8 +177,13 @@ def held(incident: Incident, pack: Pack, now: float) -> bool:
         incident.severity == "info"
         and top is not None
         and top.fault != "no_fault"
-        and now - incident.opened_at >= pack.param("benign_claim_hold_s", 0.0)
+        and _hold_ended(incident, pack, now)
     )
+
+
+def _hold_ended(incident: Incident, pack: Pack, now: float) -> bool:
+    """Whether the pack's ``benign_claim_hold_s`` since ``incident`` opened is over at ``now``."""
+    return now - incident.opened_at >= pack.param("benign_claim_hold_s", 0.0)
 
 
 def _benign(f: Finding, pack: Pack) -> bool:
@@ -188,17 +193,14 @@ def _benign(f: Finding, pack: Pack) -> bool:
     return benign is not None and (benign == "both" or f.direction == benign)
 
 
-def _apply_severity(
-    incident: Incident, level: Severity, findings: Sequence[Finding], now: float | None = None
-) -> None:
+def _apply_severity(incident: Incident, level: Severity, at: float) -> None:
     """Record ``level`` on ``incident``; a notice turning into a page pages now (an
-    escalation, at ``now``, else at its newest finding)."""
+    escalation, at ``at``: the evaluation time, or the newest finding's)."""
     if level == "info" and incident.noticed_at is None:
         incident.noticed_at = incident.opened_at
-    if incident.severity == "info" and level == "page":
-        at = now if now is not None else max((f.ts for f in findings), default=incident.updated_at)
-        if at not in incident.escalated_at:  # the correlator escalated on that finding already
-            incident.escalated_at.append(at)
+    # the correlator may have escalated on that finding already
+    if incident.severity == "info" and level == "page" and at not in incident.escalated_at:
+        incident.escalated_at.append(at)
     incident.severity = level
 
 
