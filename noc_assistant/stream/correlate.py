@@ -384,6 +384,11 @@ class Correlator:
         """The incidents open now, oldest first."""
         return [o.incident for o in self._open]
 
+    def open_alarming(self) -> list[Incident]:
+        """The incidents open now with a series still alarming (not only waiting to
+        resolve), oldest first."""
+        return [o.incident for o in self._open if o.firing]
+
     def tick(self, ts: float) -> list[IncidentEvent]:
         """Resolve incidents that went quiet; call at every evaluation time."""
         events: list[IncidentEvent] = []

@@ -352,10 +352,12 @@ class Pipeline:
             self._judge_held(at)
 
     def _judge_held(self, at: float) -> None:
-        """Diagnose again each open incident whose held claim's hold ended (:func:`held`); one
-        that pages now is an escalation at ``at`` (its sinks see an ``escalated`` event)."""
-        for inc in self.correlator.open_incidents():
-            if held(inc, self.pack, at):
+        """Diagnose again each incident still alarming whose held claim's hold ended
+        (:func:`held`); one that pages now is an escalation at ``at`` (its sinks see an
+        ``escalated`` event). One whose series all cleared within its hold stays a notice."""
+        for inc in self.correlator.open_alarming():
+            findings = [self._by_id[i] for i in inc.finding_ids if i in self._by_id]
+            if held(inc, findings, self.pack, at):
                 self.diagnose(inc, now=at)
                 if inc.severity == "page" and self.on_incident is not None:
                     self.on_incident(IncidentEvent("escalated", inc))

@@ -39,7 +39,14 @@ from typing import Literal
 from knowledge.pack import Pack
 from knowledge.rules import ConditionHit, Match, evaluate, no_fault_score
 from knowledge.topology import Topology
-from noc_assistant.models import Diagnosis, Evidence, Finding, Hypothesis, Incident
+from noc_assistant.models import (
+    LIVENESS_DETECTOR,
+    Diagnosis,
+    Evidence,
+    Finding,
+    Hypothesis,
+    Incident,
+)
 from noc_assistant.triage import present
 
 __all__ = ["Diagnosis", "Severity", "diagnose", "held", "severity"]
@@ -135,9 +142,11 @@ def severity(
     ``benign_direction`` (more load or resources; a KPI without one is a service symptom, so
     an unknown KPI pages). A claimed fault whose findings are all in benign directions is a
     notice too while the incident is younger than the pack's ``benign_claim_hold_s`` at
-    ``now`` (default: the newest finding's time): :func:`held` says when it must be judged
-    again. A page stays a page: the on-call was told (an incident is a page from the moment
-    it was diagnosed so: its hypotheses are set).
+    ``now`` (default: the newest finding's time), and so is any incident made of liveness
+    findings only (targets not answering) while younger than ``silence_hold_s``: a target
+    unreachable for a few scrapes answers again within it. :func:`held` says when such an
+    incident must be judged again. A page stays a page: the on-call was told (an incident is
+    a page from the moment it was diagnosed so: its hypotheses are set).
 
     >>> from knowledge.pack import load_pack
     >>> pack = load_pack()
@@ -159,31 +168,40 @@ def severity(
     """
     if incident.severity == "page" and incident.hypotheses:
         return "page"
+    when = now if now is not None else max((f.ts for f in findings), default=0.0)
+    if _silent_only(findings):
+        return "page" if _hold_ended(incident, "silence_hold_s", pack, when) else "info"
     benign = bool(findings) and all(_benign(f, pack) for f in findings)
     top = diagnosis.top
     if top.fault != "no_fault":
-        when = now if now is not None else max((f.ts for f in findings), default=0.0)
-        return "info" if benign and not _hold_ended(incident, pack, when) else "page"
+        held_now = benign and not _hold_ended(incident, "benign_claim_hold_s", pack, when)
+        return "info" if held_now else "page"
     if top.confidence < pack.param("notice_min_no_fault_confidence", 0.9):
         return "page"
     return "info" if benign else "page"
 
 
-def held(incident: Incident, pack: Pack, now: float) -> bool:
-    """Whether ``incident`` is a claimed fault held as a notice (:func:`severity`) whose hold
-    has ended at ``now``: it must be diagnosed again, and pages if the claim still stands."""
-    top = incident.hypotheses[0] if incident.hypotheses else None
-    return (
-        incident.severity == "info"
-        and top is not None
-        and top.fault != "no_fault"
-        and _hold_ended(incident, pack, now)
-    )
+def held(incident: Incident, findings: Sequence[Finding], pack: Pack, now: float) -> bool:
+    """Whether ``incident`` (with its ``findings``) is held as a notice (:func:`severity`) and
+    its hold has ended at ``now``: it must be diagnosed again, and pages if the claim (or the
+    silence) still stands."""
+    if incident.severity != "info" or not incident.hypotheses:
+        return False
+    if _silent_only(findings):
+        return _hold_ended(incident, "silence_hold_s", pack, now)
+    top = incident.hypotheses[0]
+    return top.fault != "no_fault" and _hold_ended(incident, "benign_claim_hold_s", pack, now)
 
 
-def _hold_ended(incident: Incident, pack: Pack, now: float) -> bool:
-    """Whether the pack's ``benign_claim_hold_s`` since ``incident`` opened is over at ``now``."""
-    return now - incident.opened_at >= pack.param("benign_claim_hold_s", 0.0)
+def _silent_only(findings: Sequence[Finding]) -> bool:
+    """Whether every one of ``findings`` (at least one) is a liveness finding."""
+    return bool(findings) and all(f.detector == LIVENESS_DETECTOR for f in findings)
+
+
+def _hold_ended(incident: Incident, param: str, pack: Pack, now: float) -> bool:
+    """Whether the pack's hold ``param`` (seconds) since ``incident`` opened is over at
+    ``now``."""
+    return now - incident.opened_at >= pack.param(param, 0.0)
 
 
 def _benign(f: Finding, pack: Pack) -> bool:

@@ -65,6 +65,21 @@ def test_a_silent_entity_is_down_once_and_clears_when_it_answers() -> None:
     assert (diag.top.fault, diag.top.entity) == ("target_down", "upf-1")
 
 
+def test_a_short_silence_is_a_notice_a_long_one_pages_when_the_hold_ends() -> None:
+    # the finding opens after two missed scrapes; the incident is a notice for the pack's
+    # silence_hold_s (300 s) and pages only if the target is still silent then
+    short = run(points(silent={"upf-1": (3600.0, 3600.0 + 240.0)}))
+    (notice,) = short.correlator.incidents.values()
+    assert notice.severity == "info" and notice.escalated_at == []
+    assert short.diagnoses[notice.id].top.fault == "target_down"
+    long = run(points(silent={"upf-1": (3600.0, 3600.0 + 900.0)}))
+    (page,) = long.correlator.incidents.values()
+    assert page.severity == "page"
+    (promoted,) = page.escalated_at
+    assert promoted - page.opened_at >= 300.0
+    assert promoted - page.opened_at <= 300.0 + 2 * STEP
+
+
 def test_blank_values_are_silence_too() -> None:
     pipe = run(points(blank={"amf-1": (3600.0, 3900.0)}))
     assert [(f.kpi, f.entity) for f in pipe.findings] == [("target-up", "amf-1")]
