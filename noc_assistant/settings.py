@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     """Findings of one entity closer than this join the same incident."""
     resolve_after_s: float = 300.0
     """An incident with no new finding for this long is resolved."""
+    repage_after_s: float = 300.0
+    """A stronger symptom joining an incident pages again (an escalation) only this long after
+    its last page; sooner it is shown as an update of that page (Alertmanager's
+    ``group_interval``, 5 minutes by default)."""
     llm_base_url: str = "http://127.0.0.1:8000/v1"
     llm_api_key: SecretStr = SecretStr("local")
     llm_model: str = "smollm2-135m-instruct"

@@ -11,7 +11,10 @@ paging again (the same symptom flapping); a new symptom on the same entity is a 
 A finding of a new series that joins an open incident with a score at least ``escalate_factor``
 times the strongest one the on-call was last told of escalates it (paged again, like
 Alertmanager's notification of a group that gained alerts): a marginal alert followed by a real
-fault on the same entity minutes later must not be folded silently into the first page. Once
+fault on the same entity minutes later must not be folded silently into the first page. Not
+sooner than ``repage_after_s`` after the incident's last page, though (Alertmanager's
+``group_interval``): a storm's rejects a scrape after its first symptom paged are that page's
+update, shown to the on-call who was just paged, not a second page. Once
 the incident's leading diagnosis is a fault on that entity or next to it, though, a stronger
 symptom there is that fault growing: evidence for the page already sent, not a second page. A
 further reading of a series already alarming there is evidence, not a new symptom: no page.
@@ -124,6 +127,7 @@ class Correlator:
         flap_s: float = 900.0,
         escalate_factor: float = 2.0,
         notice_s: float = 0.0,
+        repage_after_s: float = 0.0,
         related: Related | None = None,
         maintenance: Iterable[MaintenanceWindow] = (),
         scope: Scope | None = None,
@@ -137,6 +141,8 @@ class Correlator:
         #: findings up to this long after a notice belong to it (the pipeline sets 0.9 scrape
         #: intervals: targets scraped at their own phases report one evaluation over it)
         self.notice_s = notice_s
+        #: no escalation sooner than this after the incident's last page (module docstring)
+        self.repage_after_s = repage_after_s
         self.related = related
         self.scope = scope
         #: whether a finding is one the open incident's leading diagnosis expects to follow
@@ -161,6 +167,8 @@ class Correlator:
     #: after the first quietened does not (it was folded in, unpaged, and took the diagnosis
     #: of both)
     diagnosed_reach = 2.0
+    #: (class default, for snapshots from before it) see ``__init__``
+    repage_after_s = 0.0
 
     def held(self, finding: Finding) -> Tuning | None:
         """The raised bar that holds ``finding`` (a new symptom scoring below it), if any: a
@@ -277,11 +285,15 @@ class Correlator:
             self._attach(target, finding, symptom=not known and not aftermath_only)
             if known:  # evidence for the diagnosis, not a new symptom: no page
                 return [IncidentEvent("updated", target.incident, finding)]
+            last_page = max([target.notified_at, *target.incident.escalated_at])
             if (
                 finding.ts <= target.notified_at + self.notice_s
                 or target.incident.severity == "info"
+                or finding.ts < last_page + self.repage_after_s
             ):
-                # a notice pages when its diagnosis says so (Incident.severity), not by score
+                # part of the last notice or page (the same round, or sooner than
+                # repage_after_s); a notice pages when its diagnosis says so
+                # (Incident.severity), not by score
                 target.notified = max(target.notified, finding.score)
             elif finding.score >= self.escalate_factor * target.notified and not (
                 # a stronger symptom of the fault the on-call was paged for, diagnosed on

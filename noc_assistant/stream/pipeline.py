@@ -138,6 +138,7 @@ class Pipeline:
         self.correlator = correlator or Correlator(
             window_s=settings.correlation_window_s,
             resolve_after_s=settings.resolve_after_s,
+            repage_after_s=settings.repage_after_s,
             related=self._related,
             scope=self._scope,
             aftermath=self._aftermath,

@@ -104,6 +104,28 @@ def test_a_stronger_symptom_of_a_diagnosed_fault_does_not_page_again() -> None:
     assert grown(Hypothesis(fault="no_fault", entity="gpu-srv-02", confidence=0.9)) == "escalated"
 
 
+def test_a_stronger_symptom_soon_after_a_page_updates_it() -> None:
+    """A storm's first symptom pages on amf-01 (no fault diagnosed yet); its rejects a scrape
+    later are five times as strong. Sooner than ``repage_after_s`` after the page they update
+    it (and raise what the on-call was told of); a much stronger symptom after it pages again."""
+    c = Correlator(window_s=600, resolve_after_s=300, notice_s=54, repage_after_s=300)
+    [opened] = c.add_finding(_f("f1", "amf-auth-failure", "amf-01", 0, "up", score=2.0))
+    inc = opened.incident
+    inc.hypotheses = [Hypothesis(fault="no_fault", entity="amf-01", confidence=1.0)]
+    soon = _f("f2", "amf-registration-success", "amf-01", 60, "down", score=11.0)
+    assert [ev.kind for ev in c.add_finding(soon)] == ["updated"]
+    # 2x the 11 folded into the page, after the 300 s: a new page
+    late = _f("f3", "amf-congestion-reject-share", "amf-01", 360, "up", score=23.0)
+    assert [ev.kind for ev in c.add_finding(late)] == ["escalated"]
+    assert inc.escalated_at == [360]
+    # with no quiet time (the correlator's default) the first one escalates, as before
+    c0 = Correlator(window_s=600, resolve_after_s=300, notice_s=54)
+    [first] = c0.add_finding(_f("g1", "amf-auth-failure", "amf-01", 0, "up", score=2.0))
+    first.incident.hypotheses = list(inc.hypotheses)
+    again = _f("g2", "amf-registration-success", "amf-01", 60, "down", score=11.0)
+    assert [ev.kind for ev in c0.add_finding(again)] == ["escalated"]
+
+
 def test_a_diagnosed_incident_does_not_take_a_fault_long_after_it() -> None:
     """A held-out day: an NCCL hang on gpu-srv-2, diagnosed with confidence, keeps one series
     alarming; three quarters of an hour after its last new symptom compressed weights slow the
