@@ -1,7 +1,9 @@
 """The serving engine: one target, an optional drafter, one request at a time.
 
 :class:`Engine` serialises generations with a thread lock (the model and its caches are not
-re-entrant), records metrics, and estimates each request's energy with the SIMPLE law.
+re-entrant), records metrics, and estimates each request's energy with the SIMPLE law: θ
+implied by the paper (uncalibrated) until this machine's energy meter, where one is readable,
+has measured enough requests to fit them (:mod:`noc_assistant.serving.power`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from noc_assistant.serving.errors import RequestError
 from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.metrics import ServingMetrics
 from noc_assistant.serving.penalties import Penalties
+from noc_assistant.serving.power import Calibration, RaplMeter
 from noc_assistant.serving.simple import (
     LLAMA31_8B_IMPLIED,
     EnergyBreakdown,
@@ -58,15 +61,19 @@ class Engine:
         context: int | None = None,
         theta: SimpleTheta = LLAMA31_8B_IMPLIED,
         prefix_cache: bool = True,
+        meter: RaplMeter | None = None,
     ) -> None:
+        """``meter``: the energy meter (default: this machine's RAPL counters, when
+        readable)."""
         self.target = target
         self.drafter = drafter
         self.name = name or target.name
         self.context = min(context or target.max_positions, target.max_positions)
-        self.theta = theta
         self.shape = ModelShape(
             target.hidden_size, target.num_layers, target.num_kv_heads / target.num_heads
         )
+        self.meter = meter if meter is not None else RaplMeter.open()
+        self.calibration = Calibration(self.shape, theta)
         self.metrics = ServingMetrics(self.name)
         self._lock = threading.Lock()
         self._neural = NeuralDrafter(drafter) if drafter is not None else None
@@ -93,8 +100,9 @@ class Engine:
         return replace(req, max_tokens=min(req.max_tokens, left))
 
     def energy(self, st: GenerationStats) -> EnergyBreakdown:
-        """SIMPLE estimate for a finished request (autoregressive counterfactual)."""
-        return predict(self.theta, self.shape, st.prompt_tokens, st.output_tokens)
+        """SIMPLE estimate for a finished request (autoregressive counterfactual), with the
+        θ of :attr:`calibration`."""
+        return predict(self.calibration.theta, self.shape, st.prompt_tokens, st.output_tokens)
 
     def stream(self, req: Request, stats: GenerationStats) -> Iterator[list[int]]:
         """Yield output tokens of ``req`` (holding the engine lock throughout)."""
@@ -106,6 +114,7 @@ class Engine:
                 if req.seed is not None:
                     gen = torch.Generator().manual_seed(req.seed)
                 drafter = self._neural
+                start = self.meter.read() if self.meter is not None else None
                 yield from stream_tokens(
                     self.target,
                     drafter,
@@ -118,7 +127,15 @@ class Engine:
                     session=self._prefix,
                     penalties=req.penalties,
                 )
-                self.metrics.record(stats, self.energy(stats))
+                if self.meter is not None and start is not None:
+                    stats.measured_j = self.meter.joules_since(start)
+                    self.calibration.add(
+                        stats.prompt_tokens,
+                        stats.output_tokens,
+                        stats.measured_j,
+                        cached=stats.cached_tokens,
+                    )
+                self.metrics.record(stats, self.energy(stats), self.calibration)
             finally:
                 self.metrics.running.labels(self.name).dec()
 

@@ -9,13 +9,17 @@ vLLM names: ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
 
 Ours: ``noc_spec_verify_rounds_total``, ``noc_round_stage_seconds_total{stage}``
 (prefill / draft / verify), ``noc_energy_joules_total{part}`` (SIMPLE estimate: prefill /
-kv_read / per_token) and ``noc_spec_mean_accept_length`` (τ of the last request).
+kv_read / per_token), ``noc_energy_calibrated`` (1 when θ are fitted on this machine's
+measured energy, 0 when the estimate is uncalibrated; label ``theta_source`` says which),
+``noc_energy_measured_joules_total`` (what the energy meter counted, where one is readable) and
+``noc_spec_mean_accept_length`` (τ of the last request).
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from noc_assistant.serving.power import Calibration
 from noc_assistant.serving.simple import EnergyBreakdown
 from noc_assistant.serving.speculative import GenerationStats
 
@@ -72,6 +76,15 @@ class ServingMetrics:
         self.energy = Counter(
             "noc_energy_joules", "SIMPLE energy estimate", [*lab, "part"], registry=r
         )
+        self.calibrated = Gauge(
+            "noc_energy_calibrated",
+            "1: the SIMPLE θ are fitted on energy measured here; 0: uncalibrated estimate",
+            [*lab, "theta_source"],
+            registry=r,
+        )
+        self.measured = Counter(
+            "noc_energy_measured_joules", "Energy the machine's meter counted", lab, registry=r
+        )
         self.tau = Gauge(
             "noc_spec_mean_accept_length",
             "Mean accepted length of the last request",
@@ -79,8 +92,14 @@ class ServingMetrics:
             registry=r,
         )
 
-    def record(self, st: GenerationStats, energy: EnergyBreakdown | None) -> None:
-        """Add one finished request."""
+    def record(
+        self,
+        st: GenerationStats,
+        energy: EnergyBreakdown | None,
+        calibration: Calibration | None = None,
+    ) -> None:
+        """Add one finished request (``calibration``: where its energy estimate's θ come
+        from)."""
         m = self.model
         self.prompt_tokens.labels(m).inc(st.prompt_tokens)
         self.generation_tokens.labels(m).inc(st.output_tokens)
@@ -102,3 +121,8 @@ class ServingMetrics:
             self.energy.labels(m, "prefill").inc(energy.prefill)
             self.energy.labels(m, "kv_read").inc(energy.kv_read)
             self.energy.labels(m, "per_token").inc(energy.per_token)
+        if st.measured_j is not None:
+            self.measured.labels(m).inc(st.measured_j)
+        if calibration is not None:
+            self.calibrated.clear()  # one series: the θ in force now
+            self.calibrated.labels(m, calibration.source).set(float(calibration.calibrated))

@@ -260,7 +260,7 @@ class _Service:
                 "accepted_tokens": st.accepted_tokens,
                 "mean_accept_length": st.mean_accept_length,
             },
-            "energy_j": {"prefill": e.prefill, "kv_read": e.kv_read, "per_token": e.per_token},
+            "energy_j": self.engine.calibration.fields(e, st.measured_j),
             "constrained": st.constrained,
             "forced_tokens": st.forced_tokens,
         }

@@ -83,6 +83,8 @@ class GenerationStats:
     finish_reason: str = "length"
     forced_tokens: int = 0
     constrained: bool = False
+    measured_j: float | None = None
+    """Joules the machine's energy meter counted over the generation (None: no meter)."""
 
     @property
     def mean_accept_length(self) -> float:
