@@ -222,9 +222,12 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/noc-bench"))
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--scenario", nargs="+", default=list(DEFAULT))
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "bench" / "scenario_results.md", help="results file"
+    )
     args = ap.parse_args()
     results = [run_one(spec, args.work, args.keep) for spec in args.scenario]
-    write(results, ROOT / "bench" / "scenario_results.md")
+    write(results, args.out)
     if not args.keep:
         shutil.rmtree(args.work, ignore_errors=True)
 

@@ -2,7 +2,9 @@
 one row per seed and an overall row, written to bench/varied_results.md.
 
 Seeds: 1000-1009 are reserved for tuning (inspect them freely); 2000-2009 are held out for
-evaluation and never used for tuning. Each network is drawn by ``--vary SEED --seed SEED``
+evaluation and never used for tuning; 3000-3009 are a second held-out set, run once the
+changes of a round are final (2000-2009 were scored after each round, so a stop chosen on them
+would be a choice made on held-out data). Each network is drawn by ``--vary SEED --seed SEED``
 (noise family and tails, daily / weekly / holiday shapes, sparse counters, benign flash crowds,
 counter resets, scrape jitter and gaps, size, core, serving engine, SBI metrics, zone) with
 every fault class each day.
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOC = str(Path(sys.executable).with_name("noc"))
 TUNING = range(1000, 1010)
 HELD_OUT = range(2000, 2010)
+FRESH = range(3000, 3010)
 TARGETS = {
     "recall": ">= 0.95",
     "false pages / entity-day": "<= 0.1",
@@ -40,7 +43,9 @@ TARGETS = {
 }
 
 
-def run_one(seed: int, days: float, interval: float, work: Path) -> dict[str, Any]:
+def run_one(
+    seed: int, days: float, interval: float, work: Path, keep: bool = False
+) -> dict[str, Any]:
     out = work / f"vary{seed}-d{days:g}-i{interval:g}"
     out.mkdir(parents=True, exist_ok=True)
     sim = [NOC, "simulate", "--vary", str(seed), "--seed", str(seed), "--days", f"{days:g}"]
@@ -62,7 +67,8 @@ def run_one(seed: int, days: float, interval: float, work: Path) -> dict[str, An
     wall = time.perf_counter() - t
     report: dict[str, Any] = json.loads((out / "report.json").read_text())
     labels = json.loads((out / "labels.json").read_text())
-    (out / "telemetry.jsonl").unlink(missing_ok=True)
+    if not keep:
+        (out / "telemetry.jsonl").unlink(missing_ok=True)
     draw = " ".join(done.stdout.split("vary=", 1)[1].split("telemetry")[0].split())
     draw = draw.split(": ", 1)[1]  # after "SEED: "
     return {
@@ -157,8 +163,8 @@ def write(results: list[dict[str, Any]], args: argparse.Namespace, path: Path) -
         f"- machine: {cpu_name()}, 2 cores shared with other jobs, Python "
         f"{platform.python_version()}; written {now}",
         f"- seeds {seeds[0]}–{seeds[-1]} evaluated; seeds {TUNING.start}–{TUNING.stop - 1} are "
-        f"reserved for tuning, {HELD_OUT.start}–{HELD_OUT.stop - 1} are held out (never used "
-        "for tuning)",
+        f"reserved for tuning, {HELD_OUT.start}–{HELD_OUT.stop - 1} and "
+        f"{FRESH.start}–{FRESH.stop - 1} are held out (never used for tuning)",
         "- "
         + (
             "full run"
@@ -193,10 +199,11 @@ def main() -> None:
     ap.add_argument("--first-seed", type=int, default=HELD_OUT.start)
     ap.add_argument("--work", type=Path, default=Path("/tmp/noc-varied"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "varied_results.md")
+    ap.add_argument("--keep", action="store_true", help="keep each draw's telemetry.jsonl")
     args = ap.parse_args()
     results = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        results.append(run_one(seed, args.days, args.interval, args.work))
+        results.append(run_one(seed, args.days, args.interval, args.work, args.keep))
         print(f"seed {seed} done", file=sys.stderr)
         write(results, args, args.out)  # after each seed: an interrupted run leaves its rows
     print(args.out.read_text())
