@@ -337,6 +337,11 @@ def nf12_cmd(
         f"bit-exact {exact}/{rep.tensors}",
         highlight=False,
     )
+    console.print(
+        "NF12 is a storage format: `noc llm serve --nf12` decodes it on load (bit-exact BF16) "
+        "and runs in fp32 on a CPU, bf16 on a GPU; it saves disk, not memory.",
+        highlight=False,
+    )
 
 
 @app.command("energy")

@@ -6,6 +6,12 @@ nibble is almost always ``0111`` (magnitudes in [2⁻¹⁵, 2)), so NF12 keeps
 stores every other value (zeros, tiny or large magnitudes) as an *escape*: its index and its
 original 16 bits. Decoding restores ``0111``, then overwrites the escapes: bit-exact BF16.
 
+NF12 is a **storage** format here: :func:`load_nf12_model` decodes it on load, and the engine
+runs the decoded weights at its own dtype (fp32 on a CPU, bf16 on a GPU), so the resident
+weights take what a BF16 checkpoint loaded the same way takes. It saves a quarter of the disk
+and download of BF16; keeping weights in NF12 in GPU memory would need a decoding matmul
+kernel, which the engine does not have.
+
 >>> import torch
 >>> w = torch.tensor([0.5, -1.25, 0.0, 3.0, 1e-3], dtype=torch.bfloat16)
 >>> enc = encode_tensor(w)
