@@ -353,12 +353,10 @@ class Pipeline:
             self._judge_held(at)
 
     def _judge_held(self, at: float) -> None:
-        """Diagnose again each incident still alarming whose held claim's hold ended
-        (:func:`held`); one that pages now is an escalation at ``at`` (its sinks see an
-        ``escalated`` event). One whose series all cleared within its hold stays a notice."""
+        """Diagnose again each incident still alarming whose hold ended (:func:`held`): one that
+        pages now escalates at ``at``; one whose series all cleared in its hold stays a notice."""
         for inc in self.correlator.open_alarming():
-            findings = [self._by_id[i] for i in inc.finding_ids if i in self._by_id]
-            if held(inc, findings, self.pack, at):
+            if held(inc, self._findings_of(inc), self.pack, at):
                 self.diagnose(inc, now=at)
                 if inc.severity == "page" and self.on_incident is not None:
                     self.on_incident(IncidentEvent("escalated", inc))
@@ -507,9 +505,13 @@ class Pipeline:
         self._by_id = {f.id: f for f in self.findings}
         return len(gone)
 
+    def _findings_of(self, incident: Incident) -> list[Finding]:
+        """The findings of ``incident`` this pipeline still holds."""
+        return [self._by_id[i] for i in incident.finding_ids if i in self._by_id]
+
     def diagnose(self, incident: Incident, now: float | None = None) -> Diagnosis:
         """Rank root causes for ``incident`` now; the hypotheses are stored on the incident."""
-        findings = [self._by_id[i] for i in incident.finding_ids if i in self._by_id]
+        findings = self._findings_of(incident)
         diag = diagnose(incident, findings, self.current_topology(), self.pack, now)
         incident.hypotheses = list(diag.hypotheses)
         top = diag.top
