@@ -55,8 +55,8 @@ def test_package_zones_are_summed_and_unreadable_ones_skipped(tmp_path: Path) ->
 
 
 def test_the_api_and_metrics_say_the_estimate_is_uncalibrated(tiny: TargetModel) -> None:
-    engine = Engine(tiny, name="tiny", context=200, meter=None)
-    engine.meter = None  # whatever this machine has: no meter
+    engine = Engine(tiny, name="tiny", context=200)
+    engine.meter = None  # whatever this machine has (meter=None opens its RAPL): no meter
     srv = ServerThread(create_app(engine, max_tokens_default=8)).start()
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="local")
