@@ -39,14 +39,14 @@ from knowledge.pack import load_pack
 from noc_assistant.integrations.llm import LlmClient
 from noc_assistant.inventory import load_topology
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
-from noc_assistant.stream.pipeline import run_replay
+from noc_assistant.stream.replay import run_replay
 from noc_assistant.triage.drafting import Drafter
 
 if TYPE_CHECKING:
     from knowledge.pack import Pack
     from knowledge.topology import Topology
     from noc_assistant.models import Diagnosis, Incident
-    from noc_assistant.stream.pipeline import ReplayResult
+    from noc_assistant.stream.replay import ReplayResult
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = (

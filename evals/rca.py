@@ -399,14 +399,14 @@ def evaluate_replay(
 ) -> RcaScores:
     """Run the pipeline on a replay file, diagnose every incident, score against the labels.
 
-    Needs ``noc_assistant.stream.pipeline.run_replay(path, inventory=...)`` returning an object with
+    Needs ``noc_assistant.stream.replay.run_replay(path, inventory=...)`` returning an object with
     ``incidents`` and ``findings``.
     """
-    from noc_assistant.stream import pipeline
+    from noc_assistant.stream import replay
 
     loaded = pack if isinstance(pack, Pack) else load_pack(pack)
     label_set = labels if isinstance(labels, Labels) else load_labels(labels)
     inventory_path = Path(inventory) if inventory is not None else None
     pack_dir = loaded.directories[-1] if len(loaded.directories) > 1 else None
-    result = pipeline.run_replay(Path(telemetry), inventory=inventory_path, pack_dir=pack_dir)
+    result = replay.run_replay(Path(telemetry), inventory=inventory_path, pack_dir=pack_dir)
     return score_rca(cases_from_run(label_set, result.incidents, result.diagnoses, result.findings))

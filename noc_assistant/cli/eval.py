@@ -196,9 +196,9 @@ def _check_inputs(telemetry: Path, inventory: Path | None) -> Any:
         with reading(str(inventory)):  # its errors named before the replay starts
             load_topology(inventory)
     try:
-        return importlib.import_module("noc_assistant.stream.pipeline")
+        return importlib.import_module("noc_assistant.stream.replay")
     except ImportError:
-        raise NocError("noc_assistant.stream.pipeline is not available in this build") from None
+        raise NocError("noc_assistant.stream.replay is not available in this build") from None
 
 
 def _run_summary(report: dict[str, Any]) -> str:

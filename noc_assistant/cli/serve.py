@@ -62,7 +62,7 @@ def replay(
     pipeline into NOC_DB_URL, so that its incidents can be browsed and judged."""
     import json
 
-    from noc_assistant.stream.pipeline import run_replay
+    from noc_assistant.stream.replay import run_replay
 
     settings = get_settings()
     store = open_store(settings.db_url)

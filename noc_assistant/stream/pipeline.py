@@ -22,11 +22,8 @@ network-wide correlator of detector workers instead (:mod:`~noc_assistant.stream
 from __future__ import annotations
 
 import hashlib
-import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from detectors import MonitorBank, MonitorEvent, Observation
@@ -37,16 +34,15 @@ from detectors.params import (
     monitor_settle,
 )
 from knowledge.kpis import KpiDef
-from knowledge.pack import Pack, PackError, load_pack
+from knowledge.pack import Pack, load_pack
 from knowledge.topology import Topology
 from noc_assistant.errors import ConfigError
-from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore, read_replay
+from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore
 from noc_assistant.ingest.scrub import scrub_point
-from noc_assistant.inventory import load_topology
 from noc_assistant.models import Finding, Incident
 from noc_assistant.settings import get_settings
 from noc_assistant.stream.clock import ScrapeClock
-from noc_assistant.stream.correlate import Correlator, IncidentEvent, MaintenanceWindow, series_id
+from noc_assistant.stream.correlate import Correlator, IncidentEvent, series_id
 from noc_assistant.stream.evaluate import Group, KpiEvaluator, Missed
 from noc_assistant.stream.fanin import Batch, FanIn
 from noc_assistant.stream.liveness import Answered, LivenessWatch
@@ -54,7 +50,7 @@ from noc_assistant.stream.network import NetworkCorrelator
 from noc_assistant.stream.topology_guess import TopologyGuess
 from noc_assistant.triage.rca import Diagnosis, diagnose, held
 
-__all__ = ["Outbox", "Pipeline", "ReplayResult", "run_replay"]
+__all__ = ["REPLAY_LATENESS_INTERVALS", "Outbox", "Pipeline"]
 
 FindingSink = Callable[[Finding], None]
 IncidentSink = Callable[[IncidentEvent], None]
@@ -69,31 +65,6 @@ class Outbox(Protocol):
     def clear(self, series: str, entity: str, ts: float, phase: int) -> None: ...
 
     def tick(self, at: float, step: float) -> None: ...
-
-
-@dataclass
-class ReplayResult:
-    """What a replay produced."""
-
-    incidents: list[Incident]
-    findings: list[Finding]
-    diagnoses: dict[str, Diagnosis]
-    suppressed: list[Finding]
-    samples: int
-    quarantined: int
-    duplicates: int
-    elapsed_s: float
-    interval_s: float
-    first_ts: float
-    last_ts: float
-    entities: list[str]
-    quarantine: Quarantine = field(repr=False, default_factory=Quarantine)
-    #: entity → its scrape times (:attr:`SeriesStore.scrape_log`)
-    scrapes: dict[str, list[float]] = field(repr=False, default_factory=dict)
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.samples / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
 class Pipeline:
@@ -542,59 +513,3 @@ def _strongest(event: IncidentEvent) -> bool:
 #: How many scrape intervals a replay file's lines may be out of order (FORMATS §1: "a few")
 #: before a line counts as late; a file is read whole, so waiting costs no detection time.
 REPLAY_LATENESS_INTERVALS = 3.0
-
-
-def run_replay(
-    telemetry: Path,
-    *,
-    inventory: Path | None = None,
-    pack_dir: Path | None = None,
-    maintenance: Iterable[MaintenanceWindow] = (),
-    quarantine_path: Path | None = None,
-    on_finding: FindingSink | None = None,
-    on_incident: IncidentSink | None = None,
-    rca: bool = True,
-) -> ReplayResult:
-    """Run a replay file through the whole pipeline and return what it found.
-
-    ``pack_dir`` is an operator overlay pack (it extends the default one). Bad lines go to
-    ``quarantine_path`` (default ``<telemetry>.quarantine.jsonl``).
-    """
-    started = time.perf_counter()
-    try:
-        pack = load_pack(pack_dir)
-    except PackError as exc:
-        raise ConfigError(str(exc)) from None
-    topology = load_topology(inventory, pack) if inventory is not None else None
-    qpath = quarantine_path or telemetry.with_name(telemetry.name + ".quarantine.jsonl")
-    if qpath.exists():
-        qpath.unlink()
-    quarantine = Quarantine(path=qpath)
-    pipe = Pipeline(
-        pack=pack,
-        topology=topology,
-        quarantine=quarantine,
-        on_finding=on_finding,
-        on_incident=on_incident,
-        rca=rca,
-        lateness_intervals=REPLAY_LATENESS_INTERVALS,
-    )
-    pipe.correlator.maintenance.extend(maintenance)
-    pipe.store.scrape_log = {}
-    pipe.replay(read_replay(telemetry, quarantine))
-    return ReplayResult(
-        incidents=list(pipe.correlator.incidents.values()),
-        findings=pipe.findings,
-        diagnoses=pipe.diagnoses,
-        suppressed=pipe.correlator.suppressed,
-        samples=pipe.samples,
-        quarantined=quarantine.count,
-        duplicates=pipe.buffer.duplicates,
-        elapsed_s=time.perf_counter() - started,
-        interval_s=pipe.interval_s or 0.0,
-        first_ts=pipe.first_ts if pipe.first_ts is not None else 0.0,
-        last_ts=pipe.last_ts if pipe.last_ts is not None else 0.0,
-        entities=[e for e in pipe.store.entities if e],
-        quarantine=quarantine,
-        scrapes=pipe.store.scrape_log or {},
-    )

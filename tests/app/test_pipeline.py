@@ -10,7 +10,8 @@ import pytest
 
 from detectors.monitor import MonitorEvent
 from noc_assistant.ingest import Point
-from noc_assistant.stream.pipeline import Pipeline, run_replay
+from noc_assistant.stream.pipeline import Pipeline
+from noc_assistant.stream.replay import run_replay
 
 T0 = 1_795_910_400.0  # 2026-11-29T00:00:00Z
 STEP = 15.0

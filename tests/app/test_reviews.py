@@ -21,7 +21,7 @@ from noc_assistant.cli import run
 from noc_assistant.errors import ReviewError
 from noc_assistant.models import Incident, Review
 from noc_assistant.store import SqliteStore, Store
-from noc_assistant.stream.pipeline import run_replay
+from noc_assistant.stream.replay import run_replay
 from noc_assistant.triage.drafting import Drafter
 from tests.builders import make_finding
 

@@ -235,7 +235,8 @@ def test_a_replay_may_be_out_of_order_by_a_few_intervals(tmp_path: Path) -> None
     its first line on."""
     import random
 
-    from noc_assistant.stream.pipeline import Pipeline, run_replay
+    from noc_assistant.stream.pipeline import Pipeline
+    from noc_assistant.stream.replay import run_replay
 
     rng = random.Random(1)
     rows = []
