@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Iterator
+from typing import Any
 
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
@@ -40,6 +42,9 @@ class ReorderBuffer:
         self.lateness_s = lateness_s
         self.quarantine = quarantine if quarantine is not None else Quarantine()
         self._heap: list[tuple[float, int, Point]] = []
+        self._run: deque[tuple[float, int, Point]] = deque()
+        """Points pushed in time order (most of a feed): a queue, not the heap; the heap holds
+        the rest. Both are ordered by (time, arrival), and a release merges them."""
         self._seq = itertools.count()
         self._released: dict[_Key, tuple[float, float | None]] = {}
         self.watermark = float("-inf")
@@ -53,11 +58,33 @@ class ReorderBuffer:
         self.lateness_s = lateness_s
         self.watermark = self.max_ts - lateness_s
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A snapshot of a version without :attr:`_run` restores with an empty one."""
+        self.__dict__.update(state)
+        if "_run" not in state:
+            self._run = deque()
+
     def push(self, point: Point) -> None:
-        if point.ts > self.max_ts:
-            self.max_ts = point.ts
-            self.watermark = self.max_ts - self.lateness_s
-        heapq.heappush(self._heap, (point.ts, next(self._seq), point))
+        ts = point.ts
+        if ts > self.max_ts:
+            self.max_ts = ts
+            self.watermark = ts - self.lateness_s
+        run = self._run
+        item = (ts, next(self._seq), point)
+        if not run or run[-1][0] <= ts:
+            run.append(item)
+        else:
+            heapq.heappush(self._heap, item)
+
+    def __len__(self) -> int:
+        """Points held."""
+        return len(self._heap) + len(self._run)
+
+    def due(self) -> bool:
+        """Whether a point is held at or before the watermark (:meth:`pop_ready` has one)."""
+        until = self.watermark
+        run, heap = self._run, self._heap
+        return bool(run and run[0][0] <= until) or bool(heap and heap[0][0] <= until)
 
     def pop_ready(self) -> Iterator[Point]:
         """Release, in time order, every point at or before the watermark."""
@@ -67,12 +94,23 @@ class ReorderBuffer:
         """Release everything still held (end of input)."""
         return self._release(float("inf"))
 
+    def _next(self, until: float) -> Point | None:
+        """The held point first in (time, arrival) order if it is at or before ``until``."""
+        heap, run = self._heap, self._run
+        if run and (not heap or run[0] < heap[0]):
+            return run.popleft()[2] if run[0][0] <= until else None
+        if heap and heap[0][0] <= until:
+            return heapq.heappop(heap)[2]
+        return None
+
     def _release(self, until: float) -> Iterator[Point]:
-        heap = self._heap
-        while heap and heap[0][0] <= until:
-            point = heapq.heappop(heap)[2]
+        released = self._released
+        while True:
+            point = self._next(until)
+            if point is None:
+                return
             key = (point.metric, point.labels)
-            last = self._released.get(key)
+            last = released.get(key)
             if last is not None and point.ts <= last[0]:
                 if point.ts == last[0] and _same(point.value, last[1]):
                     self.duplicates += 1
@@ -85,7 +123,7 @@ class ReorderBuffer:
                 )
                 self.quarantine.add("stream", None, reason, repr(point))
                 continue
-            self._released[key] = (point.ts, point.value)
+            released[key] = (point.ts, point.value)
             yield point
 
 

@@ -32,16 +32,22 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Callable
 
 from guardrails.masking import Masker
 from knowledge.pack import Pack
 from noc_assistant.ingest.point import Point
 
-__all__ = ["scrub_labels", "scrub_point"]
+__all__ = ["label_scrubber", "scrub_labels", "scrub_point"]
 
 _Labels = tuple[tuple[str, str], ...]
 _MAX_CACHED = 200_000
 _LONG_NUMBER = re.compile(r"(?<![0-9A-Za-z_-])[0-9](?:[ .-]?[0-9]){13,}(?![0-9])")
+
+
+_CLEAN: _Labels = tuple([("\x00", "clean")])
+"""What the cache holds for labels with nothing to mask: the caller's own tuple is returned
+(labels equal to a cached tuple are often another object: no copy of the point is made)."""
 
 
 class _Cache:
@@ -73,13 +79,30 @@ def scrub_labels(pack: Pack, labels: _Labels) -> _Labels:
     cache = _cache(pack)
     hit = cache.seen.get(labels)
     if hit is None:
-        masked = tuple(
-            (k, _LONG_NUMBER.sub("<masked>", cache.masker.mask(v).text)) for k, v in labels
-        )
-        hit = labels if masked == labels else masked
-        if len(cache.seen) >= _MAX_CACHED:
-            cache.seen.clear()
-        cache.seen[labels] = hit
+        hit = _scrub(cache, labels)
+    return labels if hit is _CLEAN else hit
+
+
+def label_scrubber(pack: Pack) -> Callable[[_Labels], _Labels]:
+    """:func:`scrub_labels` of ``pack`` as one function (for a loop over many points: the
+    pack's cache is looked up once)."""
+    cache = _cache(pack)
+
+    def scrub(labels: _Labels) -> _Labels:
+        hit = cache.seen.get(labels)
+        if hit is None:
+            hit = _scrub(cache, labels)
+        return labels if hit is _CLEAN else hit
+
+    return scrub
+
+
+def _scrub(cache: _Cache, labels: _Labels) -> _Labels:
+    masked = tuple((k, _LONG_NUMBER.sub("<masked>", cache.masker.mask(v).text)) for k, v in labels)
+    hit = _CLEAN if masked == labels else masked
+    if len(cache.seen) >= _MAX_CACHED:
+        cache.seen.clear()
+    cache.seen[labels] = hit
     return hit
 
 
