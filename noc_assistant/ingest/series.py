@@ -125,6 +125,8 @@ class SeriesStore:
         self._series: dict[tuple[str, tuple[tuple[str, str], ...]], SeriesState] = {}
         self._by_entity: dict[str, dict[tuple[str, str], list[SeriesState]]] = {}
         self._entity_nf: dict[str, str] = {}
+        #: entity → the canonical names of its metrics
+        self._metrics: dict[str, set[str]] = {}
         self._canon: dict[tuple[str, str], tuple[str, str]] = {}
         #: selector → matching series, valid while no series is added (checked by count)
         self._matching: dict[tuple[object, ...], list[SeriesState]] = {}
@@ -146,8 +148,19 @@ class SeriesStore:
         """The ``nf`` label seen on the entity's series, else its ``job`` label, if any."""
         return self._entity_nf.get(entity, "")
 
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """A snapshot of a version without :attr:`_metrics` restores with it rebuilt."""
+        self.__dict__.update(state)
+        if "_metrics" not in state:
+            self._metrics = {e: {n for n, _ in by} for e, by in self._by_entity.items()}
+
     def metrics_of(self, entity: str) -> set[str]:
-        return {name for name, _ in self._by_entity.get(entity, {})}
+        """The canonical names of the entity's metrics (a new set)."""
+        return set(self._metrics.get(entity, ()))
+
+    def metric_count(self, entity: str) -> int:
+        """How many metrics the entity has (``len(metrics_of(entity))``, without the set)."""
+        return len(self._metrics.get(entity, ()))
 
     def add(self, point: Point) -> float | None:
         """Store ``point``; return the time since the series' previous sample (None if first)."""
@@ -163,6 +176,7 @@ class SeriesStore:
                 canon = (canonical_metric(point.metric, point.type), _PART.get(point.type, ""))
                 self._canon[(point.metric, point.type)] = canon
             self._by_entity.setdefault(entity, {}).setdefault(canon, []).append(state)
+            self._metrics.setdefault(entity, set()).add(canon[0])
             nf = labels.get("nf")
             if nf:  # the nf label wins over a job label seen first
                 self._entity_nf[entity] = nf.lower()  # "AMF" is the pack's "amf"

@@ -405,7 +405,9 @@ def _split_up(pipe: Pipeline) -> None:
         parts[part] = obj
     vars(parts["guess"]).update(pack=state["pack"], kpis=state["kpis"], store=state["store"])
     vars(parts["clock"]).update(buffer=state["buffer"])
-    vars(parts["evaluator"]).update(kpis=state["kpis"], store=state["store"], guess=parts["guess"])
+    vars(parts["evaluator"]).update(
+        kpis=state["kpis"], store=state["store"], guess=parts["guess"], _plans={}
+    )
     fan_in = state.pop("fan_in", None)
     state.update(parts, network=NetworkCorrelator(fan_in) if fan_in is not None else None)
 

@@ -45,6 +45,11 @@ class ScrapeClock:
         if self._probe is not None:
             buffer.allow(math.inf)  # hold everything until the interval is guessed
 
+    @property
+    def probing(self) -> bool:
+        """Whether the interval is still being guessed from the points pushed (:meth:`probe`)."""
+        return self._probe is not None
+
     def probe(self, point: Point) -> None:
         """Before anything is released, guess the scrape interval from the points pushed (the
         median of the first eight steps between a series' samples) so that a replay holds its

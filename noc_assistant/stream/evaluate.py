@@ -19,6 +19,7 @@ from detectors import MonitorEvent, Observation
 from detectors.params import kpi_window_s, liveness_grace_s
 from knowledge.kpis import KpiDef
 from noc_assistant.ingest import SeriesStore
+from noc_assistant.ingest.series import EntityView
 from noc_assistant.stream.correlate import series_id
 from noc_assistant.stream.liveness import silence
 from noc_assistant.stream.topology_guess import TopologyGuess, stored_names
@@ -77,6 +78,10 @@ class Missed:
     event: MonitorEvent
 
 
+_Plan = tuple[KpiDef, str | None, bool, list[tuple[Group, dict[str, str], tuple[str, str]]]]
+"""A KPI of an entity as :meth:`KpiEvaluator.observe` evaluates it (:meth:`KpiEvaluator._plan`)."""
+
+
 class KpiEvaluator:
     """The KPIs of ``kpis`` over the series of ``store``, each entity by the roles ``guess``
     says it plays; ``history`` recent values are kept per series."""
@@ -98,13 +103,20 @@ class KpiEvaluator:
         self._evaluated: dict[str, float] = {}
         """entity → the time its KPIs were last evaluated at (its latest scrape then)"""
         self._groups: dict[tuple[str, str], tuple[int, list[Group]]] = {}
+        self._plans: dict[str, tuple[int, list[_Plan]]] = {}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """A snapshot of a version without :attr:`_plans` restores with none made yet."""
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_plans", {})
 
     def kpis_for(self, entity: str) -> list[KpiDef]:
         """The KPIs of the roles ``entity`` plays that read a metric it exports."""
-        metrics = self.store.metrics_of(entity)
+        count = self.store.metric_count(entity)
         cached = self._applicable.get(entity)
-        if cached is not None and cached[0] == len(metrics):
+        if cached is not None and cached[0] == count:
             return cached[1]
+        metrics = self.store.metrics_of(entity)
         played = self.guess.roles(entity, metrics)
         chosen = [
             k
@@ -119,7 +131,7 @@ class KpiEvaluator:
         """Label groups a grouped KPI (``group_by``) is evaluated for on ``entity``."""
         if not kpi.group_by:
             return [()]
-        size = len(self.store.metrics_of(entity))
+        size = self.store.metric_count(entity)
         cached = self._groups.get((entity, kpi.id))
         if cached is not None and cached[0] == size:
             return cached[1]
@@ -145,13 +157,15 @@ class KpiEvaluator:
         if now <= since:
             return
         self._evaluated[entity] = now
-        grace = liveness_grace_s(self.store.entity_interval(entity) or step)
+        store = self.store
+        grace = liveness_grace_s(store.entity_interval(entity) or step)
         topology = self.guess.topology
         zone = None if topology is None else topology.zone_of(entity)
-        for kpi in self.kpis_for(entity):
+        for kpi, unit, subscribers, groups in self._plan(entity):
             window = kpi_window_s(step, kpi.window_s)
-            for group in self.groups_for(entity, kpi):
-                view = self.store.view(entity, now, window, dict(group), grace, since)
+            scale = 0.0 if unit is None else window if unit == "rate" else 1.0
+            for group, extra, key in groups:
+                view = EntityView(store, entity, now, window, extra, grace, since)
                 value = kpi.parsed.evaluate(view)
                 if value is None:
                     continue
@@ -160,12 +174,10 @@ class KpiEvaluator:
                     missed = self._missed_scrape(kpi, entity, group, now, window, value)
                     if missed is not None:
                         yield Missed(kpi, group, missed)
-                key = (series_id(kpi.id, group), entity)
-                self.guess.count_subscribers(kpi, entity, group, value)
+                if subscribers:
+                    self.guess.count_subscribers(kpi, entity, group, value)
                 self._remember(key, now, value)
                 # a number of events (value × scale): its alarms pass a count gate
-                unit = None if support is not None else count_unit(kpi.formula)
-                scale = 0.0 if unit is None else window if unit == "rate" else 1.0
                 ob = Observation(
                     key=key,
                     value=value,
@@ -177,10 +189,28 @@ class KpiEvaluator:
                     proportion=kpi.proportion,
                     ts=now,
                     tz=zone,
-                    count_scale=scale,
+                    count_scale=0.0 if support is not None else scale,
                     window_s=window,
                 )
                 yield Observed(kpi, group, ob)
+
+    def _plan(self, entity: str) -> list[_Plan]:
+        """What :meth:`observe` evaluates on ``entity``, worked out once while its metrics
+        stay the same: each KPI, its count unit (:func:`count_unit`), whether it counts
+        subscribers per PLMN, and its label groups with their matchers and series keys."""
+        count = self.store.metric_count(entity)
+        cached = self._plans.get(entity)
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        plans: list[_Plan] = []
+        for kpi in self.kpis_for(entity):
+            groups = [
+                (g, dict(g), (series_id(kpi.id, g), entity)) for g in self.groups_for(entity, kpi)
+            ]
+            subscribers = kpi.unit == "count" and "plmnid" in kpi.group_by
+            plans.append((kpi, count_unit(kpi.formula), subscribers, groups))
+        self._plans[entity] = (count, plans)
+        return plans
 
     def _remember(self, key: tuple[str, str], now: float, value: float) -> None:
         hist = self.kpi_history.get(key)

@@ -38,7 +38,7 @@ from knowledge.pack import Pack, load_pack
 from knowledge.topology import Topology
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore
-from noc_assistant.ingest.scrub import scrub_point
+from noc_assistant.ingest.scrub import label_scrubber
 from noc_assistant.models import Finding, Incident
 from noc_assistant.settings import get_settings
 from noc_assistant.stream.clock import ScrapeClock
@@ -240,16 +240,24 @@ class Pipeline:
         """Push one point; evaluation happens as the data's clock advances. Subscriber
         identifiers in its label values are masked here, before anything keeps them
         (:mod:`noc_assistant.ingest.scrub`)."""
-        point = scrub_point(self.pack, point)
-        self.samples += 1
-        self.clock.probe(point)
-        self.buffer.push(point)
-        if self.buffer.watermark >= (self.clock.next_eval or float("-inf")):
-            self._apply(self.buffer.pop_ready())
+        self.feed_all((point,))
 
     def feed_all(self, points: Iterable[Point]) -> None:
+        """:meth:`feed` each of ``points`` (one loop, its parts looked up once)."""
+        scrub = label_scrubber(self.pack)
+        clock, buffer = self.clock, self.buffer
+        push = buffer.push
         for p in points:
-            self.feed(p)
+            labels = scrub(p.labels)
+            if labels is not p.labels:
+                p = p._replace(labels=labels)
+            self.samples += 1
+            if clock.probing:
+                clock.probe(p)
+            push(p)
+            nxt = clock.next_eval
+            if (nxt is None or buffer.watermark >= nxt) and buffer.due():
+                self._apply(buffer.pop_ready())
 
     def finish(self) -> None:
         """End of input: release the buffer, evaluate the last tick, resolve quiet incidents.
@@ -277,13 +285,18 @@ class Pipeline:
 
     def _apply(self, points: Iterable[Point]) -> None:
         """Store the points released, evaluating each tick of the clock they pass."""
-        clock = self.clock
+        clock, heard, add = self.clock, self.liveness.heard, self.store.add
         feed_gap = liveness_grace_s(clock.interval_s or 0.0, on_clock=True)
         for p in points:
-            self.liveness.heard(p.ts, clock.last_ts, feed_gap)
-            for at in clock.ticks_before(p.ts):
-                self._evaluate(at)
-            clock.learn(p.ts, self.store.add(p))
+            ts = p.ts
+            last = clock.last_ts
+            if last is None or ts - last > feed_gap:
+                heard(ts, last, feed_gap)
+            nxt = clock.next_eval
+            if nxt is not None and ts > nxt:
+                for at in clock.ticks_before(ts):
+                    self._evaluate(at)
+            clock.learn(ts, add(p))
 
     # -- evaluation ------------------------------------------------------------------------
 
