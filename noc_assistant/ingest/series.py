@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from knowledge.formula import LIVENESS
 from noc_assistant.ingest.point import Point, canonical_metric
 
-__all__ = ["EntityView", "SeriesState", "SeriesStore"]
+__all__ = ["EntityView", "Leaves", "SeriesState", "SeriesStore"]
 
 #: steps kept per entity for its scrape interval, and the fewest that give one
 _INTERVAL_STEPS = 16
@@ -267,10 +267,22 @@ class SeriesStore:
         return found
 
 
+class Leaves:
+    """What the selectors of one KPI series read, resolved once: (selector, metric, matchers
+    object) → the series it sums. Valid while the store holds the same series (checked on
+    each use): a KPI evaluated every tick asks the same questions every tick."""
+
+    __slots__ = ("found", "series")
+
+    def __init__(self) -> None:
+        self.series = -1
+        self.found: dict[tuple[str, str, int], tuple[list[SeriesState], ...]] = {}
+
+
 class EntityView:
     """A :class:`knowledge.formula.SelectorSource` for one entity at one time."""
 
-    __slots__ = ("at", "entity", "extra", "grace_s", "since", "store", "window_s")
+    __slots__ = ("at", "entity", "extra", "grace_s", "leaves", "since", "store", "window_s")
 
     def __init__(
         self,
@@ -281,6 +293,7 @@ class EntityView:
         extra: Mapping[str, str],
         grace_s: float = 0.0,
         since: float = -math.inf,
+        leaves: Leaves | None = None,
     ) -> None:
         self.store = store
         self.entity = entity
@@ -291,11 +304,13 @@ class EntityView:
         """How long a series may be silent and still count as answering (``present``)."""
         self.since = since
         """The entity's previous evaluation: a counter with nothing newer is late."""
+        self.leaves = leaves
+        """Where the selectors' series are remembered across evaluations (None: looked up)."""
 
-    def _increase(self, metric: str, part: str, matchers: Mapping[str, str]) -> float | None:
+    def _increase(self, states: list[SeriesState]) -> float | None:
         total: float | None = None
         start = self.at - self.window_s
-        for st in self.store.matching(self.entity, metric, part, matchers):
+        for st in states:
             if st.late(self.at, self.since, self.grace_s):
                 return None  # its last interval is not in yet: a gap, not a low value
             inc = st.increase(start, self.at)
@@ -305,16 +320,50 @@ class EntityView:
                 total = inc if total is None else total + inc
         return total
 
-    def select(self, fn: str, metric: str, matchers: Mapping[str, str]) -> float | None:
+    def _resolve(
+        self, fn: str, metric: str, matchers: Mapping[str, str]
+    ) -> tuple[list[SeriesState], ...]:
+        """The series selector ``fn`` of ``metric`` reads (a histogram mean: its sum and count
+        parts, then its ``_sum`` and ``_count`` series)."""
         if self.extra:
             matchers = {**matchers, **self.extra}
+        match, entity = self.store.matching, self.entity
         if fn == "hist_mean":
             base = canonical_metric(metric, "counter")
-            num = self._increase(base, "sum", matchers)
-            den = self._increase(base, "count", matchers)
+            return (
+                match(entity, base, "sum", matchers),
+                match(entity, base, "count", matchers),
+                match(entity, canonical_metric(metric + "_sum"), "", matchers),
+                match(entity, canonical_metric(metric + "_count"), "", matchers),
+            )
+        if fn == LIVENESS:
+            return ()
+        return (match(entity, canonical_metric(metric, "counter"), "", matchers),)
+
+    def _found(
+        self, fn: str, metric: str, matchers: Mapping[str, str]
+    ) -> tuple[list[SeriesState], ...]:
+        leaves = self.leaves
+        if leaves is None:
+            return self._resolve(fn, metric, matchers)
+        series = len(self.store._series)
+        if leaves.series != series:
+            leaves.found.clear()
+            leaves.series = series
+        key = (fn, metric, id(matchers))
+        found = leaves.found.get(key)
+        if found is None:
+            found = leaves.found[key] = self._resolve(fn, metric, matchers)
+        return found
+
+    def select(self, fn: str, metric: str, matchers: Mapping[str, str]) -> float | None:
+        found = self._found(fn, metric, matchers)
+        if fn == "hist_mean":
+            num = self._increase(found[0])
+            den = self._increase(found[1])
             if num is None or den is None:
-                num = self._increase(canonical_metric(metric + "_sum"), "", matchers)
-                den = self._increase(canonical_metric(metric + "_count"), "", matchers)
+                num = self._increase(found[2])
+                den = self._increase(found[3])
             if num is None or den is None or den == 0:
                 return None
             return num / den
@@ -324,9 +373,8 @@ class EntityView:
             if seen is None:
                 return None
             return 1.0 if seen > self.at - self.window_s else 0.0
-        name = canonical_metric(metric, "counter")
         if fn in ("increase", "rate"):
-            inc = self._increase(name, "", matchers)
+            inc = self._increase(found[0])
             if inc is None:
                 return None
             return inc if fn == "increase" else inc / self.window_s
@@ -334,11 +382,7 @@ class EntityView:
             # series silent for longer than the store's horizon (and four windows) are gone
             # (a model swapped under a new label), not a target that stopped answering now
             gone = self.at - max(self.store.horizon_s, 4 * self.window_s)
-            states = [
-                st
-                for st in self.store.matching(self.entity, name, "", matchers)
-                if st.last_ts > gone
-            ]
+            states = [st for st in found[0] if st.last_ts > gone]
             if not states:
                 return None
             # a series answers while it has missed fewer scrapes than the grace allows: at PM
@@ -349,7 +393,7 @@ class EntityView:
         stale_before = self.at - 2 * self.window_s
         values = [
             st.last_value
-            for st in self.store.matching(self.entity, name, "", matchers)
+            for st in found[0]
             if st.last_value is not None and st.last_ts > stale_before
         ]
         if not values:

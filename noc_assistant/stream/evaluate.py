@@ -19,7 +19,7 @@ from detectors import MonitorEvent, Observation
 from detectors.params import kpi_window_s, liveness_grace_s
 from knowledge.kpis import KpiDef
 from noc_assistant.ingest import SeriesStore
-from noc_assistant.ingest.series import EntityView
+from noc_assistant.ingest.series import EntityView, Leaves
 from noc_assistant.stream.correlate import series_id
 from noc_assistant.stream.liveness import silence
 from noc_assistant.stream.topology_guess import TopologyGuess, stored_names
@@ -78,7 +78,7 @@ class Missed:
     event: MonitorEvent
 
 
-_Plan = tuple[KpiDef, str | None, bool, list[tuple[Group, dict[str, str], tuple[str, str]]]]
+_Plan = tuple[KpiDef, str | None, bool, list[tuple[Group, dict[str, str], tuple[str, str], Leaves]]]
 """A KPI of an entity as :meth:`KpiEvaluator.observe` evaluates it (:meth:`KpiEvaluator._plan`)."""
 
 
@@ -105,10 +105,14 @@ class KpiEvaluator:
         self._groups: dict[tuple[str, str], tuple[int, list[Group]]] = {}
         self._plans: dict[str, tuple[int, list[_Plan]]] = {}
 
+    def __getstate__(self) -> dict[str, object]:
+        """The state without the plans (a cache, made again on use)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_plans"}
+
     def __setstate__(self, state: dict[str, object]) -> None:
-        """A snapshot of a version without :attr:`_plans` restores with none made yet."""
+        """Restored with no plan made yet."""
         self.__dict__.update(state)
-        self.__dict__.setdefault("_plans", {})
+        self._plans = {}
 
     def kpis_for(self, entity: str) -> list[KpiDef]:
         """The KPIs of the roles ``entity`` plays that read a metric it exports."""
@@ -164,8 +168,8 @@ class KpiEvaluator:
         for kpi, unit, subscribers, groups in self._plan(entity):
             window = kpi_window_s(step, kpi.window_s)
             scale = 0.0 if unit is None else window if unit == "rate" else 1.0
-            for group, extra, key in groups:
-                view = EntityView(store, entity, now, window, extra, grace, since)
+            for group, extra, key, leaves in groups:
+                view = EntityView(store, entity, now, window, extra, grace, since, leaves)
                 value = kpi.parsed.evaluate(view)
                 if value is None:
                     continue
@@ -197,7 +201,8 @@ class KpiEvaluator:
     def _plan(self, entity: str) -> list[_Plan]:
         """What :meth:`observe` evaluates on ``entity``, worked out once while its metrics
         stay the same: each KPI, its count unit (:func:`count_unit`), whether it counts
-        subscribers per PLMN, and its label groups with their matchers and series keys."""
+        subscribers per PLMN, and its label groups with their matchers, series keys and the
+        series their selectors read (:class:`~noc_assistant.ingest.series.Leaves`)."""
         count = self.store.metric_count(entity)
         cached = self._plans.get(entity)
         if cached is not None and cached[0] == count:
@@ -205,7 +210,8 @@ class KpiEvaluator:
         plans: list[_Plan] = []
         for kpi in self.kpis_for(entity):
             groups = [
-                (g, dict(g), (series_id(kpi.id, g), entity)) for g in self.groups_for(entity, kpi)
+                (g, dict(g), (series_id(kpi.id, g), entity), Leaves())
+                for g in self.groups_for(entity, kpi)
             ]
             subscribers = kpi.unit == "count" and "plmnid" in kpi.group_by
             plans.append((kpi, count_unit(kpi.formula), subscribers, groups))
