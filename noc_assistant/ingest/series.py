@@ -164,40 +164,50 @@ class SeriesStore:
 
     def add(self, point: Point) -> float | None:
         """Store ``point``; return the time since the series' previous sample (None if first)."""
-        key = (point.metric, point.labels)
-        state = self._series.get(key)
+        ts, metric, labels, value, type_ = point
+        state = self._series.get((metric, labels))
         if state is None:
-            labels = dict(point.labels)
-            entity = labels.get("instance", "")
-            state = SeriesState(labels, entity)
-            self._series[key] = state
-            canon = self._canon.get((point.metric, point.type))
-            if canon is None:
-                canon = (canonical_metric(point.metric, point.type), _PART.get(point.type, ""))
-                self._canon[(point.metric, point.type)] = canon
-            self._by_entity.setdefault(entity, {}).setdefault(canon, []).append(state)
-            self._metrics.setdefault(entity, set()).add(canon[0])
-            nf = labels.get("nf")
-            if nf:  # the nf label wins over a job label seen first
-                self._entity_nf[entity] = nf.lower()  # "AMF" is the pack's "amf"
-            elif labels.get("job"):
-                self._entity_nf.setdefault(entity, labels["job"].lower())
+            state = self._new_series(metric, labels, type_)
         previous = state.last_ts
-        state.add(point.ts, point.value, self.horizon_s)
-        if point.value is not None and point.ts > self.last_seen.get(state.entity, -math.inf):
-            self.last_seen[state.entity] = point.ts
+        state.add(ts, value, self.horizon_s)
+        entity = state.entity
+        if value is not None and ts > self.last_seen.get(entity, -math.inf):
+            self.last_seen[entity] = ts
             if self.scrape_log is not None:
-                self.scrape_log.setdefault(state.entity, []).append(point.ts)
+                self.scrape_log.setdefault(entity, []).append(ts)
         if previous == -math.inf:
             return None
-        delta = point.ts - previous
+        delta = ts - previous
         if delta > 0:
-            steps = self._steps.setdefault(state.entity, [])
+            steps = self._steps.get(entity)
+            if steps is None:
+                steps = self._steps[entity] = []
             if len(steps) < _INTERVAL_STEPS:
                 steps.append(delta)
                 if len(steps) >= _INTERVAL_MIN_STEPS:
-                    self._interval[state.entity] = statistics.median(steps)
+                    self._interval[entity] = statistics.median(steps)
         return delta
+
+    def _new_series(
+        self, metric: str, labels: tuple[tuple[str, str], ...], type_: str
+    ) -> SeriesState:
+        """The state of a series seen for the first time, filed under its entity."""
+        named = dict(labels)
+        entity = named.get("instance", "")
+        state = SeriesState(named, entity)
+        self._series[(metric, labels)] = state
+        canon = self._canon.get((metric, type_))
+        if canon is None:
+            canon = (canonical_metric(metric, type_), _PART.get(type_, ""))
+            self._canon[(metric, type_)] = canon
+        self._by_entity.setdefault(entity, {}).setdefault(canon, []).append(state)
+        self._metrics.setdefault(entity, set()).add(canon[0])
+        nf = named.get("nf")
+        if nf:  # the nf label wins over a job label seen first
+            self._entity_nf[entity] = nf.lower()  # "AMF" is the pack's "amf"
+        elif named.get("job"):
+            self._entity_nf.setdefault(entity, named["job"].lower())
+        return state
 
     def entity_interval(self, entity: str) -> float | None:
         """The entity's scrape interval: the median step between samples of its series (each
