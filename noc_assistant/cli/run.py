@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -234,15 +235,19 @@ def _stream_scenario(pipe: Pipeline, scenario: Scenario, days: float) -> float:
         transient=True,
     ) as progress:
         task = progress.add_task("simulated day", total=span)
-        last = 0.0
-        for s in scenario.iter_samples():
-            point = Point(s.ts, s.metric, tuple(sorted(s.labels.items())), s.value, s.type)
-            pipe.feed(point)
-            if t0 is None:
-                t0 = s.ts
-            if s.ts - last >= 900:
-                last = s.ts
-                progress.update(task, completed=s.ts - t0, description=f"sim {_utc(s.ts)}")
+
+        def points() -> Iterator[Point]:
+            nonlocal t0
+            last = 0.0
+            for s in scenario.iter_samples():
+                yield Point(s.ts, s.metric, tuple(sorted(s.labels.items())), s.value, s.type)
+                if t0 is None:
+                    t0 = s.ts
+                if s.ts - last >= 900:
+                    last = s.ts
+                    progress.update(task, completed=s.ts - t0, description=f"sim {_utc(s.ts)}")
+
+        pipe.feed_all(points())
         pipe.finish()
         progress.update(task, completed=span)
     return time.perf_counter() - started

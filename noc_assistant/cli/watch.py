@@ -272,8 +272,7 @@ def _poll(
     from noc_assistant.integrations.prometheus import PrometheusError
 
     try:
-        for p in source.fetch(read_to, until):
-            pipe.feed(p)
+        pipe.feed_all(source.fetch(read_to, until))
         return until, None
     except PrometheusError as exc:
         if str(exc) != error:
@@ -285,8 +284,7 @@ def _scrape(scraper: Scraper, pipe: Pipeline, tick: float, down: set[str]) -> se
     """Scrape every target at ``tick`` and feed its points; the targets now down (a failure is
     said when a target goes down, not every round)."""
     result = scraper.scrape(tick)
-    for p in result.points:
-        pipe.feed(p)
+    pipe.feed_all(result.points)
     for instance, why in result.failed.items():
         if instance not in down:
             err_console.print(f"scrape failed: {why}", highlight=False)

@@ -247,8 +247,7 @@ class BusWorker:
     def _feed(self, pipe: Pipeline, subject: str, seq: int, data: bytes) -> int:
         source = f"nats:{self.config.stream}#{seq} ({subject})"
         lines = data.splitlines()
-        for _, _, point in parse_lines(lines, source, self.quarantine):
-            pipe.feed(point)
+        pipe.feed_all(point for _, _, point in parse_lines(lines, source, self.quarantine))
         return sum(1 for raw in lines if raw.strip())
 
     async def _checkpoint(self, run: _Run) -> None:
