@@ -193,7 +193,7 @@ def _point(
         raise _LineError("labels must be an object of string → string") from None
     if type_ is None:
         type_ = "gauge"
-    if type_ not in METRIC_TYPES:
+    if not isinstance(type_, str) or type_ not in METRIC_TYPES:  # [] is unhashable
         raise _LineError(f"type {type_!r} is not one of {sorted(METRIC_TYPES)}")
     number = _value(value)
     if number is not None and not -_ABSURD < number < _ABSURD:

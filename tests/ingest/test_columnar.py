@@ -18,6 +18,7 @@ import pytest
 from noc_assistant.errors import ReplayFormatError
 from noc_assistant.ingest import Point, Quarantine, TimeWindow, columnar, read_replay
 from noc_assistant.ingest.columnar import SeriesTable, read_jsonl_columns, read_jsonl_points
+from noc_assistant.ingest.point import METRIC_TYPES
 from noc_assistant.ingest.replay import MAX_LINE_BYTES
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario
 
@@ -394,13 +395,19 @@ def test_a_line_polars_splits_otherwise_goes_to_the_line_reader(
     assert sent_on == [2]
 
 
-def test_what_the_line_reader_lets_through_the_columnar_one_does(tmp_path: Path) -> None:
-    """An unhashable type is no LineError: both readers raise it (neither quarantines it)."""
+def test_a_type_that_is_not_text_is_quarantined_by_both_readers(tmp_path: Path) -> None:
+    """``"type": []`` (unhashable) is a bad line like any other: quarantined with its number,
+    the lines around it kept, by either reader."""
     path = tmp_path / "t.jsonl"
-    path.write_bytes(_line() + b"\n" + _line().replace(b'"type":"gauge"', b'"type":[]') + b"\n")
+    bad = _line().replace(b'"type":"gauge"', b'"type":[]')
+    path.write_bytes(_line() + b"\n" + bad + b"\n" + _line() + b"\n")
     for columnar_ in (False, True):
-        with pytest.raises(TypeError, match="unhashable"):
-            list(read_replay(path, Quarantine(), WINDOW, columnar=columnar_))
+        q = Quarantine()
+        points = list(read_replay(path, q, WINDOW, columnar=columnar_))
+        assert len(points) == 2
+        assert [(r.line, r.reason) for r in q.records] == [
+            (2, f"type [] is not one of {sorted(METRIC_TYPES)}")
+        ]
 
 
 def _mutants(n: int, seed: int) -> Iterator[bytes]:
