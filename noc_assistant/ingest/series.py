@@ -127,6 +127,8 @@ class SeriesStore:
         self._entity_nf: dict[str, str] = {}
         #: entity → the canonical names of its metrics
         self._metrics: dict[str, set[str]] = {}
+        #: entity → how many series it has
+        self._counts: dict[str, int] = {}
         self._canon: dict[tuple[str, str], tuple[str, str]] = {}
         #: selector → matching series, valid while no series is added (checked by count)
         self._matching: dict[tuple[object, ...], list[SeriesState]] = {}
@@ -153,6 +155,8 @@ class SeriesStore:
         self.__dict__.update(state)
         if "_metrics" not in state:
             self._metrics = {e: {n for n, _ in by} for e, by in self._by_entity.items()}
+        if "_counts" not in state:
+            self._counts = {e: sum(map(len, by.values())) for e, by in self._by_entity.items()}
 
     def metrics_of(self, entity: str) -> set[str]:
         """The canonical names of the entity's metrics (a new set)."""
@@ -161,6 +165,10 @@ class SeriesStore:
     def metric_count(self, entity: str) -> int:
         """How many metrics the entity has (``len(metrics_of(entity))``, without the set)."""
         return len(self._metrics.get(entity, ()))
+
+    def series_count(self, entity: str) -> int:
+        """How many series the entity has (a new label value of a known metric counts)."""
+        return self._counts.get(entity, 0)
 
     def add(self, point: Point) -> float | None:
         """Store ``point``; return the time since the series' previous sample (None if first)."""
@@ -202,6 +210,7 @@ class SeriesStore:
             self._canon[(metric, type_)] = canon
         self._by_entity.setdefault(entity, {}).setdefault(canon, []).append(state)
         self._metrics.setdefault(entity, set()).add(canon[0])
+        self._counts[entity] = self._counts.get(entity, 0) + 1
         nf = named.get("nf")
         if nf:  # the nf label wins over a job label seen first
             self._entity_nf[entity] = nf.lower()  # "AMF" is the pack's "amf"

@@ -135,7 +135,7 @@ class KpiEvaluator:
         """Label groups a grouped KPI (``group_by``) is evaluated for on ``entity``."""
         if not kpi.group_by:
             return [()]
-        size = self.store.metric_count(entity)
+        size = self.store.series_count(entity)
         cached = self._groups.get((entity, kpi.id))
         if cached is not None and cached[0] == size:
             return cached[1]
@@ -203,7 +203,7 @@ class KpiEvaluator:
         stay the same: each KPI, its count unit (:func:`count_unit`), whether it counts
         subscribers per PLMN, and its label groups with their matchers, series keys and the
         series their selectors read (:class:`~noc_assistant.ingest.series.Leaves`)."""
-        count = self.store.metric_count(entity)
+        count = self.store.series_count(entity)
         cached = self._plans.get(entity)
         if cached is not None and cached[0] == count:
             return cached[1]

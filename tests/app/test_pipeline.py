@@ -301,3 +301,25 @@ def test_a_sites_time_zone_reaches_its_series(monkeypatch: pytest.MonkeyPatch) -
             topology_from_dict(bad)
     finally:
         get_settings.cache_clear()
+
+
+def test_a_label_group_that_appears_later_is_watched_too() -> None:
+    """A roaming partner whose subscribers first register hours into the feed gets its own
+    per-PLMN series: a new label value of a metric the AMF already exports is a new group."""
+    pipe = Pipeline(lateness_s=0.0)
+
+    def scrape(t: float, plmns: list[str]) -> list[Point]:
+        base = (("instance", "amf-1"), ("nf", "amf"))
+        return [
+            Point(t, "fivegs_amffunction_rm_registeredsubnbr", (*base, ("plmnid", p)), 500.0)
+            for p in plmns
+        ]
+
+    for k in range(40):
+        pipe.feed_all(scrape(15.0 * k, ["26201"] if k < 20 else ["26201", "20810"]))
+    pipe.finish()
+    keys = {sid for sid, entity in pipe.kpi_history if entity == "amf-1"}
+    assert keys == {
+        "amf-registered-subscribers-by-plmn{plmnid=26201}",
+        "amf-registered-subscribers-by-plmn{plmnid=20810}",
+    }
