@@ -34,7 +34,7 @@ from _machine import preamble  # bench/ helper, found beside this script
 
 from knowledge.pack import Pack, load_pack
 from knowledge.topology import Topology
-from noc_assistant.ingest.replay import read_replay
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.integrations.bus import (
     BusWorker,
     CorrelatorWorker,

@@ -40,7 +40,7 @@ def _measure(path: Path) -> dict[str, float | int | str]:
     import_s = time.perf_counter() - started
     from noc_assistant.ingest import Quarantine
     from noc_assistant.ingest.columnar import read_jsonl_columns
-    from noc_assistant.ingest.replay import read_replay
+    from noc_assistant.ingest.reader import read_replay
 
     result: dict[str, float | int | str] = {
         "threads": pl.thread_pool_size(),

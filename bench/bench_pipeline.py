@@ -28,7 +28,7 @@ from _machine import cpu_name  # bench/ helper, found beside this script
 
 from noc_assistant.ingest import Point
 from noc_assistant.ingest.quarantine import Quarantine
-from noc_assistant.ingest.replay import read_replay
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.inventory import topology_from_dict
 from noc_assistant.simulate import Scenario, ScenarioConfig, build_scenario, write_scenario
 from noc_assistant.stream.pipeline import Pipeline

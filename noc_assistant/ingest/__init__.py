@@ -6,8 +6,8 @@ lateness, and :class:`SeriesStore` keeps the recent history each KPI formula nee
 
 from noc_assistant.ingest.point import Point, canonical_metric
 from noc_assistant.ingest.quarantine import Quarantine, QuarantineRecord
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.ingest.reorder import ReorderBuffer
-from noc_assistant.ingest.replay import read_replay
 from noc_assistant.ingest.series import SeriesStore
 from noc_assistant.ingest.window import LIVE_WINDOW, REPLAY_WINDOW, TimeWindow
 

@@ -355,18 +355,9 @@ def jsonl_lines(
         yield from parse_lines(_binary_lines(fh, str(path)), str(path), quarantine, window)
 
 
-def _read_jsonl(
-    path: Path, quarantine: Quarantine, window: TimeWindow | None, columnar: bool
-) -> Iterator[Point]:
-    """The points of a JSONL file: a plain file through the columnar reader
-    (:mod:`noc_assistant.ingest.columnar`: the same points and quarantine records, about 4
-    times as fast, bench/parse_results.md; the records of a chunk of lines added before its
-    points are yielded), a ``.gz`` one (or ``columnar=False``) line by line, the reference."""
-    if columnar and path.suffix != ".gz":
-        from noc_assistant.ingest.columnar import read_jsonl_points  # imports polars
-
-        return read_jsonl_points(path, quarantine, window)
-    return (point for _, _, point in jsonl_lines(path, quarantine, window))
+def _read_jsonl(path: Path, quarantine: Quarantine, window: TimeWindow | None) -> Iterator[Point]:
+    for _, _, point in jsonl_lines(path, quarantine, window):
+        yield point
 
 
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -508,15 +499,13 @@ def read_replay(
     path: Path,
     quarantine: Quarantine | None = None,
     window: TimeWindow | None = REPLAY_WINDOW,
-    *,
-    columnar: bool = True,
 ) -> Iterator[Point]:
     """Yield the points of a replay file in file order; bad lines go to ``quarantine``, a
     sample whose timestamp lies outside ``window`` too (None: any time).
 
     The format is chosen by suffix: ``.csv`` (optionally ``.csv.gz``) is CSV, anything else
-    JSONL. A plain JSONL file is parsed a chunk at a time by the columnar reader unless
-    ``columnar`` is False (the line-by-line reference it is tested against).
+    JSONL, line by line: the reference the columnar reader is tested against
+    (:func:`noc_assistant.ingest.reader.read_replay` chooses between them).
     """
     q = quarantine if quarantine is not None else Quarantine()
     if not path.exists():
@@ -526,4 +515,4 @@ def read_replay(
     suffixes = [s.lower() for s in path.suffixes]
     if ".csv" in suffixes:
         return _read_csv(path, q, window)
-    return _read_jsonl(path, q, window, columnar)
+    return _read_jsonl(path, q, window)

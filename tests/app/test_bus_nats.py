@@ -30,7 +30,7 @@ from knowledge.pack import load_pack
 from noc_assistant.cli import run
 from noc_assistant.errors import ConfigError, UnreachableError
 from noc_assistant.ingest import Quarantine
-from noc_assistant.ingest.replay import read_replay
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.integrations.bus import (
     STATE_BUCKET,
     BusError,

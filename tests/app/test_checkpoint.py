@@ -20,7 +20,7 @@ from knowledge.kpis import KpiDef
 from knowledge.pack import Pack, load_pack
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point
-from noc_assistant.ingest.replay import read_replay
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.inventory import load_topology
 from noc_assistant.models import Incident, Tuning
 from noc_assistant.settings import Settings

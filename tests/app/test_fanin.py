@@ -14,7 +14,7 @@ from knowledge.pack import Pack, load_pack
 from knowledge.topology import Topology
 from noc_assistant.errors import BadInputError, ConfigError
 from noc_assistant.ingest import Point
-from noc_assistant.ingest.replay import read_replay
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.inventory import load_topology
 from noc_assistant.models import Finding
 from noc_assistant.simulate import ScenarioConfig, build_scenario, write_scenario

@@ -13,7 +13,7 @@ import pytest
 
 from noc_assistant.cli import run
 from noc_assistant.ingest import Quarantine
-from noc_assistant.ingest.replay import read_replay
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.integrations.prometheus import PrometheusError, PrometheusSource
 
 

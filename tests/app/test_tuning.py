@@ -16,7 +16,7 @@ from knowledge.pack import load_pack
 from noc_assistant.cli import run
 from noc_assistant.cli._live import IncidentOutput
 from noc_assistant.errors import TuningError
-from noc_assistant.ingest.replay import read_replay
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.inventory import load_topology
 from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident, Review, Tuning
 from noc_assistant.ops.raised_bars import MAX_TUNING_S, new_rule, opening_finding, suggest

@@ -9,7 +9,7 @@ from pathlib import Path
 from noc_assistant.cli import run
 from noc_assistant.ingest import Quarantine
 from noc_assistant.ingest.pm import pm_points
-from noc_assistant.ingest.replay import read_replay
+from noc_assistant.ingest.reader import read_replay
 from noc_assistant.stream.pipeline import Pipeline
 
 _NS = {
