@@ -76,10 +76,6 @@ class ReorderBuffer:
         else:
             heapq.heappush(self._heap, item)
 
-    def __len__(self) -> int:
-        """Points held."""
-        return len(self._heap) + len(self._run)
-
     def due(self) -> bool:
         """Whether a point is held at or before the watermark (:meth:`pop_ready` has one)."""
         until = self.watermark

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Callable
+from functools import partial
 
 from guardrails.masking import Masker
 from knowledge.pack import Pack
@@ -76,25 +77,20 @@ def _cache(pack: Pack) -> _Cache:
 def scrub_labels(pack: Pack, labels: _Labels) -> _Labels:
     """``labels`` with subscriber identifiers masked in every value (the same tuple when
     there were none)."""
-    cache = _cache(pack)
-    hit = cache.seen.get(labels)
-    if hit is None:
-        hit = _scrub(cache, labels)
-    return labels if hit is _CLEAN else hit
+    return _lookup(_cache(pack), labels)
 
 
 def label_scrubber(pack: Pack) -> Callable[[_Labels], _Labels]:
     """:func:`scrub_labels` of ``pack`` as one function (for a loop over many points: the
     pack's cache is looked up once)."""
-    cache = _cache(pack)
+    return partial(_lookup, _cache(pack))
 
-    def scrub(labels: _Labels) -> _Labels:
-        hit = cache.seen.get(labels)
-        if hit is None:
-            hit = _scrub(cache, labels)
-        return labels if hit is _CLEAN else hit
 
-    return scrub
+def _lookup(cache: _Cache, labels: _Labels) -> _Labels:
+    hit = cache.seen.get(labels)
+    if hit is None:
+        hit = _scrub(cache, labels)
+    return labels if hit is _CLEAN else hit
 
 
 def _scrub(cache: _Cache, labels: _Labels) -> _Labels:

@@ -289,11 +289,9 @@ class Pipeline:
         feed_gap = liveness_grace_s(clock.interval_s or 0.0, on_clock=True)
         for p in points:
             ts = p.ts
-            last = clock.last_ts
-            if last is None or ts - last > feed_gap:
-                heard(ts, last, feed_gap)
+            heard(ts, clock.last_ts, feed_gap)
             nxt = clock.next_eval
-            if nxt is not None and ts > nxt:
+            if nxt is not None and ts > nxt:  # a tick passed (no generator made per point)
                 for at in clock.ticks_before(ts):
                     self._evaluate(at)
             clock.learn(ts, add(p))
