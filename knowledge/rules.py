@@ -219,11 +219,10 @@ def _roots(
         and pack.kpis.get(f.kpi) is not None
         and pack.kpis[f.kpi].target_nf == target
     }
+    ups = [set(topology.upstream_candidates(e, target)) for e in symptomatic]
     out: list[tuple[str, str | None, str, float]] = []
     for c in cands:
-        share = sum(1 for e in symptomatic if c in topology.upstream_candidates(e, target)) / max(
-            1, len(symptomatic)
-        )
+        share = sum(1 for up in ups if c in up) / max(1, len(symptomatic))
         out.append((c, None, "topology", penalty * (1.0 - share)))
     return out
 
@@ -231,12 +230,15 @@ def _roots(
 def _evaluate_rule(
     rule: Rule, findings: Sequence[Finding], topology: Topology, pack: Pack
 ) -> list[Match]:
+    anchored = [f for f in findings if _matches(rule.anchor, f, pack)]
     anchors: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = {}
-    for f in findings:
-        if _matches(rule.anchor, f, pack):
-            key = (f.entity, tuple(sorted(f.labels)))
-            if key not in anchors or f.ts < anchors[key].ts:
-                anchors[key] = f
+    for f in anchored:
+        key = (f.entity, tuple(sorted(f.labels)))
+        if key not in anchors or f.ts < anchors[key].ts:
+            anchors[key] = f
+    #: per condition, the findings it matches (whatever the anchor and root), found once
+    matched: dict[int, list[Finding]] = {}
+    every_series = {_series(f) for f in findings}
     coverage_weight = pack.param("coverage_weight", 0.5)
     out: list[Match] = []
     for anchor in anchors.values():
@@ -246,11 +248,7 @@ def _evaluate_rule(
                 0,
                 rule.anchor,
                 tuple(
-                    f
-                    for f in findings
-                    if _matches(rule.anchor, f, pack)
-                    and f.entity == anchor.entity
-                    and f.labels == anchor.labels
+                    f for f in anchored if f.entity == anchor.entity and f.labels == anchor.labels
                 ),
             )
             match = Match(rule, root, partner, 0.0, anchor, via, hits=[anchor_hit])
@@ -259,11 +257,12 @@ def _evaluate_rule(
             for part in ("require", "support", "refute"):
                 conds: tuple[Condition, ...] = getattr(rule, part)
                 for i, cond in enumerate(conds):
+                    if id(cond) not in matched:
+                        matched[id(cond)] = [f for f in findings if _matches(cond, f, pack)]
                     seen = tuple(
                         f
-                        for f in findings
-                        if _matches(cond, f, pack)
-                        and _in_scope(cond, f, anchor, root, topology, pack)
+                        for f in matched[id(cond)]
+                        if _in_scope(cond, f, anchor, root, topology, pack)
                     )
                     hit = ConditionHit(part, i, cond, seen)
                     if part == "refute":
@@ -286,7 +285,7 @@ def _evaluate_rule(
             # the hypothesis explains; a lone anchor is not corroborated by anything. Series,
             # not findings: a KPI reported again as it grew is one symptom, not several
             own = {_series(f) for f in anchor_hit.findings}
-            others = {_series(f) for f in findings} - own
+            others = every_series - own
             explained = {_series(f) for hit in match.hits for f in hit.findings} - own
             match.coverage = len(explained) / len(others) if others else 0.0
             match.score = score + coverage_weight * match.coverage

@@ -153,12 +153,25 @@ class Topology:
     """Per entity, its type and the types it acts as (the pack's ``acts_as``); an entity not
     listed plays its own type only."""
     _reverse: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    #: :meth:`upstream_candidates` already walked (a topology does not change once built; the
+    #: RCA asks the same of every finding of an incident, each time the incident grows)
+    _upstream: dict[tuple[str, str | None, int], tuple[str, ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self._reverse = {}
         for source, targets in self.edges.items():
             for target in targets:
                 self._reverse.setdefault(target, set()).add(source)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A snapshot leaves the walks out (they are redone on demand)."""
+        return {**self.__dict__, "_upstream": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A snapshot from before the walks were kept restores with none."""
+        self.__dict__.update({"_upstream": {}, **state})
 
     # ------------------------------------------------------------ building
 
@@ -322,7 +335,16 @@ class Topology:
     def upstream_candidates(
         self, entity: str, nf_type: str | None = None, max_depth: int = 3
     ) -> list[str]:
-        """Entities ``entity`` depends on, nearest first, optionally of one type only."""
+        """Entities ``entity`` depends on, nearest first, optionally of one type only (a new
+        list; the walk itself is done once per question)."""
+        key = (entity, nf_type, max_depth)
+        found = self._upstream.get(key)
+        if found is None:
+            found = self._upstream[key] = tuple(self._walk_up(entity, nf_type, max_depth))
+        return list(found)
+
+    def _walk_up(self, entity: str, nf_type: str | None, max_depth: int) -> list[str]:
+        """Breadth-first over the dependencies, ``max_depth`` links at most."""
         out: list[str] = []
         seen = {entity}
         queue: deque[tuple[str, int]] = deque([(entity, 0)])

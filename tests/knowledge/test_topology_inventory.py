@@ -84,3 +84,25 @@ def test_infer_without_inventory() -> None:
     topo = Topology.infer({"smf-1": "smf", "upf-1": "", "upf-2": "upf"})
     assert topo.type_of("upf-1") == "upf"
     assert topo.upstream_candidates("smf-1", "upf") == ["upf-1", "upf-2"]
+
+
+def test_upstream_walks_are_kept_apart_from_callers_and_snapshots() -> None:
+    """The walk is done once per question, but each caller gets its own list, and a snapshot
+    (pickle) neither carries the walks nor misses them on restore, old snapshots included."""
+    import pickle
+
+    topo = Topology.from_inventory(INVENTORY, load_pack())
+    first = topo.upstream_candidates("smf-12", "upf")
+    first.append("upf-99")  # a caller that changes its list changes nothing kept
+    assert topo.upstream_candidates("smf-12", "upf") == ["upf-21", "upf-22"]
+    assert topo.upstream_candidates("smf-12", "upf", max_depth=1) == ["upf-21", "upf-22"]
+    assert topo._upstream  # the walks are kept
+    restored = pickle.loads(pickle.dumps(topo))
+    assert restored._upstream == {}
+    assert restored.upstream_candidates("smf-12") == topo.upstream_candidates("smf-12")
+    old = dict(topo.__dict__)
+    del old["_upstream"]  # a topology pickled before the walks were kept
+    legacy = Topology.__new__(Topology)
+    legacy.__setstate__(old)
+    assert legacy.upstream_candidates("smf-12", "upf") == ["upf-21", "upf-22"]
+    assert legacy == topo
