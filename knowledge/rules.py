@@ -227,6 +227,65 @@ def _roots(
     return out
 
 
+#: the findings a condition matches whatever the anchor and root, in the incident's order,
+#: and the same by entity
+_Matched = tuple[list[Finding], dict[str, list[Finding]]]
+
+
+#: what one rule evaluation has matched: per condition (:data:`_Matched`), and per condition
+#: and anchor the findings a condition whose scope ignores the root holds
+_Cache = tuple[dict[int, _Matched], dict[tuple[int, int], tuple[Finding, ...]]]
+
+
+def _seen(
+    cond: Condition,
+    anchor: Finding,
+    root: str,
+    findings: Sequence[Finding],
+    topology: Topology,
+    pack: Pack,
+    cache: _Cache,
+) -> tuple[Finding, ...]:
+    """The findings that meet ``cond`` for this anchor and root, in the incident's order. A
+    scope that does not name the root (``anchor``, ``any``, ``other``) gives every root of an
+    anchor the same answer, so it is worked out once per anchor."""
+    key = (id(cond), id(anchor))
+    if cond.scope in ("anchor", "any", "other"):
+        kept = cache[1].get(key)
+        if kept is not None:
+            return kept
+    pool = _pool(cond, anchor, root, findings, pack, cache[0])
+    out = tuple(f for f in pool if _in_scope(cond, f, anchor, root, topology, pack))
+    if cond.scope in ("anchor", "any", "other"):
+        cache[1][key] = out
+    return out
+
+
+def _pool(
+    cond: Condition,
+    anchor: Finding,
+    root: str,
+    findings: Sequence[Finding],
+    pack: Pack,
+    cache: dict[int, _Matched],
+) -> Sequence[Finding]:
+    """The findings ``cond`` matches that its scope can take (a superset, in the incident's
+    order): those of the anchor's or the root's entity for those scopes, else all it
+    matches. Matched once per condition (``cache``), however many anchors and roots ask."""
+    hit = cache.get(id(cond))
+    if hit is None:
+        found = [f for f in findings if _matches(cond, f, pack)]
+        by_entity: dict[str, list[Finding]] = {}
+        for f in found:
+            by_entity.setdefault(f.entity, []).append(f)
+        hit = cache[id(cond)] = (found, by_entity)
+    if cond.scope == "anchor":
+        return hit[1].get(anchor.entity, ())
+    if cond.scope == "root":
+        return hit[1].get(root, ())
+    return hit[0]
+
+
 def _evaluate_rule(
     rule: Rule, findings: Sequence[Finding], topology: Topology, pack: Pack
 ) -> list[Match]:
@@ -236,8 +295,7 @@ def _evaluate_rule(
         key = (f.entity, tuple(sorted(f.labels)))
         if key not in anchors or f.ts < anchors[key].ts:
             anchors[key] = f
-    #: per condition, the findings it matches (whatever the anchor and root), found once
-    matched: dict[int, list[Finding]] = {}
+    matched: _Cache = ({}, {})
     every_series = {_series(f) for f in findings}
     coverage_weight = pack.param("coverage_weight", 0.5)
     out: list[Match] = []
@@ -257,13 +315,7 @@ def _evaluate_rule(
             for part in ("require", "support", "refute"):
                 conds: tuple[Condition, ...] = getattr(rule, part)
                 for i, cond in enumerate(conds):
-                    if id(cond) not in matched:
-                        matched[id(cond)] = [f for f in findings if _matches(cond, f, pack)]
-                    seen = tuple(
-                        f
-                        for f in matched[id(cond)]
-                        if _in_scope(cond, f, anchor, root, topology, pack)
-                    )
+                    seen = _seen(cond, anchor, root, findings, topology, pack, matched)
                     hit = ConditionHit(part, i, cond, seen)
                     if part == "refute":
                         if seen:
