@@ -105,7 +105,11 @@ def _acts_as(f: Finding, nf_type: str, topology: Topology, pack: Pack) -> bool:
     return kpi is None or kpi.applies_to(nf_type)
 
 
-def _series(f: Finding) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+#: a finding's series: KPI, entity and labels
+_Series = tuple[str, str, tuple[tuple[str, str], ...]]
+
+
+def _series(f: Finding) -> _Series:
     return (f.kpi, f.entity, tuple(f.labels))
 
 
@@ -237,6 +241,19 @@ _Matched = tuple[list[Finding], dict[str, list[Finding]]]
 _Cache = tuple[dict[int, _Matched], dict[tuple[int, int], tuple[Finding, ...]]]
 
 
+#: the series of a tuple of findings, by the tuple's id (the tuple kept with them)
+_Keys = dict[int, tuple[tuple[Finding, ...], frozenset[_Series]]]
+
+
+def _series_of(found: tuple[Finding, ...], keys: _Keys) -> frozenset[_Series]:
+    """The series of ``found`` (:func:`_series`), worked out once per tuple: the findings a
+    condition holds for an anchor are one tuple for all its roots (:func:`_seen`)."""
+    kept = keys.get(id(found))
+    if kept is None:
+        kept = keys[id(found)] = (found, frozenset(_series(f) for f in found))
+    return kept[1]
+
+
 def _seen(
     cond: Condition,
     anchor: Finding,
@@ -299,16 +316,13 @@ def _evaluate_rule(
     every_series = {_series(f) for f in findings}
     coverage_weight = pack.param("coverage_weight", 0.5)
     out: list[Match] = []
+    keys: _Keys = {}
     for anchor in anchors.values():
+        own_found = tuple(
+            f for f in anchored if f.entity == anchor.entity and f.labels == anchor.labels
+        )
         for root, partner, via, penalty in _roots(rule, anchor, findings, topology, pack):
-            anchor_hit = ConditionHit(
-                "anchor",
-                0,
-                rule.anchor,
-                tuple(
-                    f for f in anchored if f.entity == anchor.entity and f.labels == anchor.labels
-                ),
-            )
+            anchor_hit = ConditionHit("anchor", 0, rule.anchor, own_found)
             match = Match(rule, root, partner, 0.0, anchor, via, hits=[anchor_hit])
             score = rule.prior - penalty
             ok = True
@@ -336,9 +350,9 @@ def _evaluate_rule(
             # coverage: the share of the incident's *other* series (beyond the anchor's own)
             # the hypothesis explains; a lone anchor is not corroborated by anything. Series,
             # not findings: a KPI reported again as it grew is one symptom, not several
-            own = {_series(f) for f in anchor_hit.findings}
+            own = _series_of(own_found, keys)
             others = every_series - own
-            explained = {_series(f) for hit in match.hits for f in hit.findings} - own
+            explained = set().union(*(_series_of(h.findings, keys) for h in match.hits)) - own
             match.coverage = len(explained) / len(others) if others else 0.0
             match.score = score + coverage_weight * match.coverage
             if rule.candidate:  # a weak sign never outranks the no-fault answer
