@@ -181,6 +181,7 @@ def _load_engine(
     context: int | None,
     block_size: int | None = None,
     device: str = "cpu",
+    max_running: int | None = None,
 ) -> object:
     from noc_assistant.serving.backends import load_default
     from noc_assistant.serving.draft_heads import load_drafter
@@ -207,7 +208,7 @@ def _load_engine(
         if block_size is None and on_cpu and Path(drafter) == Path(_default_drafter()):
             block_size = DEFAULT_CPU_BLOCK
         d = load_drafter(Path(drafter), target, block_size=block_size)
-    return Engine(target, d, context=context)
+    return Engine(target, d, context=context, max_running=max_running)
 
 
 #: Block size the committed drafter runs at on a CPU when asked for (``--drafter default``):
@@ -262,15 +263,23 @@ def serve_cmd(
         typer.Option(help="drafter block size (default: 3 for the committed drafter on CPU)"),
     ] = None,
     device: DeviceOption = "cpu",
+    max_running: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="requests run at once, their decoding steps batched "
+            "(default: 4 on the native CPU engine, else 1)",
+        ),
+    ] = None,
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API (DSpine speculative decoding on a
-    GPU, or on a CPU with ``--drafter default``)."""
+    GPU, or on a CPU with ``--drafter default``; concurrent requests share forwards)."""
     _threads(threads)
     import uvicorn
 
     from noc_assistant.serving.server import create_app
 
-    engine = _load_engine(model, drafter, nf12, tiny, context, block_size, device)
+    engine = _load_engine(model, drafter, nf12, tiny, context, block_size, device, max_running)
     err_console.print(f"serving {engine.name} on http://{host}:{port}/v1")  # type: ignore[attr-defined]
     uvicorn.run(create_app(engine), host=host, port=port, log_level="info")  # type: ignore[arg-type]
 

@@ -1,9 +1,14 @@
-"""The serving engine: one target, an optional drafter, one request at a time.
+"""The serving engine: one target, an optional drafter, concurrent requests batched.
 
-:class:`Engine` serialises generations with a thread lock (the model and its caches are not
-re-entrant), records metrics, and estimates each request's energy with the SIMPLE law: θ
-implied by the paper (uncalibrated) until this machine's energy meter, where one is readable,
-has measured enough requests to fit them (:mod:`noc_assistant.serving.power`).
+:class:`Engine` runs each request's decoding loop in the caller's thread; the target's
+forwards of concurrent requests go through one :class:`~.batching.ForwardBatcher`, which runs
+them together (one weight read for every request's decoding step on the native engine; one
+after another on a target without ``forward_many`` sharing). The previous request's KV cache
+(:class:`~.speculative.PrefixCache`) goes to one request at a time. The engine records metrics
+and estimates each request's energy with the SIMPLE law: θ implied by the paper (uncalibrated)
+until this machine's energy meter, where one is readable, has measured enough requests that
+ran alone to fit them (:mod:`noc_assistant.serving.power`); a request that overlapped another
+has no measured joules of its own (the meter counts the machine).
 """
 
 from __future__ import annotations
@@ -11,10 +16,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
+from noc_assistant.serving.batching import BatchedTarget, ForwardBatcher
 from noc_assistant.serving.draft_heads import BlockDrafterModel, NeuralDrafter
 from noc_assistant.serving.errors import RequestError
 from noc_assistant.serving.loading import TargetModel
@@ -33,7 +39,10 @@ from noc_assistant.serving.speculative import GenerationStats, PrefixCache, stre
 if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
     from noc_assistant.serving.grammar import Constraint
 
-__all__ = ["Engine", "Request"]
+__all__ = ["DEFAULT_MAX_RUNNING", "Engine", "Request"]
+
+#: Requests run at once by default on a target that batches forwards (4 share a decoding step).
+DEFAULT_MAX_RUNNING = 4
 
 
 @dataclass
@@ -50,7 +59,7 @@ class Request:
 
 
 class Engine:
-    """Generates for one request at a time; ``context`` caps prompt + output tokens."""
+    """Generates for concurrent requests; ``context`` caps prompt + output tokens."""
 
     def __init__(
         self,
@@ -62,9 +71,11 @@ class Engine:
         theta: SimpleTheta = LLAMA31_8B_IMPLIED,
         prefix_cache: bool = True,
         meter: RaplMeter | None = None,
+        max_running: int | None = None,
     ) -> None:
         """``meter``: the energy meter (default: this machine's RAPL counters, when
-        readable)."""
+        readable). ``max_running``: how many requests a server runs at once (default 4 when
+        the target shares forwards across sequences, else 1: one after another)."""
         self.target = target
         self.drafter = drafter
         self.name = name or target.name
@@ -75,7 +86,14 @@ class Engine:
         self.meter = meter if meter is not None else RaplMeter.open()
         self.calibration = Calibration(self.shape, theta)
         self.metrics = ServingMetrics(self.name)
-        self._lock = threading.Lock()
+        if max_running is None:
+            max_running = DEFAULT_MAX_RUNNING if target.shares_forwards else 1
+        if max_running < 1:
+            raise ValueError("max_running must be at least 1")
+        self.max_running = max_running
+        self.batcher = ForwardBatcher(target)
+        self._shared = cast(TargetModel, BatchedTarget(self.batcher))
+        self._session_lock = threading.Lock()
         self._neural = NeuralDrafter(drafter) if drafter is not None else None
         self._prefix: PrefixCache | None = PrefixCache() if prefix_cache else None
         """The last request's cache, reused for the next prompt's common prefix (a chat's
@@ -105,18 +123,21 @@ class Engine:
         return predict(self.calibration.theta, self.shape, st.prompt_tokens, st.output_tokens)
 
     def stream(self, req: Request, stats: GenerationStats) -> Iterator[list[int]]:
-        """Yield output tokens of ``req`` (holding the engine lock throughout)."""
+        """Yield output tokens of ``req``; other requests' streams may run meanwhile (their
+        forwards are batched with this one's)."""
         req = self.check(req)
-        with self._lock:
+        with self.batcher.generation() as slot:
+            held = self._session_lock.acquire(blocking=False)
+            session = self._prefix if held else None
+            drafter = self._neural if held else self._fresh_drafter()
             self.metrics.running.labels(self.name).inc()
             try:
                 gen = None
                 if req.seed is not None:
                     gen = torch.Generator().manual_seed(req.seed)
-                drafter = self._neural
                 start = self.meter.read() if self.meter is not None else None
                 yield from stream_tokens(
-                    self.target,
+                    self._shared,
                     drafter,
                     req.prompt,
                     req.max_tokens,
@@ -124,10 +145,10 @@ class Engine:
                     generator=gen,
                     stats=stats,
                     constraint=req.constraint,
-                    session=self._prefix,
+                    session=session,
                     penalties=req.penalties,
                 )
-                if self.meter is not None and start is not None:
+                if self.meter is not None and start is not None and not slot.overlapped:
                     stats.measured_j = self.meter.joules_since(start)
                     self.calibration.add(
                         stats.prompt_tokens,
@@ -138,6 +159,12 @@ class Engine:
                 self.metrics.record(stats, self.energy(stats), self.calibration)
             finally:
                 self.metrics.running.labels(self.name).dec()
+                if held:
+                    self._session_lock.release()
+
+    def _fresh_drafter(self) -> NeuralDrafter | None:
+        """A drafter state of its own for a request that runs beside the session's."""
+        return NeuralDrafter(self.drafter) if self.drafter is not None else None
 
     def generate(self, req: Request) -> tuple[list[int], GenerationStats]:
         st = GenerationStats()

@@ -387,6 +387,17 @@ class TargetModel:
         feats = torch.cat([hs[i + 1][0] for i in self.tap_layers], dim=-1)
         return TargetOutput(logits=out.logits[0].float(), features=feats.float())
 
+    #: Whether :meth:`forward_many` runs its sequences in one model call (a server then runs
+    #: several requests at once).
+    shares_forwards = False
+
+    def forward_many(
+        self, calls: Sequence[tuple[Sequence[int] | Tensor, KVCache]]
+    ) -> list[TargetOutput]:
+        """:meth:`forward` (all logits) of several sequences, each with its own cache; here one
+        after another (a target that can share weight reads across them overrides it)."""
+        return [self.forward(ids, cache) for ids, cache in calls]
+
     @torch.no_grad()
     def features_batch(self, ids: Tensor, attention_mask: Tensor | None = None) -> TargetOutput:
         """Forward a right-padded batch [N, S] without cache (training-feature extraction).

@@ -3,14 +3,15 @@
 Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (SSE streaming or not),
 ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus text).
 
-Requests are queued behind an asyncio lock and run one at a time in a worker thread. Errors
+Up to ``engine.max_running`` requests run at once, each in a worker thread (their decoding
+steps share forwards: :mod:`~noc_assistant.serving.batching`); the others queue. Errors
 come back as OpenAI error bodies ``{"error": {"message", "type", "param", "code"}}`` with 4xx
 codes: 400 for malformed JSON, wrong types, a ``seed`` outside 0..2**63-1 and prompts longer
 than the context, 404 for an unknown model.
 
 Load is bounded, because one slow model is shared by every client: a body over
 ``max_body_bytes`` (1 MiB) is refused with 413 before it is parsed; at most ``max_waiting``
-(16) requests wait behind the running one, the next gets 429 with ``Retry-After``; parsing,
+(16) requests wait behind the running ones, the next gets 429 with ``Retry-After``; parsing,
 tokenisation and grammar compilation run in worker threads so ``/health`` (an async route that
 takes no lock) answers while a big prompt is tokenised. A client that goes away is noticed
 (``request.is_disconnected()`` polled while queued and while generating): a queued request
@@ -87,7 +88,7 @@ class _Service:
         self.max_tokens_default = max_tokens_default
         self.max_waiting = max_waiting
         self.disconnect_poll_s = disconnect_poll_s
-        self.queue_lock = asyncio.Lock()
+        self.queue_lock = asyncio.Semaphore(engine.max_running)
         self.waiting = engine.metrics.waiting.labels(engine.name)
         self.queued = 0  # requests waiting for queue_lock (the gauge is for Prometheus only)
 
@@ -116,7 +117,7 @@ class _Service:
         stop.set()
 
     async def enter_queue(self, gone: asyncio.Event) -> None:
-        """Wait for ``queue_lock``; :class:`ClientGone` (lock not held) if the client leaves
+        """Wait for a ``queue_lock`` slot; :class:`ClientGone` (none held) if the client leaves
         first, so a request whose client left never starts."""
         self.admit()
         self.queued += 1
@@ -499,9 +500,9 @@ def create_app(
 ) -> FastAPI:
     """Build the FastAPI app serving ``engine`` under the model id ``engine.name``.
 
-    ``max_body_bytes``: larger request bodies get 413. ``max_waiting``: how many requests may
-    wait behind the running one before the next gets 429. ``disconnect_poll_s``: how often a
-    waiting or running request checks that its client is still there."""
+    ``max_body_bytes``: larger bodies get 413. ``max_waiting``: how many requests may wait
+    behind the running ones (``engine.max_running``) before the next gets 429.
+    ``disconnect_poll_s``: how often a request checks that its client is still there."""
     app = FastAPI(title="noc-assistant LLM server")
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     _install_errors(app)

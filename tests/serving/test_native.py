@@ -214,6 +214,37 @@ def test_multi_token_rows_equal_single_token_forwards(
         assert torch.equal(one.features[0], whole.features[i])
 
 
+def test_forward_many_rows_equal_each_sequence_alone(
+    pair: tuple[NativeTargetModel, TargetModel],
+) -> None:
+    """Batched decoding: sequences at different positions (a decoding step, a verify round, a
+    long prompt run on its own) share one call, and each gets exactly its own forward's rows."""
+    nat, _ = pair
+    tok = ByteTokenizer()
+    texts = ["amf-2 down", "GTP-U path failure on upf-3 since 14:02", "N4 latency"]
+    steps = [tok.encode(" up"), tok.encode(" x y"), tok.encode(" high")]
+    long = tok.encode("registration storm " * 5)
+    assert len(long) >= PREFILL_MIN_TOKENS
+
+    def started() -> list[StaticKVCache]:
+        caches = [nat.native.new_cache() for _ in texts]
+        for t, c in zip(texts, caches, strict=True):
+            nat.forward(tok.encode(t), c)
+        return caches
+
+    one_by_one = started()
+    alone = [nat.forward(s, c) for s, c in zip(steps, one_by_one, strict=True)]
+    caches = started()
+    batched = nat.forward_many([*zip(steps, caches, strict=True), (long, nat.new_cache())])
+    for a, b in zip(alone, batched, strict=False):
+        assert torch.equal(a.logits, b.logits)
+        assert torch.equal(a.features, b.features)
+    assert [c.length for c in caches] == [c.length for c in one_by_one]
+    assert torch.equal(batched[-1].logits, nat.forward(long, nat.new_cache()).logits)
+    with pytest.raises(ValueError, match="distinct cache"):
+        nat.forward_many([(steps[0], caches[0]), (steps[1], caches[0])])
+
+
 def test_crop_then_forward_equals_fresh(pair: tuple[NativeTargetModel, TargetModel]) -> None:
     nat, _ = pair
     tok = ByteTokenizer()

@@ -6,6 +6,7 @@ jitted function is created, and :func:`_prefer_wide_vectors` must run before tha
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -69,3 +70,10 @@ def _kernel(*, parallel: bool = False, inline: bool = False) -> Callable[[_F], _
         return cast(_F, numba.njit(parallel=parallel, cache=True, inline=how)(f))
 
     return wrap
+
+
+def typed_list(items: list[Any]) -> Any:
+    """numba's typed list of ``items`` (arrays of one type and shape rank: the kernels' list
+    arguments). Imported by name: ``numba.typed`` ships type hints that would make mypy read
+    the rest of numba, which has none."""
+    return importlib.import_module("numba.typed").List(items)

@@ -288,16 +288,28 @@ def _rmsnorm(x: F32, w: F32, eps: float, out: F32) -> None:  # pragma: no cover 
 
 @_kernel()
 def _rope_append(
-    qkv: F32, kc: F32, vc: F32, pos0: int, cos: F32, sin: F32, n_heads: int, n_kv: int
+    qkv: F32,
+    kcs: Any,
+    vcs: Any,
+    layer: int,
+    seqs: Any,
+    pos: Any,
+    cos: F32,
+    sin: F32,
+    n_heads: int,
+    n_kv: int,
 ) -> None:  # pragma: no cover - compiled
     """Rotary embedding (rotate-half form) of the new rows' q and k, in place, then their keys
-    and values into the cache at positions ``pos0..pos0+T-1``."""
-    hd = kc.shape[1]
+    and values into the caches: row t to layer ``layer`` of cache ``seqs[t]`` (``kcs``/``vcs``:
+    typed lists) at position ``pos[t]``."""
+    hd = kcs[0].shape[2]
     half = hd // 2
     kv0 = n_heads * hd
     v0 = kv0 + n_kv * hd
     for t in range(qkv.shape[0]):
-        p = pos0 + t
+        p = pos[t]
+        kc = kcs[seqs[t]][layer]
+        vc = vcs[seqs[t]][layer]
         for h in range(n_heads + n_kv):
             o = h * hd
             for i in range(half):
@@ -392,33 +404,42 @@ def _weighted_values(
 @_kernel(parallel=True)
 def _attention(
     qkv: F32,
-    kc: F32,
-    vc: F32,
-    pos0: int,
+    kcs: Any,
+    vcs: Any,
+    layer: int,
+    seqs: Any,
+    pos: Any,
     cos: F32,
     sin: F32,
     n_heads: int,
     n_kv: int,
     out: F32,
 ) -> None:  # pragma: no cover - compiled
-    """RoPE on the new rows' q and k, append k and v to the cache, causal GQA attention.
+    """RoPE on the new rows' q and k, append k and v to the caches, causal GQA attention.
 
-    ``qkv`` [T, (H + 2·Hkv)·D] holds q, k, v of T new tokens at positions ``pos0..pos0+T-1``;
-    ``kc`` [Hkv, D, C] is the key cache transposed (so that the scores of all positions for one
-    head dimension are a unit-stride vector), ``vc`` [Hkv, C, D] the value cache.
+    ``qkv`` [T, (H + 2·Hkv)·D] holds q, k, v of T new tokens; row t belongs to sequence
+    ``seqs[t]`` at position ``pos[t]`` and attends to positions 0..pos[t] of that sequence's
+    cache (rows of several sequences share one call: batched decoding). ``kcs``/``vcs`` are
+    typed lists of every sequence's caches, ``kcs[s]`` [layers, Hkv, D, C] the keys transposed
+    (so that the scores of all positions for one head dimension are a unit-stride vector),
+    ``vcs[s]`` [layers, Hkv, C, D] the values. A row's result depends only on its own sequence
+    and position, whatever the other rows.
     """
-    _rope_append(qkv, kc, vc, pos0, cos, sin, n_heads, n_kv)
+    _rope_append(qkv, kcs, vcs, layer, seqs, pos, cos, sin, n_heads, n_kv)
     t_new = qkv.shape[0]
-    hd = kc.shape[1]
+    hd = kcs[0].shape[2]
     group = n_heads // n_kv
+    longest = 0
+    for t in range(t_new):
+        longest = max(longest, pos[t] + 1)
     for h in prange(n_heads):
-        kg = kc[h // group]
-        vg = vc[h // group]
-        scores = np.empty(pos0 + t_new, np.float32)
-        bits = np.empty(pos0 + t_new, np.int32)
+        scores = np.empty(longest, np.float32)
+        bits = np.empty(longest, np.int32)
         acc = np.empty(hd, np.float32)
         for t in range(t_new):
-            sc = scores[: pos0 + t + 1]
+            kg = kcs[seqs[t]][layer, h // group]
+            vg = vcs[seqs[t]][layer, h // group]
+            sc = scores[: pos[t] + 1]
             _scores(qkv[t, h * hd : (h + 1) * hd], kg, sc)
             tot = _softmax_weights(sc, bits)
             _weighted_values(sc, vg, tot, acc, out[t, h * hd : (h + 1) * hd])
@@ -441,9 +462,10 @@ def _swiglu(gu: F32, ffn: int, out: F32) -> None:  # pragma: no cover - compiled
 @_kernel()
 def _forward(
     h: F32,
-    pos0: int,
-    kc: F32,
-    vc: F32,
+    seqs: Any,
+    pos: Any,
+    kcs: Any,
+    vcs: Any,
     cos: F32,
     sin: F32,
     eps: float,
@@ -463,10 +485,11 @@ def _forward(
     feats: F32,
     logits: F32,
 ) -> None:  # pragma: no cover - compiled
-    """All layers, the final norm and the LM head for the T rows of ``h`` (updated in place);
-    ``logits`` has T rows, or 1 for the last row only."""
+    """All layers, the final norm and the LM head for the T rows of ``h`` (updated in place):
+    row t of sequence ``seqs[t]`` (an index into the cache lists ``kcs``/``vcs``) at position
+    ``pos[t]``; ``logits`` has T rows, or fewer for the last rows only."""
     t_new, d = h.shape
-    hd = kc.shape[2]
+    hd = kcs[0].shape[2]
     xn = np.empty((t_new, d), np.float32)
     qkv = np.empty((t_new, (n_heads + 2 * n_kv) * hd), np.float32)
     att = np.empty((t_new, n_heads * hd), np.float32)
@@ -478,7 +501,7 @@ def _forward(
         _matmul(
             xn, kinds[0], qkv_w[0][layer], qkv_w[1][layer], qkv_w[2][layer], qkv_w[3][layer], qkv
         )
-        _attention(qkv, kc[layer], vc[layer], pos0, cos, sin, n_heads, n_kv, att)
+        _attention(qkv, kcs, vcs, layer, seqs, pos, cos, sin, n_heads, n_kv, att)
         _matmul(att, kinds[1], o_w[0][layer], o_w[1][layer], o_w[2][layer], o_w[3][layer], tmp)
         h += tmp
         _rmsnorm(h, ffn_norm[layer], eps, xn)

@@ -9,7 +9,7 @@ dequantised one layer at a time instead (many rows: a GEMM is several times fast
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,7 +20,7 @@ import torch
 
 from noc_assistant.serving.errors import ModelLoadError
 from noc_assistant.serving.native.gguf_file import _GGUF, LlamaSpec
-from noc_assistant.serving.native.jit import F32
+from noc_assistant.serving.native.jit import F32, typed_list
 from noc_assistant.serving.native.kernels import (
     TILE,
     _attention,
@@ -174,28 +174,93 @@ class NativeLlama:
         """Logits [T, V] (``all_logits``, else [1, V] of the last token) and tap features
         [T, len(taps)·hidden] of T new tokens; the cache grows."""
         s = self.spec
-        t_new = int(ids.shape[0])
-        if t_new and (int(ids.min()) < 0 or int(ids.max()) >= s.vocab):
-            raise ValueError(f"token id out of range 0..{s.vocab - 1}")
+        t_new = self._check_ids(ids)
+        if t_new == 0 or t_new < PREFILL_MIN_TOKENS:
+            logits, feats = self._kernel_forward([ids], [cache], taps)
+            if not all_logits and t_new:
+                logits = np.ascontiguousarray(logits[-1:])
+            return logits, feats
         pos0 = cache.length
         cache.reserve(pos0 + t_new)
-        logits = np.empty((t_new if all_logits else min(t_new, 1), s.vocab), np.float32)
+        logits = np.empty((t_new if all_logits else 1, s.vocab), np.float32)
         feats = np.zeros((t_new, taps.shape[0] * s.hidden), np.float32)
-        if t_new == 0:
-            return logits, feats
         h = self.embed(ids)
         _sync_threads()
-        if t_new >= PREFILL_MIN_TOKENS:
-            self._prefill(h, pos0, cache, taps, feats, logits)
-            cache.length = pos0 + t_new
-            _trim_heap()
+        self._prefill(h, pos0, cache, taps, feats, logits)
+        cache.length = pos0 + t_new
+        _trim_heap()
+        return logits, feats
+
+    def forward_many(
+        self,
+        calls: Sequence[tuple[npt.NDArray[np.int64], StaticKVCache]],
+        taps: npt.NDArray[np.int64],
+    ) -> list[tuple[F32, F32]]:
+        """:meth:`forward` (all logits) of several sequences, each with its own cache.
+
+        The short ones (decoding steps, verify rounds) share one kernel call: every matrix is
+        read once for all their rows, which is what makes serving concurrent requests cheaper
+        than serving them one after another. The kernels are batch invariant, so each
+        sequence's logits and features are bit-identical to its own :meth:`forward`. Prompts
+        of ``PREFILL_MIN_TOKENS`` tokens or more run on their own (BLAS).
+        """
+        if len({id(c) for _, c in calls}) != len(calls):
+            raise ValueError("forward_many needs a distinct cache per sequence")
+        out: list[tuple[F32, F32] | None] = [None] * len(calls)
+        short = [i for i, (ids, _) in enumerate(calls) if self._check_ids(ids) < PREFILL_MIN_TOKENS]
+        if short:
+            logits, feats = self._kernel_forward(
+                [calls[i][0] for i in short], [calls[i][1] for i in short], taps
+            )
+            r = 0
+            for i in short:
+                n = int(calls[i][0].shape[0])
+                out[i] = (logits[r : r + n], feats[r : r + n])
+                r += n
+        for i, (ids, cache) in enumerate(calls):
+            if out[i] is None:
+                out[i] = self.forward(ids, cache, taps)
+        return [o for o in out if o is not None]
+
+    def _check_ids(self, ids: npt.NDArray[np.int64]) -> int:
+        vocab = self.spec.vocab
+        if ids.shape[0] and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
+            raise ValueError(f"token id out of range 0..{vocab - 1}")
+        return int(ids.shape[0])
+
+    def _kernel_forward(
+        self,
+        ids: Sequence[npt.NDArray[np.int64]],
+        caches: Sequence[StaticKVCache],
+        taps: npt.NDArray[np.int64],
+    ) -> tuple[F32, F32]:
+        """One compiled call over the new tokens of every sequence (rows in order): logits and
+        features of every row; each cache grows by its sequence's tokens."""
+        s = self.spec
+        lengths = [int(a.shape[0]) for a in ids]
+        rows = sum(lengths)
+        logits = np.empty((rows, s.vocab), np.float32)
+        feats = np.zeros((rows, taps.shape[0] * s.hidden), np.float32)
+        if rows == 0:
             return logits, feats
+        for a, c in zip(ids, caches, strict=True):
+            c.reserve(c.length + int(a.shape[0]))
+        seqs = np.repeat(np.arange(len(caches), dtype=np.int64), lengths)
+        pos = np.concatenate(
+            [
+                np.arange(c.length, c.length + n, dtype=np.int64)
+                for c, n in zip(caches, lengths, strict=True)
+            ]
+        )
+        h = self.embed(np.ascontiguousarray(np.concatenate(ids), dtype=np.int64))
+        _sync_threads()
         hw = self.head
         _forward(
             h,
-            pos0,
-            cache.k,
-            cache.v,
+            seqs,
+            pos,
+            typed_list([c.k for c in caches]),
+            typed_list([c.v for c in caches]),
             self.cos,
             self.sin,
             s.eps,
@@ -215,7 +280,8 @@ class NativeLlama:
             feats,
             logits,
         )
-        cache.length = pos0 + t_new
+        for c, n in zip(caches, lengths, strict=True):
+            c.length = c.length + n
         return logits, feats
 
     def _prefill(
@@ -257,14 +323,19 @@ class NativeLlama:
             return out
 
         tap_list = [int(t) for t in taps]
+        kcs, vcs = typed_list([cache.k]), typed_list([cache.v])
+        seqs = np.zeros(t_new, np.int64)
+        pos = np.arange(pos0, pos0 + t_new, dtype=np.int64)
         for layer in range(s.n_layers):
             _rmsnorm(h, self.attn_norm[layer], s.eps, xn)
             matmul(xn, self.qkv.layer(layer), qkv)
             _attention(
                 qkv,
-                cache.k[layer],
-                cache.v[layer],
-                pos0,
+                kcs,
+                vcs,
+                layer,
+                seqs,
+                pos,
                 self.cos,
                 self.sin,
                 s.n_heads,
