@@ -24,3 +24,8 @@ class KVCache:
         drop = self.length - length
         if drop > 0:
             self.inner.crop(-drop)
+
+    def copy_prefix(self, length: int) -> KVCache | None:
+        """A new cache holding a copy of the first ``length`` positions, or None where a cache
+        cannot be copied cheaply (this one: a transformers cache; the native one can)."""
+        return None

@@ -3,8 +3,9 @@
 :class:`Engine` runs each request's decoding loop in the caller's thread; the target's
 forwards of concurrent requests go through one :class:`~.batching.ForwardBatcher`, which runs
 them together (one weight read for every request's decoding step on the native engine; one
-after another on a target without ``forward_many`` sharing). The previous request's KV cache
-(:class:`~.speculative.PrefixCache`) goes to one request at a time. The engine records metrics
+after another on a target without ``forward_many`` sharing). The KV caches of recent requests
+(:class:`~.prefix_store.PrefixStore`) serve the prompts that begin as theirs did (a chat's
+next turn, a shared system prompt), one request per cache at a time. The engine records metrics
 and estimates each request's energy with the SIMPLE law: θ implied by the paper (uncalibrated)
 until this machine's energy meter, where one is readable, has measured enough requests that
 ran alone to fit them (:mod:`noc_assistant.serving.power`); a request that overlapped another
@@ -13,7 +14,6 @@ has no measured joules of its own (the meter counts the machine).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, cast
@@ -27,6 +27,7 @@ from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.metrics import ServingMetrics
 from noc_assistant.serving.penalties import Penalties
 from noc_assistant.serving.power import Calibration, RaplMeter
+from noc_assistant.serving.prefix_store import PrefixStore
 from noc_assistant.serving.simple import (
     LLAMA31_8B_IMPLIED,
     EnergyBreakdown,
@@ -34,7 +35,7 @@ from noc_assistant.serving.simple import (
     SimpleTheta,
     predict,
 )
-from noc_assistant.serving.speculative import GenerationStats, PrefixCache, stream_tokens
+from noc_assistant.serving.speculative import GenerationStats, stream_tokens
 
 if TYPE_CHECKING:  # llguidance is only needed when a grammar is used
     from noc_assistant.serving.grammar import Constraint
@@ -43,6 +44,9 @@ __all__ = ["DEFAULT_MAX_RUNNING", "Engine", "Request"]
 
 #: Requests run at once by default on a target that batches forwards (4 share a decoding step).
 DEFAULT_MAX_RUNNING = 4
+
+#: Recent requests' KV caches kept for the prompts that follow (at least ``max_running``).
+PREFIX_CACHES = 4
 
 
 @dataclass
@@ -93,10 +97,8 @@ class Engine:
         self.max_running = max_running
         self.batcher = ForwardBatcher(target)
         self._shared = cast(TargetModel, BatchedTarget(self.batcher))
-        self._session_lock = threading.Lock()
-        self._neural = NeuralDrafter(drafter) if drafter is not None else None
-        self._prefix: PrefixCache | None = PrefixCache() if prefix_cache else None
-        """The last request's cache, reused for the next prompt's common prefix (a chat's
+        self.prefixes = PrefixStore(max(PREFIX_CACHES, max_running)) if prefix_cache else None
+        """Recent requests' caches, reused for the next prompts' common prefixes (a chat's
         next turn or look-up round resends the conversation so far)."""
 
     def check(self, req: Request) -> Request:
@@ -127,9 +129,10 @@ class Engine:
         forwards are batched with this one's)."""
         req = self.check(req)
         with self.batcher.generation() as slot:
-            held = self._session_lock.acquire(blocking=False)
-            session = self._prefix if held else None
-            drafter = self._neural if held else self._fresh_drafter()
+            session = self.prefixes.checkout(req.prompt) if self.prefixes is not None else None
+            drafter = session.drafter if session is not None else None
+            if drafter is None and self.drafter is not None:
+                drafter = NeuralDrafter(self.drafter)
             self.metrics.running.labels(self.name).inc()
             try:
                 gen = None
@@ -159,12 +162,8 @@ class Engine:
                 self.metrics.record(stats, self.energy(stats), self.calibration)
             finally:
                 self.metrics.running.labels(self.name).dec()
-                if held:
-                    self._session_lock.release()
-
-    def _fresh_drafter(self) -> NeuralDrafter | None:
-        """A drafter state of its own for a request that runs beside the session's."""
-        return NeuralDrafter(self.drafter) if self.drafter is not None else None
+                if self.prefixes is not None and session is not None:
+                    self.prefixes.checkin(session)
 
     def generate(self, req: Request) -> tuple[list[int], GenerationStats]:
         st = GenerationStats()

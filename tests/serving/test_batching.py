@@ -149,3 +149,48 @@ def test_server_runs_four_chats_at_once(native: NativeTargetModel) -> None:
         srv.stop()
     assert got == want
     assert engine.batcher.stats.largest > 1
+
+
+def test_interleaved_conversations_each_reuse_their_own_cache(native: NativeTargetModel) -> None:
+    """Two users' chats take turns: each next turn forwards only its new message (the single
+    cache of the last request would have been the other user's), with the same output as a
+    fresh prefill; requests running at once take different caches."""
+    warm = Engine(native, name="tiny", context=256)
+    cold = Engine(native, name="tiny", context=256, prefix_cache=False)
+    chat = native.tokenizer.chat_prompt
+    first = {u: [{"role": "user", "content": QUESTIONS[i]}] for i, u in enumerate("AB")}
+    turn1 = {u: chat(m) for u, m in first.items()}
+    answers = {u: warm.generate(Request(p, 24))[0] for u, p in turn1.items()}
+    for u in "AB":
+        msgs = [
+            *first[u],
+            {"role": "assistant", "content": native.tokenizer.decode(answers[u])},
+            {"role": "user", "content": "and the next check?"},
+        ]
+        p2 = chat(msgs)
+        out, st = warm.generate(Request(p2, 24))
+        assert st.cached_tokens >= len(turn1[u]) - 1
+        assert out == cold.generate(Request(p2, 24))[0]
+    both = _concurrently(warm, [Request(turn1["A"], 16), Request(turn1["A"], 16)])
+    assert both[0] == both[1] == cold.generate(Request(turn1["A"], 16))[0]
+    assert warm.prefixes is not None and len(warm.prefixes) <= warm.prefixes.capacity
+
+
+def test_a_shared_prompt_prefix_is_copied_not_taken(native: NativeTargetModel) -> None:
+    """Another user's request under the same long system prompt gets a copy of that part of
+    the cache: no forward for it, same output, and the first user's cache stays whole."""
+    warm = Engine(native, name="tiny", context=256)
+    cold = Engine(native, name="tiny", context=256, prefix_cache=False)
+    system = {"role": "system", "content": "You are the NOC assistant. Cite evidence ids."}
+    chat = native.tokenizer.chat_prompt
+    pa = chat([system, {"role": "user", "content": QUESTIONS[0]}])
+    pb = chat([system, {"role": "user", "content": QUESTIONS[1]}])
+    warm.generate(Request(pa, 12))
+    out, st = warm.generate(Request(pb, 12))
+    shared = next(i for i, (a, b) in enumerate(zip(pa, pb, strict=False)) if a != b)
+    assert st.cached_tokens == shared > 20
+    assert out == cold.generate(Request(pb, 12))[0]
+    assert warm.prefixes is not None
+    assert sorted(len(e.tokens) for e in warm.prefixes.entries()) == sorted(
+        [len(pa) + 11, len(pb) + 11]
+    )

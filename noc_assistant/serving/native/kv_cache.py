@@ -83,6 +83,23 @@ class StaticKVCache(KVCache):
         v[:, :, : self.length] = self.v[:, :, : self.length]
         self.k, self.v = k, v
 
+    def copy_prefix(self, length: int) -> StaticKVCache:
+        """A new cache with a copy of the first ``length`` positions (a shared prompt prefix
+        served to another request without a forward: ~46 KB a position for SmolLM2-135M)."""
+        n = max(0, min(int(length), self.length))
+        n_layers, n_kv, hd, _ = self.k.shape
+        out = StaticKVCache(
+            n_layers=n_layers,
+            n_kv_heads=n_kv,
+            head_dim=hd,
+            max_positions=self.max_positions,
+            capacity=max(n, min(self.capacity, 256)),
+        )
+        out.k[..., :n] = self.k[..., :n]
+        out.v[:, :, :n] = self.v[:, :, :n]
+        out.length = n
+        return out
+
     def crop(self, length: int) -> None:
         """Keep the first ``length`` positions (no-op when already shorter)."""
         self._length = min(self._length, max(0, int(length)))
