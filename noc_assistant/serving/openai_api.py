@@ -114,6 +114,10 @@ class ResponseFormat(BaseModel):
     json_schema: dict[str, Any] | None = None
 
 
+#: Most choices one request may ask for (``n``); each takes a queue slot of the server.
+MAX_CHOICES = 8
+
+
 class StreamOptions(BaseModel):
     include_usage: bool = False
 
@@ -132,7 +136,8 @@ class CommonRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
-    n: int = Field(default=1, ge=1, le=1)
+    n: int = Field(default=1, ge=1, le=MAX_CHOICES)
+    """Choices to generate; they run at once and share decoding steps (seed + i each)."""
     response_format: ResponseFormat | None = None
 
 

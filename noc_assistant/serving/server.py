@@ -17,7 +17,10 @@ takes no lock) answers while a big prompt is tokenised. A client that goes away 
 (``request.is_disconnected()`` polled while queued and while generating): a queued request
 never starts, a running one stops after the decode round in flight.
 
-``temperature`` defaults to 0 (greedy, lossless speculative decoding).
+``temperature`` defaults to 0 (greedy, lossless speculative decoding). ``n`` (up to 8) choices
+run at once, each in a queue slot, choice i sampling with ``seed + i``; streamed, their chunks
+interleave (:mod:`~noc_assistant.serving.sse`); ``usage`` counts the prompt once and the
+completions of every choice.
 Responses carry ``usage`` and, as an extension, ``noc`` (speculative-decoding counters, the
 SIMPLE energy estimate, ``constrained`` and ``forced_tokens``).
 
@@ -38,12 +41,12 @@ results (``tool`` messages with ``tool_call_id``) are rendered into the prompt a
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -67,12 +70,12 @@ from noc_assistant.serving.openai_api import (
     error_response,
     first_stop,
     plan_chat,
-    stop_prefix,
     stops_of,
     tool_call_message,
 )
 from noc_assistant.serving.penalties import Penalties
 from noc_assistant.serving.speculative import GenerationStats
+from noc_assistant.serving.sse import Choices
 
 __all__ = ["BodyLimit", "ClientGone", "ServerThread", "create_app"]
 
@@ -267,11 +270,13 @@ class _Service:
         }
 
     @staticmethod
-    def usage(st: GenerationStats) -> dict[str, int]:
+    def usage(sts: list[GenerationStats]) -> dict[str, int]:
+        """OpenAI usage of an answer: the prompt once, the completions of every choice."""
+        done = sum(st.output_tokens for st in sts)
         return {
-            "prompt_tokens": st.prompt_tokens,
-            "completion_tokens": st.output_tokens,
-            "total_tokens": st.prompt_tokens + st.output_tokens,
+            "prompt_tokens": sts[0].prompt_tokens,
+            "completion_tokens": done,
+            "total_tokens": sts[0].prompt_tokens + done,
         }
 
     async def complete(
@@ -282,7 +287,7 @@ class _Service:
         text = ""
         reason: str | None = None
         parts = self.run_stream(req, st, request)
-        async with aclosing(parts):  # a break frees the lock now
+        async with aclosing(parts):  # a break frees the queue slot now
             async for part in parts:
                 toks += part
                 text = self.engine.target.tokenizer.decode(toks)
@@ -294,38 +299,62 @@ class _Service:
 
     def sse(
         self,
-        req: GenRequest,
+        reqs: list[GenRequest],
         stops: list[str],
         chat: bool,
         body: CommonRequest,
         request: Request,
         tool_mode: bool = False,
     ) -> AsyncIterator[str]:
-        """SSE chunks; with ``tool_mode`` a reply that begins with ``<`` (a tool call: the
-        grammar keeps content from beginning so) is held back and sent as one final delta."""
-        return _Sse(self, chat, body, request).events(req, stops, tool_mode)
+        """SSE chunks of every choice; with ``tool_mode`` a reply that begins with ``<`` (a
+        tool call: the grammar keeps content from beginning so) is held back and sent as one
+        final delta."""
+        return Choices(self, chat, body, request).events(reqs, stops, tool_mode)
+
+    async def choices(
+        self,
+        body: CommonRequest,
+        prompt: list[int],
+        grammar: str | None,
+        param: str,
+        plan: ChatPlan,
+    ) -> list[GenRequest]:
+        """The request of each of the body's ``n`` choices: choice i samples with seed
+        ``seed + i`` (so choices differ and the whole answer is reproducible), and each has
+        the grammar compiled for it (a constraint is consumed by one generation)."""
+        base = self.prepare(body, prompt)
+        out = []
+        for i in range(body.n):
+            seed = None if base.seed is None else (base.seed + i) % 2**63
+            req = replace(base, seed=seed)
+            await self.constrain(req, grammar, param, plan)
+            out.append(req)
+        return out
 
     async def chat(self, body: ChatRequest, request: Request) -> JSONResponse | StreamingResponse:
         self.check_model(body.model)
         self.admit()  # before tokenising: a full queue costs the server nothing more
         plan, prompt = await asyncio.to_thread(self.plan_and_encode, body)
-        req = self.prepare(body, prompt)
-        await self.constrain(req, plan.grammar, plan.param, plan)
+        reqs = await self.choices(body, prompt, plan.grammar, plan.param, plan)
         stops = stops_of(body.stop)
         if body.stream:
             self.admit()
             return StreamingResponse(
-                self.sse(req, stops, True, body, request, plan.tool_mode),
+                self.sse(reqs, stops, True, body, request, plan.tool_mode),
                 media_type="text/event-stream",
             )
-        text, reason, st = await self.complete(req, stops, request)
-        message: dict[str, Any] = {"role": "assistant", "content": text}
-        call = tool_call_message(text) if plan.tool_mode else None
-        if call is not None:
-            message = {"role": "assistant", "content": None, "tool_calls": [call]}
-            reason = "tool_calls"
-        choice = {"index": 0, "message": message, "finish_reason": reason, "logprobs": None}
-        return self._answer("chatcmpl-", "chat.completion", choice, st)
+        done = await asyncio.gather(*(self.complete(r, stops, request) for r in reqs))
+        choices = []
+        for i, (text, reason, _) in enumerate(done):
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            call = tool_call_message(text) if plan.tool_mode else None
+            if call is not None:
+                message = {"role": "assistant", "content": None, "tool_calls": [call]}
+                reason = "tool_calls"
+            choices.append(
+                {"index": i, "message": message, "finish_reason": reason, "logprobs": None}
+            )
+        return self._answer("chatcmpl-", "chat.completion", choices, [st for *_, st in done])
 
     async def completions(
         self, body: CompletionRequest, request: Request
@@ -338,24 +367,28 @@ class _Service:
             prompt = prompt[0]
         self.admit()
         encode = self.engine.target.tokenizer.encode
-        req = self.prepare(body, await asyncio.to_thread(encode, prompt))
+        ids = await asyncio.to_thread(encode, prompt)
         rf = body.response_format.model_dump() if body.response_format is not None else None
         schema = response_format_schema(rf)
+        grammar = None
         if schema is not None:
             grammar = json_schema_grammar(schema, param="response_format")
-            await self.constrain(req, grammar, "response_format", ChatPlan([]))
+        reqs = await self.choices(body, ids, grammar, "response_format", ChatPlan([]))
         stops = stops_of(body.stop)
         if body.stream:
             self.admit()
             return StreamingResponse(
-                self.sse(req, stops, False, body, request), media_type="text/event-stream"
+                self.sse(reqs, stops, False, body, request), media_type="text/event-stream"
             )
-        text, reason, st = await self.complete(req, stops, request)
-        choice = {"index": 0, "text": text, "finish_reason": reason, "logprobs": None}
-        return self._answer("cmpl-", "text_completion", choice, st)
+        done = await asyncio.gather(*(self.complete(r, stops, request) for r in reqs))
+        choices = [
+            {"index": i, "text": text, "finish_reason": reason, "logprobs": None}
+            for i, (text, reason, _) in enumerate(done)
+        ]
+        return self._answer("cmpl-", "text_completion", choices, [st for *_, st in done])
 
     def _answer(
-        self, prefix: str, obj: str, choice: dict[str, Any], st: GenerationStats
+        self, prefix: str, obj: str, choices: list[dict[str, Any]], sts: list[GenerationStats]
     ) -> JSONResponse:
         return JSONResponse(
             {
@@ -363,131 +396,11 @@ class _Service:
                 "object": obj,
                 "created": int(time.time()),
                 "model": self.engine.name,
-                "choices": [choice],
-                "usage": self.usage(st),
-                "noc": self.extension(st),
+                "choices": choices,
+                "usage": self.usage(sts),
+                "noc": self.extension(sts[0]),
             }
         )
-
-
-class _Sse:
-    """One streamed answer: its id, and its chunks in the OpenAI shape."""
-
-    def __init__(self, svc: _Service, chat: bool, body: CommonRequest, request: Request) -> None:
-        self.svc, self.chat, self.body, self.request = svc, chat, body, request
-        self.rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24]
-        self.created = int(time.time())
-        self.obj = "chat.completion.chunk" if chat else "text_completion"
-
-    def chunk(
-        self,
-        delta: str | None,
-        reason: str | None,
-        role: bool = False,
-        tool_call: dict[str, Any] | None = None,
-    ) -> str:
-        choice: dict[str, Any]
-        if self.chat:
-            d: dict[str, Any] = {}
-            if role:
-                d["role"] = "assistant"
-            if delta is not None:
-                d["content"] = delta
-            if tool_call is not None:
-                d["tool_calls"] = [{"index": 0, **tool_call}]
-            choice = {"index": 0, "delta": d, "finish_reason": reason}
-        else:
-            choice = {"index": 0, "text": delta or "", "finish_reason": reason, "logprobs": None}
-        return self._data([choice])
-
-    def _data(self, choices: list[dict[str, Any]], **extra: Any) -> str:
-        msg = {
-            "id": self.rid,
-            "object": self.obj,
-            "created": self.created,
-            "model": self.svc.engine.name,
-            "choices": choices,
-            **extra,
-        }
-        return f"data: {json.dumps(msg)}\n\n"
-
-    async def events(
-        self, req: GenRequest, stops: list[str], tool_mode: bool
-    ) -> AsyncIterator[str]:
-        st = GenerationStats()
-        if self.chat:
-            yield self.chunk("", None, role=True)
-        state = _Streamed(stops, holding=None if tool_mode else False)
-        try:
-            async for part in self.svc.run_stream(req, st, self.request):
-                delta = state.take(part, self.svc.engine.target.tokenizer.decode)
-                if delta:
-                    yield self.chunk(delta, None)
-                if state.reason is not None:
-                    break
-        except ClientGone:
-            return
-        except (RequestError, ApiError) as exc:  # a 429 here: the queue filled since admit()
-            yield _error_event(exc)
-            return
-        call = tool_call_message(state.text) if state.holding else None
-        reason = state.reason
-        if call is not None:
-            yield self.chunk(None, None, tool_call=call)
-            reason = "tool_calls"
-        elif len(state.text) > len(state.sent):
-            yield self.chunk(state.text[len(state.sent) :], None)
-        yield self.chunk(None if self.chat else "", reason or st.finish_reason)
-        if self.body.stream_options is not None and self.body.stream_options.include_usage:
-            yield self._data([], usage=self.svc.usage(st), noc=self.svc.extension(st))
-        yield "data: [DONE]\n\n"
-
-
-class _Streamed:
-    """What a stream has decoded and sent: the text, the part already out, a stop reason, and
-    whether the reply is held back whole (a possible tool call; None until its first
-    character says)."""
-
-    def __init__(self, stops: list[str], holding: bool | None) -> None:
-        self.stops, self.holding = stops, holding
-        self.toks: list[int] = []
-        self.text = self.sent = ""
-        self.reason: str | None = None
-
-    def take(self, part: list[int], decode: Any) -> str:
-        """Add decoded tokens; the text that may be sent now ('' for none yet)."""
-        self.toks += part
-        self.text = decode(self.toks)
-        cut = first_stop(self.text, self.stops)
-        if cut is not None:
-            self.text, self.reason = self.text[:cut], "stop"
-        if self.holding is None and self.text:
-            self.holding = self.text.startswith("<")
-        if self.holding is not False:  # maybe a tool call: sent whole at the end
-            return ""
-        if self.text.endswith("\ufffd") and self.reason is None:
-            return ""  # wait for the rest of a multi-byte character
-        # hold back a tail that may still grow into a stop string
-        safe = self.text
-        if self.reason is None:
-            safe = self.text[: len(self.text) - stop_prefix(self.text, self.stops)]
-        if len(safe) <= len(self.sent):
-            return ""
-        delta, self.sent = safe[len(self.sent) :], safe
-        return delta
-
-
-def _error_event(exc: RequestError | ApiError) -> str:
-    api = exc if isinstance(exc, ApiError) else None
-    err = {
-        "error": {
-            "message": api.message if api else str(exc),
-            "type": api.type if api else "invalid_request_error",
-            "param": exc.param,
-            "code": exc.code,
-        }
-    }
-    return f"data: {json.dumps(err)}\n\n"
 
 
 def create_app(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -194,3 +195,47 @@ def test_a_shared_prompt_prefix_is_copied_not_taken(native: NativeTargetModel) -
     assert sorted(len(e.tokens) for e in warm.prefixes.entries()) == sorted(
         [len(pa) + 11, len(pb) + 11]
     )
+
+
+def test_n_choices_run_at_once_and_each_is_a_request_of_its_own(native: NativeTargetModel) -> None:
+    """OpenAI ``n``: choices share decoding steps; greedy choices are the greedy answer, sampled
+    choice i is the answer of one request with seed + i; streamed, chunks carry their index."""
+    engine = Engine(native, name="tiny", context=256)
+    srv = ServerThread(create_app(engine, max_tokens_default=16)).start()
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key="x")
+    msgs: Any = [{"role": "user", "content": QUESTIONS[2]}]
+    try:
+        greedy = client.chat.completions.create(model="tiny", messages=msgs, n=3, max_tokens=16)
+        want = native.tokenizer.decode(greedy_reference(native, _prompts(engine)[2], 16))
+        assert [c.message.content for c in greedy.choices] == [want] * 3
+        assert [c.index for c in greedy.choices] == [0, 1, 2]
+        assert greedy.usage is not None and greedy.usage.completion_tokens == 48
+        sampled = client.chat.completions.create(
+            model="tiny", messages=msgs, n=2, max_tokens=16, temperature=1.0, seed=11
+        )
+        one_by_one = [
+            client.chat.completions.create(
+                model="tiny", messages=msgs, max_tokens=16, temperature=1.0, seed=s
+            )
+            .choices[0]
+            .message.content
+            for s in (11, 12)
+        ]
+        assert [c.message.content for c in sampled.choices] == one_by_one
+        assert one_by_one[0] != one_by_one[1]
+        texts = ["", ""]
+        reasons: list[str | None] = [None, None]
+        for ch in client.chat.completions.create(
+            model="tiny", messages=msgs, n=2, max_tokens=16, temperature=1.0, seed=11, stream=True
+        ):
+            for c in ch.choices:
+                texts[c.index] += c.delta.content or ""
+                reasons[c.index] = c.finish_reason or reasons[c.index]
+        assert texts == one_by_one and None not in reasons
+        comp = client.completions.create(model="tiny", prompt="upf-3 alarm", n=2, max_tokens=8)
+        assert len(comp.choices) == 2 and comp.choices[0].text == comp.choices[1].text
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model="tiny", messages=msgs, n=9)
+    finally:
+        srv.stop()
+    assert engine.batcher.stats.largest > 1
