@@ -93,7 +93,7 @@ class StaticKVCache(KVCache):
             n_kv_heads=n_kv,
             head_dim=hd,
             max_positions=self.max_positions,
-            capacity=max(n, min(self.capacity, 256)),
+            capacity=self.capacity,  # pages are resident only once written
         )
         out.k[..., :n] = self.k[..., :n]
         out.v[:, :, :n] = self.v[:, :, :n]
