@@ -134,12 +134,16 @@ def _prefill(
     session: PrefixCache | None,
     st: GenerationStats,
 ) -> tuple[KVCache, TargetOutput]:
-    """Run the prompt (what ``session`` does not already hold) and start the drafter."""
+    """Run the prompt (what ``session`` does not already hold) and start the drafter.
+
+    Only the last row's logits are asked for: the first output token needs no more, and the
+    LM head over every prompt row was a fifth of a prefill's work (the drafter still gets
+    every row's features). The references below ask the same, so they run the same code."""
     reuse = session.reusable(prompt, drafter) if session is not None else 0
     if session is not None and reuse > 0 and session.cache is not None:
         cache = session.cache
         cache.crop(reuse)
-        out = target.forward(list(prompt[reuse:]), cache)
+        out = target.forward(list(prompt[reuse:]), cache, all_logits=False)
         if drafter is not None:
             t0 = time.perf_counter()
             drafter.crop(reuse)  # type: ignore[attr-defined]
@@ -147,7 +151,7 @@ def _prefill(
             st.time_draft += time.perf_counter() - t0
     else:
         cache = target.new_cache()
-        out = target.forward(list(prompt), cache)
+        out = target.forward(list(prompt), cache, all_logits=False)
         if drafter is not None:
             t0 = time.perf_counter()
             drafter.begin(out.features)
@@ -188,7 +192,7 @@ def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None)
 def greedy_reference(target: TargetModel, prompt: Sequence[int], max_tokens: int) -> list[int]:
     """Target-only greedy decoding, one token per forward; stops before EOS."""
     cache = target.new_cache()
-    logits = target.forward(list(prompt), cache).logits[-1]
+    logits = target.forward(list(prompt), cache, all_logits=False).logits[-1]
     out: list[int] = []
     while len(out) < max_tokens:
         tok = int(torch.argmax(logits))
@@ -218,7 +222,7 @@ def constrained_greedy_reference(
     c = constraint_factory()
     eos = target.eos_token_ids
     cache = target.new_cache()
-    logits = target.forward(list(prompt), cache).logits[-1]
+    logits = target.forward(list(prompt), cache, all_logits=False).logits[-1]
     out: list[int] = []
     while len(out) < max_tokens:
         allowed = c.mask().to(logits.device)

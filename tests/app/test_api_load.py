@@ -39,10 +39,10 @@ class Slow:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def forward(self, ids: Sequence[int], cache: Any) -> Any:
+    def forward(self, ids: Sequence[int], cache: Any, *, all_logits: bool = True) -> Any:
         self.forwards += 1
         time.sleep(self.delay)
-        return self.inner.forward(ids, cache)
+        return self.inner.forward(ids, cache, all_logits=all_logits)
 
 
 def _fill(store: Store) -> None:

@@ -152,9 +152,11 @@ class Counting:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def forward(self, ids: Sequence[int], cache: KVCache) -> TargetOutput:
+    def forward(
+        self, ids: Sequence[int], cache: KVCache, *, all_logits: bool = True
+    ) -> TargetOutput:
         self.forwards += 1
-        return self.inner.forward(ids, cache)
+        return self.inner.forward(ids, cache, all_logits=all_logits)
 
 
 # ------------------------------------------------------------------------------------ masks

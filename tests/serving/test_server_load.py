@@ -31,10 +31,10 @@ class Slow:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def forward(self, ids: Sequence[int], cache: Any) -> Any:
+    def forward(self, ids: Sequence[int], cache: Any, *, all_logits: bool = True) -> Any:
         self.starts.append(time.monotonic())
         time.sleep(self.delay)
-        return self.inner.forward(ids, cache)
+        return self.inner.forward(ids, cache, all_logits=all_logits)
 
 
 def _serve(target: Any, **kwargs: Any) -> Iterator[tuple[str, Any]]:

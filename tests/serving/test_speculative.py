@@ -258,12 +258,15 @@ class TableTarget:
     def new_cache(self) -> _TokenCache:
         return _TokenCache()
 
-    def forward(self, ids: Sequence[int], cache: _TokenCache) -> TargetOutput:
+    def forward(
+        self, ids: Sequence[int], cache: _TokenCache, *, all_logits: bool = True
+    ) -> TargetOutput:
         rows = []
         for t in ids:
             cache.tokens.append(int(t))
             rows.append(self.next_logits(cache.tokens))
-        return TargetOutput(logits=torch.stack(rows), features=torch.zeros(len(rows), 1))
+        logits = torch.stack(rows) if all_logits else rows[-1][None]
+        return TargetOutput(logits=logits, features=torch.zeros(len(rows), 1))
 
 
 class TargetSelfDrafter:
