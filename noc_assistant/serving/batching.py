@@ -6,8 +6,9 @@ A generation's forward is queued in a :class:`ForwardBatcher`; the first caller 
 forward running becomes the leader: it waits a moment (at most ``gather_s``) until every
 registered generation has queued its next forward, then runs all queued short forwards
 (decoding steps, verify rounds) as one ``forward_many`` call and hands each caller its rows.
-Long prompts run on their own afterwards, so a new request's prefill does not hold up the
-tokens of the others already decoding.
+Prompts (calls for the last row's logits, and any of 64 tokens or more) run on their own
+afterwards, so a new request's prefill does not hold up the tokens of the others already
+decoding.
 
 Batch invariance of the native kernels (a row's result does not depend on the other rows)
 makes a batched generation token-identical to the same generation served alone.
@@ -43,8 +44,10 @@ class _Call:
     done: bool = False
 
     @property
-    def long(self) -> bool:
-        return len(self.ids) >= LONG_FORWARD
+    def alone(self) -> bool:
+        """Run on its own: a long prompt, or a prompt's rest that wants its last row's logits
+        only (in a shared call the LM head would run for each of its rows)."""
+        return len(self.ids) >= LONG_FORWARD or not self.all_logits
 
 
 @dataclass
@@ -56,12 +59,21 @@ class GenerationSlot:
 
 @dataclass
 class BatchStats:
-    """What the batcher did: model calls, the forwards they served, the largest batch."""
+    """What the batcher did: model calls by the number of forwards each served."""
 
-    calls: int = 0
-    forwards: int = 0
-    largest: int = 0
     sizes: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> int:
+        return sum(self.sizes.values())
+
+    @property
+    def forwards(self) -> int:
+        return sum(n * k for n, k in self.sizes.items())
+
+    @property
+    def largest(self) -> int:
+        return max(self.sizes, default=0)
 
 
 class ForwardBatcher:
@@ -135,24 +147,24 @@ class ForwardBatcher:
         return batch
 
     def _run(self, batch: list[_Call]) -> None:
-        """The short forwards in one model call, then the long ones one by one; each caller
-        is woken as soon as its own result is there."""
+        """The shared forwards in one model call, then the others one by one; each caller is
+        woken as soon as its own result is there."""
         if not self.target.shares_forwards:  # one after another, as the target's own calls
             for c in batch:
                 self._one(c)
             return
-        short = [c for c in batch if not c.long]
+        short = [c for c in batch if not c.alone]
         if short:
             try:
                 outs = self.target.forward_many([(c.ids, c.cache) for c in short])
                 for c, o in zip(short, outs, strict=True):
-                    c.out = o if c.all_logits else _last(o)
+                    c.out = o
             except BaseException as exc:  # each caller re-raises it in its own thread
                 for c in short:
                     c.error = exc
             self._finish(short)
         for c in batch:
-            if c.long:
+            if c.alone:
                 self._one(c)
 
     def _one(self, c: _Call) -> None:
@@ -167,11 +179,8 @@ class ForwardBatcher:
 
     def _finish(self, calls: list[_Call]) -> None:
         with self._cv:
-            st = self.stats
-            st.calls += 1
-            st.forwards += len(calls)
-            st.largest = max(st.largest, len(calls))
-            st.sizes[len(calls)] = st.sizes.get(len(calls), 0) + 1
+            sizes = self.stats.sizes
+            sizes[len(calls)] = sizes.get(len(calls), 0) + 1
             for c in calls:
                 c.done = True
             self._cv.notify_all()
@@ -183,10 +192,6 @@ class ForwardBatcher:
         if call.out is None:  # pragma: no cover - done implies one of the two
             raise RuntimeError("forward finished without a result")
         return call.out
-
-
-def _last(o: TargetOutput) -> TargetOutput:
-    return TargetOutput(logits=o.logits[-1:], features=o.features)
 
 
 class BatchedTarget:

@@ -175,11 +175,9 @@ class NativeLlama:
         [T, len(taps)·hidden] of T new tokens; the cache grows."""
         s = self.spec
         t_new = self._check_ids(ids)
-        if t_new == 0 or t_new < PREFILL_MIN_TOKENS:
-            logits, feats = self._kernel_forward([ids], [cache], taps)
-            if not all_logits and t_new:
-                logits = np.ascontiguousarray(logits[-1:])
-            return logits, feats
+        if t_new < PREFILL_MIN_TOKENS:
+            n_logits = t_new if all_logits else min(t_new, 1)
+            return self._kernel_forward([ids], [cache], taps, n_logits)
         pos0 = cache.length
         cache.reserve(pos0 + t_new)
         logits = np.empty((t_new if all_logits else 1, s.vocab), np.float32)
@@ -233,13 +231,15 @@ class NativeLlama:
         ids: Sequence[npt.NDArray[np.int64]],
         caches: Sequence[StaticKVCache],
         taps: npt.NDArray[np.int64],
+        n_logits: int | None = None,
     ) -> tuple[F32, F32]:
-        """One compiled call over the new tokens of every sequence (rows in order): logits and
-        features of every row; each cache grows by its sequence's tokens."""
+        """One compiled call over the new tokens of every sequence (rows in order): the logits
+        of the last ``n_logits`` rows (default: every row; the LM head runs for those only)
+        and the features of every row; each cache grows by its sequence's tokens."""
         s = self.spec
         lengths = [int(a.shape[0]) for a in ids]
         rows = sum(lengths)
-        logits = np.empty((rows, s.vocab), np.float32)
+        logits = np.empty((rows if n_logits is None else n_logits, s.vocab), np.float32)
         feats = np.zeros((rows, taps.shape[0] * s.hidden), np.float32)
         if rows == 0:
             return logits, feats
