@@ -51,15 +51,6 @@ from noc_assistant.serving.speculative import PrefixCache
 __all__ = ["PrefixStore"]
 
 
-def _shared(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 class PrefixStore:
     """Up to ``capacity`` finished generations' caches, oldest dropped first (thread-safe)."""
 
@@ -88,11 +79,10 @@ class PrefixStore:
         """A session for ``prompt``: an entry it continues (taken out of the store), a copy of
         the part it shares with one, or a fresh session (see the module doc). The prompt's
         last token is never counted: it always runs, for the first output's logits."""
-        head = prompt[:-1]
         with self._lock:
             best, best_n = -1, 0
             for i, e in enumerate(self._entries):
-                n = _shared(e.tokens, head)
+                n = e.reusable(prompt, e.drafter)
                 if n >= best_n and n > 0:  # ties: the most recent
                     best, best_n = i, n
             if best < 0:
@@ -113,8 +103,8 @@ class PrefixStore:
             return
         toks = session.tokens
         with self._lock:
-            self._entries = [
-                e for e in self._entries if _shared(e.tokens, toks) < len(e.tokens) or not e.tokens
+            self._entries = [  # drop those the new one holds all of
+                e for e in self._entries if not e.tokens or toks[: len(e.tokens)] != e.tokens
             ]
             self._entries.append(session)
             del self._entries[: max(0, len(self._entries) - self.capacity)]

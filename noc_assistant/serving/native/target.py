@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import Tensor
 
@@ -152,11 +153,7 @@ class NativeTargetModel(TargetModel):
         ``all_logits=False`` returns the last token's logits only ([1, V]): a prompt's prefill
         needs no more, and the LM head is then computed for one row instead of T.
         """
-        if not isinstance(cache, StaticKVCache):
-            raise TypeError("a native target needs the cache of its own new_cache()")
-        arr = np.ascontiguousarray(
-            torch.as_tensor(ids, dtype=torch.long).reshape(-1).numpy(), dtype=np.int64
-        )
+        arr, cache = _native_args(ids, cache)
         logits, feats = self.native.forward(arr, cache, self._taps, all_logits=all_logits)
         return TargetOutput(logits=torch.from_numpy(logits), features=torch.from_numpy(feats))
 
@@ -168,17 +165,21 @@ class NativeTargetModel(TargetModel):
     ) -> list[TargetOutput]:
         """The forwards of several sequences in one kernel call (rows bit-identical to
         :meth:`forward` of each alone; see ``NativeLlama.forward_many``)."""
-        batch = []
-        for ids, cache in calls:
-            if not isinstance(cache, StaticKVCache):
-                raise TypeError("a native target needs the cache of its own new_cache()")
-            arr = torch.as_tensor(ids, dtype=torch.long).reshape(-1).numpy()
-            batch.append((np.ascontiguousarray(arr, dtype=np.int64), cache))
-        outs = self.native.forward_many(batch, self._taps)
+        outs = self.native.forward_many([_native_args(i, c) for i, c in calls], self._taps)
         return [
             TargetOutput(logits=torch.from_numpy(lg), features=torch.from_numpy(ft))
             for lg, ft in outs
         ]
+
+
+def _native_args(
+    ids: Sequence[int] | Tensor, cache: KVCache
+) -> tuple[npt.NDArray[np.int64], StaticKVCache]:
+    """Token ids as the kernels take them, and the cache, which must be a native one."""
+    if not isinstance(cache, StaticKVCache):
+        raise TypeError("a native target needs the cache of its own new_cache()")
+    arr = torch.as_tensor(ids, dtype=torch.long).reshape(-1).numpy()
+    return np.ascontiguousarray(arr, dtype=np.int64), cache
 
 
 def load_native_gguf(
