@@ -12,8 +12,12 @@ turn), with the read-only look-ups the model made. Reports the share of model te
 path, ten answers with their look-ups for a person to judge, and writes
 bench/drafting_results.md (``--out`` for another file).
 
+``--record FILE`` makes the built-in server log every request it answers
+(:mod:`noc_assistant.serving.traffic`): the product's own prompts, to train and judge drafters
+on (``bench/bench_traffic.py``). ``--questions N`` asks N of the five questions per incident.
+
 Usage: .venv/bin/python bench/bench_drafting.py [--days 1] [--seed 7] [--limit 0]
-       [--base-url URL --model NAME] [--out FILE]
+       [--questions 2] [--record FILE] [--base-url URL --model NAME] [--out FILE]
 """
 
 from __future__ import annotations
@@ -56,7 +60,6 @@ QUESTIONS = (
     "Which entities are involved?",
     "What should I check first?",
 )
-PER_INCIDENT = 2
 
 
 def _free_port() -> int:
@@ -112,6 +115,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=2, help="the built-in server's threads")
     ap.add_argument("--base-url", default=os.environ.get("NOC_LLM_BASE_URL"))
     ap.add_argument("--model", default=os.environ.get("NOC_LLM_MODEL", "smollm2-135m-instruct"))
+    ap.add_argument("--questions", type=int, default=2, help="questions asked per incident")
+    ap.add_argument("--record", type=Path, help="the built-in server logs its traffic here")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "drafting_results.md")
     return ap.parse_args()
 
@@ -150,6 +155,7 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes] | No
                 str(port),
                 "--threads",
                 str(args.threads),
+                *(["--record", str(args.record)] if args.record else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -184,6 +190,7 @@ class Tally:
     table: list[str] = field(default_factory=list)
     calls_made: int = 0
     max_tool_calls: int = 0
+    per_incident: int = 2
 
 
 def draft_case(
@@ -206,8 +213,9 @@ def draft_case(
     tally.narrated[_reason(r.narration_withheld)] += 1
     if r.generated_by == "llm":
         tally.shown.append(f"{inc.id} ({inc.title}), summary: {r.summary}")
-    for j in range(PER_INCIDENT):
-        q = QUESTIONS[(k * PER_INCIDENT + j) % len(QUESTIONS)]
+    per = tally.per_incident
+    for j in range(per):
+        q = QUESTIONS[(k * per + j) % len(QUESTIONS)]
         t = time.perf_counter()
         a = drafter.answer(inc, diagnosis, q, findings=findings)
         tally.chat_s.append(time.perf_counter() - t)
@@ -239,7 +247,7 @@ def draft_all(
         wait_for(base)
         llm = LlmClient(base, args.model, max_tokens=args.max_tokens)
         drafter = Drafter(pack, topology, llm=llm, narrate_tokens=args.max_tokens)
-        tally = Tally(max_tool_calls=drafter.max_tool_calls)
+        tally = Tally(max_tool_calls=drafter.max_tool_calls, per_incident=args.questions)
         for k, case in enumerate(cases):
             draft_case(drafter, result, tally, k, case, len(cases))
     finally:
@@ -251,7 +259,7 @@ def draft_all(
 
 def report(args: argparse.Namespace, n: int, tally: Tally) -> list[str]:
     """bench/drafting_results.md's lines, for ``n`` incidents."""
-    q = n * PER_INCIDENT
+    q = n * tally.per_incident
     template_s, narrate_s, chat_s = tally.template_s, tally.narrate_s, tally.chat_s
     narrated, answered = tally.narrated, tally.answered
     where = args.base_url or f"the built-in server (`noc llm serve --threads {args.threads}`)"
@@ -261,7 +269,7 @@ def report(args: argparse.Namespace, n: int, tally: Tally) -> list[str]:
         f"- data: `noc simulate --days {args.days:g} --seed {args.seed} --faults all` replayed "
         f"through the pipeline: {n} diagnosed incidents; model answers at most "
         f"{args.max_tokens} tokens, greedy, under a per-incident JSON Schema; chat: "
-        f"{PER_INCIDENT} questions per incident, up to {tally.max_tool_calls} look-ups each "
+        f"{tally.per_incident} questions per incident, up to {tally.max_tool_calls} look-ups each "
         f"({tally.calls_made} made in all)",
         "- shown: the model's text passed the pack's grounding check (every number matches "
         "the evidence it cites, every cited id exists) and the vetting (cites evidence, names "

@@ -43,6 +43,10 @@ def train_drafter_cmd(
         Path | None, typer.Option(help="cache for corpus and target features")
     ] = None,
     prompts: Annotated[int, typer.Option(help="number of generated NOC prompts")] = 256,
+    traffic: Annotated[
+        list[Path] | None,
+        typer.Option(help="train on this traffic log of `noc llm serve --record` (repeatable)"),
+    ] = None,
     max_new_tokens: Annotated[int, typer.Option(help="target answer length")] = 96,
     vocab_size: Annotated[int, typer.Option(help="reduced draft vocabulary size")] = 4096,
     block_size: Annotated[int, typer.Option(help="block size B (1 anchor + B-1 drafts)")] = 8,
@@ -75,7 +79,7 @@ def train_drafter_cmd(
     if alignment_weight < 0.0:
         raise typer.BadParameter("--alignment-weight must be >= 0")
     target, vocab, data = _training_data(
-        tiny, device, work_dir, prompts, seed, max_new_tokens, vocab_size
+        tiny, device, work_dir, prompts, seed, max_new_tokens, vocab_size, traffic or []
     )
     mcfg = _drafter_config(target, variant, layers, intermediate, block_size, vocab)
     tcfg = TrainConfig(
@@ -102,6 +106,7 @@ def train_drafter_cmd(
         "train_s": round(time.perf_counter() - t_train, 1),
         "seed": seed,
         "prompts": prompts,
+        "traffic": [str(t) for t in traffic or []],
         "block_size": block_size,
         "threads": threads,
         "alignment_weight": alignment_weight,
@@ -119,6 +124,7 @@ def _training_data(
     seed: int,
     max_new_tokens: int,
     vocab_size: int,
+    traffic: list[Path],
 ) -> tuple[TargetModel, list[int], list[FeatureSeq]]:
     """The target of ``train-drafter``, its draft vocabulary and its answers' features."""
     import time
@@ -143,6 +149,7 @@ def _training_data(
         max_new_tokens=max_new_tokens,
         vocab_size=vocab_size,
         progress=progress,
+        traffic=traffic,
     )
     n_tok = sum(len(d.tokens) - d.prompt_len for d in data)
     err_console.print(f"{len(data)} sequences, {n_tok} answer tokens, draft vocab {len(vocab)}")
@@ -271,6 +278,10 @@ def serve_cmd(
             "(default: 4 on the native CPU engine, else 1)",
         ),
     ] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option(help="append every answered non-streamed request to this JSON-lines log"),
+    ] = None,
 ) -> None:
     """Serve the model over an OpenAI-compatible HTTP API (DSpine speculative decoding on a
     GPU, or on a CPU with ``--drafter default``; concurrent requests share forwards)."""
@@ -278,10 +289,13 @@ def serve_cmd(
     import uvicorn
 
     from noc_assistant.serving.server import create_app
+    from noc_assistant.serving.traffic import TrafficLog
 
     engine = _load_engine(model, drafter, nf12, tiny, context, block_size, device, max_running)
     err_console.print(f"serving {engine.name} on http://{host}:{port}/v1")  # type: ignore[attr-defined]
-    uvicorn.run(create_app(engine), host=host, port=port, log_level="info")  # type: ignore[arg-type]
+    log = TrafficLog(record) if record is not None else None
+    app_ = create_app(engine, traffic=log)  # type: ignore[arg-type]
+    uvicorn.run(app_, host=host, port=port, log_level="info")
 
 
 @app.command("ask")

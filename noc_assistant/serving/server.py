@@ -20,7 +20,8 @@ never starts, a running one stops after the decode round in flight.
 ``temperature`` defaults to 0 (greedy, lossless speculative decoding). ``n`` (up to 8) choices
 run at once, each in a queue slot, choice i sampling with ``seed + i``; streamed, their chunks
 interleave (:mod:`~noc_assistant.serving.sse`); ``usage`` counts the prompt once and the
-completions of every choice.
+completions of every choice. With a :class:`~noc_assistant.serving.traffic.TrafficLog`
+(``noc llm serve --record FILE``) every answered non-streamed request is appended to the log.
 Responses carry ``usage`` and, as an extension, ``noc`` (speculative-decoding counters, the
 SIMPLE energy estimate, ``constrained`` and ``forced_tokens``).
 
@@ -76,6 +77,7 @@ from noc_assistant.serving.openai_api import (
 from noc_assistant.serving.penalties import Penalties
 from noc_assistant.serving.speculative import GenerationStats
 from noc_assistant.serving.sse import Choices
+from noc_assistant.serving.traffic import TrafficLog
 
 __all__ = ["BodyLimit", "ClientGone", "ServerThread", "create_app"]
 
@@ -85,9 +87,15 @@ class _Service:
     and the two response shapes (one JSON body, or SSE chunks)."""
 
     def __init__(
-        self, engine: Engine, max_tokens_default: int, max_waiting: int, disconnect_poll_s: float
+        self,
+        engine: Engine,
+        max_tokens_default: int,
+        max_waiting: int,
+        disconnect_poll_s: float,
+        traffic: TrafficLog | None = None,
     ) -> None:
         self.engine = engine
+        self.traffic = traffic
         self.max_tokens_default = max_tokens_default
         self.max_waiting = max_waiting
         self.disconnect_poll_s = disconnect_poll_s
@@ -281,7 +289,8 @@ class _Service:
 
     async def complete(
         self, req: GenRequest, stops: list[str], request: Request
-    ) -> tuple[str, str, GenerationStats]:
+    ) -> tuple[str, str, GenerationStats, list[int]]:
+        """One choice's text, finish reason, counters and generated token ids."""
         st = GenerationStats()
         toks: list[int] = []
         text = ""
@@ -295,7 +304,19 @@ class _Service:
                 if cut is not None:
                     text, reason = text[:cut], "stop"
                     break
-        return text, reason or st.finish_reason, st
+        return text, reason or st.finish_reason, st, toks
+
+    def record(
+        self,
+        endpoint: str,
+        body: CommonRequest,
+        prompt: list[int],
+        done: list[tuple[str, str, GenerationStats, list[int]]],
+    ) -> None:
+        if self.traffic is not None:
+            self.traffic.write(
+                endpoint, body.model_dump(exclude_none=True), prompt, [d[3] for d in done]
+            )
 
     def sse(
         self,
@@ -344,8 +365,9 @@ class _Service:
                 media_type="text/event-stream",
             )
         done = await asyncio.gather(*(self.complete(r, stops, request) for r in reqs))
+        self.record("chat", body, prompt, done)
         choices = []
-        for i, (text, reason, _) in enumerate(done):
+        for i, (text, reason, *_) in enumerate(done):
             message: dict[str, Any] = {"role": "assistant", "content": text}
             call = tool_call_message(text) if plan.tool_mode else None
             if call is not None:
@@ -354,7 +376,7 @@ class _Service:
             choices.append(
                 {"index": i, "message": message, "finish_reason": reason, "logprobs": None}
             )
-        return self._answer("chatcmpl-", "chat.completion", choices, [st for *_, st in done])
+        return self._answer("chatcmpl-", "chat.completion", choices, [d[2] for d in done])
 
     async def completions(
         self, body: CompletionRequest, request: Request
@@ -381,11 +403,12 @@ class _Service:
                 self.sse(reqs, stops, False, body, request), media_type="text/event-stream"
             )
         done = await asyncio.gather(*(self.complete(r, stops, request) for r in reqs))
+        self.record("completions", body, ids, done)
         choices = [
             {"index": i, "text": text, "finish_reason": reason, "logprobs": None}
-            for i, (text, reason, _) in enumerate(done)
+            for i, (text, reason, *_) in enumerate(done)
         ]
-        return self._answer("cmpl-", "text_completion", choices, [st for *_, st in done])
+        return self._answer("cmpl-", "text_completion", choices, [d[2] for d in done])
 
     def _answer(
         self, prefix: str, obj: str, choices: list[dict[str, Any]], sts: list[GenerationStats]
@@ -410,16 +433,18 @@ def create_app(
     max_body_bytes: int = 1 << 20,
     max_waiting: int = 16,
     disconnect_poll_s: float = 0.05,
+    traffic: TrafficLog | None = None,
 ) -> FastAPI:
     """Build the FastAPI app serving ``engine`` under the model id ``engine.name``.
 
     ``max_body_bytes``: larger bodies get 413. ``max_waiting``: how many requests may wait
     behind the running ones (``engine.max_running``) before the next gets 429.
-    ``disconnect_poll_s``: how often a request checks that its client is still there."""
+    ``disconnect_poll_s``: how often a request checks that its client is still there.
+    ``traffic``: where answered non-streamed requests are logged (none: not logged)."""
     app = FastAPI(title="noc-assistant LLM server")
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     _install_errors(app)
-    svc = _Service(engine, max_tokens_default, max_waiting, disconnect_poll_s)
+    svc = _Service(engine, max_tokens_default, max_waiting, disconnect_poll_s, traffic)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

@@ -2,7 +2,9 @@
 
 Pipeline:
 
-1. :func:`build_corpus`: the target answers NOC-style prompts greedily (target-regenerated data).
+1. :func:`build_corpus`: the target answers NOC-style prompts greedily (target-regenerated data),
+   or :func:`traffic_samples`: the prompts a server answered and its answers, from a traffic
+   log (:mod:`noc_assistant.serving.traffic`; the product's own requests).
 2. :func:`build_draft_vocab`: the most frequent target tokens form a reduced draft vocabulary.
 3. :func:`extract_features`: one target forward per sequence caches the tap features and a
    sparse top-k teacher distribution over the draft vocabulary (the costly part, done once).
@@ -17,6 +19,7 @@ Pipeline:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -48,6 +51,7 @@ __all__ = [
     "extract_features",
     "prepare_data",
     "replacement_probability",
+    "traffic_samples",
     "train_drafter",
 ]
 
@@ -431,6 +435,30 @@ def train_drafter(
     return model.eval()
 
 
+def traffic_samples(paths: Sequence[str | Path]) -> list[Sample]:
+    """One sample per answered choice of the traffic logs ``paths`` (prompt ids + answer ids).
+
+    The answers are what the server sent: under the request's grammar and penalties, so a
+    drafter trained on them learns the text the product is served, not a free-running answer.
+    """
+    from noc_assistant.serving.traffic import read_traffic
+
+    return [
+        Sample(tokens=[*r.prompt, *c], prompt_len=len(r.prompt))
+        for p in paths
+        for r in read_traffic(p)
+        for c in r.completions
+        if c
+    ]
+
+
+def _traffic_key(paths: Sequence[str | Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(Path(p).read_bytes())
+    return h.hexdigest()[:12]
+
+
 def prepare_data(
     target: TargetModel,
     work_dir: str | Path,
@@ -440,13 +468,22 @@ def prepare_data(
     max_new_tokens: int = 80,
     vocab_size: int = 4096,
     progress: Callable[[str, int, int], None] | None = None,
+    traffic: Sequence[str | Path] = (),
 ) -> tuple[list[int], list[FeatureSeq]]:
-    """Corpus, draft vocabulary and cached features, stored in ``work_dir`` and reused."""
+    """Corpus, draft vocabulary and cached features, stored in ``work_dir`` and reused.
+
+    With ``traffic`` (traffic logs) the corpus is their requests and answers; ``n_prompts``,
+    ``seed`` and ``max_new_tokens`` then play no part."""
     from noc_assistant.serving.corpus import noc_prompts
 
     wd = Path(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
     cpath = wd / f"corpus-{target.name}-n{n_prompts}-s{seed}-m{max_new_tokens}.json"
+    if traffic:
+        cpath = wd / f"corpus-{target.name}-traffic-{_traffic_key(traffic)}.json"
+        if not cpath.is_file():
+            samples = traffic_samples(traffic)
+            cpath.write_text(json.dumps([asdict(s) for s in samples]))
     if cpath.is_file():
         raw = json.loads(cpath.read_text())
         samples = [Sample(tokens=r["tokens"], prompt_len=r["prompt_len"]) for r in raw]
