@@ -107,7 +107,7 @@ def replay(
             for name, srv in servers.items():
                 out, wall = send(client, srv.port, body)
                 msg = out["choices"][0]["message"]
-                calls = msg.get("tool_calls")
+                calls = [c["function"] for c in msg.get("tool_calls") or []]  # ids differ
                 text = json.dumps(calls) if calls else msg["content"]
                 spec = out["noc"]["spec"]
                 t = tallies[name]

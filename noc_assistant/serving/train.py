@@ -6,8 +6,9 @@ Pipeline:
    or :func:`traffic_samples`: the prompts a server answered and its answers, from a traffic
    log (:mod:`noc_assistant.serving.traffic`; the product's own requests).
 2. :func:`build_draft_vocab`: the most frequent target tokens form a reduced draft vocabulary.
-3. :func:`extract_features`: one target forward per sequence caches the tap features and a
-   sparse top-k teacher distribution over the draft vocabulary (the costly part, done once).
+3. :func:`extract_features`: one target forward per sequence (after the prefix it shares with
+   the previous one) caches the tap features and a sparse top-k teacher distribution over the
+   draft vocabulary (the costly part, done once).
 4. :func:`train_drafter`: the DSpine objective. Per block of B tokens with anchor at t:
    ``L = Σ_j w_j (L_backbone + L_refine + β·CĒ·L_align) / Σ_j w_j`` with
    ``L_backbone = 0.1·CE + 0.9·‖P − q‖₁``, the refinement loss on the top-K candidates scored with
@@ -158,6 +159,15 @@ def build_draft_vocab(
     return sorted(keep)
 
 
+def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 @torch.no_grad()
 def extract_features(
     target: TargetModel,
@@ -167,15 +177,27 @@ def extract_features(
     top_q: int = 32,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[FeatureSeq]:
-    """One target forward per sample: tap features and sparse teacher distributions."""
+    """Tap features and sparse teacher distributions of every sample.
+
+    The target runs each sample after the part it shares with the previous one, which stays
+    in the KV cache (a traffic log's requests share long prefixes: the system prompt, a chat's
+    conversation so far); a causal model's rows there are those already computed."""
     vocab = torch.tensor(list(draft_vocab))
     out: list[FeatureSeq] = []
+    cache = target.new_cache()
+    prev: list[int] = []
+    feats = val = idx = torch.zeros(0)
     for n, s in enumerate(samples):
-        ids = torch.tensor(s.tokens).unsqueeze(0)
-        res = target.features_batch(ids)
-        probs = torch.softmax(res.logits[0].cpu(), dim=-1)[:, vocab]  # [S, Vd]
+        keep = min(_shared_prefix(prev, s.tokens), len(s.tokens) - 1)
+        cache.crop(keep)
+        res = target.forward(s.tokens[keep:], cache)
+        probs = torch.softmax(res.logits.float(), dim=-1)[:, vocab]  # [S - keep, Vd]
         k = min(top_q, probs.shape[-1])
-        val, idx = probs.topk(k, dim=-1)
+        v, i = probs.topk(k, dim=-1)
+        feats = torch.cat([feats[:keep], res.features.half()]) if keep else res.features.half()
+        val = torch.cat([val[:keep], v]) if keep else v
+        idx = torch.cat([idx[:keep], i]) if keep else i
+        prev = list(s.tokens)
         q_idx = torch.full((len(s.tokens), k), -1, dtype=torch.long)
         q_val = torch.zeros((len(s.tokens), k))
         q_idx[1:] = idx[:-1]
@@ -184,7 +206,7 @@ def extract_features(
             FeatureSeq(
                 tokens=torch.tensor(s.tokens),
                 prompt_len=s.prompt_len,
-                features=res.features[0].half().cpu(),
+                features=feats.clone(),
                 q_idx=q_idx,
                 q_val=q_val.half(),
             )

@@ -7,6 +7,7 @@ from typing import Any
 
 import openai
 import pytest
+import torch
 
 from noc_assistant.errors import BadInputError
 from noc_assistant.serving.engine import Engine
@@ -14,7 +15,7 @@ from noc_assistant.serving.loading import TargetModel
 from noc_assistant.serving.server import ServerThread, create_app
 from noc_assistant.serving.speculative import greedy_reference
 from noc_assistant.serving.traffic import TrafficLog, read_traffic
-from noc_assistant.serving.train import prepare_data, traffic_samples
+from noc_assistant.serving.train import Sample, extract_features, prepare_data, traffic_samples
 
 SCHEMA = {
     "type": "object",
@@ -110,3 +111,21 @@ def test_bad_log_line_names_file_and_line(tmp_path: Path, line: str, why: str) -
     with pytest.raises(BadInputError, match=why) as exc:
         read_traffic(p)
     assert exc.value.line == 3 and exc.value.source == str(p)
+
+
+def test_features_reuse_the_shared_prefix_exactly(tiny: TargetModel) -> None:
+    base = tiny.tokenizer.encode("The SMF lost its N4 association to upf-3 at 02:10.")
+    samples = [
+        Sample(tokens=[*base, 5, 6, 7], prompt_len=len(base)),
+        Sample(tokens=[*base, 5, 9, 9, 9], prompt_len=len(base) + 1),  # shares base + [5]
+        Sample(tokens=[*base[:4], 8, 8], prompt_len=4),
+        Sample(tokens=[*base[:4], 8, 8], prompt_len=4),  # the same again: one row re-run
+    ]
+    vocab = list(range(0, 256, 3))
+    together = extract_features(tiny, samples, vocab)
+    for got, s in zip(together, samples, strict=True):
+        alone = extract_features(tiny, [s], vocab)[0]
+        assert got.tokens.tolist() == s.tokens and got.prompt_len == s.prompt_len
+        assert torch.allclose(got.features.float(), alone.features.float(), atol=2e-3)
+        assert torch.equal(got.q_idx[1:, :3], alone.q_idx[1:, :3])
+        assert torch.allclose(got.q_val.float(), alone.q_val.float(), atol=1e-3)
