@@ -8,7 +8,7 @@ send the held-out bodies again to a server with another drafter.
 
 The log holds what the server was sent. The drafting stage masks subscriber identifiers before
 a prompt leaves it, so the log holds no more than the model saw; keep it where the prompts may
-be kept.
+be kept; a new log is created readable by its owner only.
 
 >>> import tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.jsonl"
@@ -21,6 +21,7 @@ be kept.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ class TrafficLog:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # readable by its owner only: prompts may carry what the model was shown
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         self._lock = threading.Lock()
 
     def write(

@@ -65,6 +65,7 @@ def test_server_records_prompts_and_answers(tiny: TargetModel, tmp_path: Path) -
     log = tmp_path / "traffic.jsonl"
     engine, msgs, texts = _serve_and_ask(tiny, log)
     recs = read_traffic(log)
+    assert log.stat().st_mode & 0o777 == 0o600
     # streamed answers are not logged; the three others are, in order
     assert [r.endpoint for r in recs] == ["chat", "chat", "completions"]
     plain, schema, comp = recs
