@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-dspine bench-scenarios bench-drafting serve clean
+.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-dspine bench-traffic bench-scenarios bench-drafting serve clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,21 @@ bench-drafting: $(VENV)/.full
 
 bench-dspine: $(VENV)/.full
 	$(BIN)/python bench/bench_dspine.py
+
+# drafters trained on the product's own requests (issue 35): the drafting stage's traffic on four
+# simulated days trains DSpine and the DFlash-style baseline (800 steps each, side by side: ~3 s a
+# step on prompts of ~1,200 tokens), two other days are held out and sent again to both: about
+# 2 h on 2 cores
+TRAFFIC := $(HOME)/.cache/noc-assistant/traffic
+TRAIN := --traffic $(TRAFFIC)/train.jsonl --work-dir $(TRAFFIC)/work --steps 800 --block-size 8 --alignment-weight 1.0
+bench-traffic: $(VENV)/.full
+	rm -rf $(TRAFFIC) && mkdir -p $(TRAFFIC)
+	for s in 11 12 13 14; do $(BIN)/python bench/bench_drafting.py --seed $$s --questions 3 --threads 1 --record $(TRAFFIC)/train.jsonl --out $(TRAFFIC)/drafting-$$s.md || exit 1; done
+	for s in 7 8; do $(BIN)/python bench/bench_drafting.py --seed $$s --questions 3 --threads 1 --record $(TRAFFIC)/heldout.jsonl --out $(TRAFFIC)/drafting-$$s.md || exit 1; done
+	$(BIN)/noc llm train-drafter --variant dspine --out $(TRAFFIC)/prep $(TRAIN) --steps 1 --threads 2
+	$(BIN)/noc llm train-drafter --variant dspine --out $(TRAFFIC)/dspine $(TRAIN) --threads 1 & pid=$$!; \
+	$(BIN)/noc llm train-drafter --variant dflash --out $(TRAFFIC)/dflash $(TRAIN) --threads 1 && wait $$pid
+	$(BIN)/python bench/bench_traffic.py --log $(TRAFFIC)/heldout.jsonl --dspine $(TRAFFIC)/dspine --dflash $(TRAFFIC)/dflash --blocks 3 --limit 60 --busy
 
 serve: $(VENV)/.full
 	$(BIN)/noc llm serve

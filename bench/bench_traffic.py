@@ -9,12 +9,16 @@ Every recorded body is sent again, as recorded (its JSON Schema or tools, temper
 penalties), to one built-in server per variant in this process: target-only, DSpine and the
 DFlash-style baseline, each at the block sizes asked. The variants take each request in turn,
 so a change of machine load hits all of them alike. Reports τ (tokens committed per verify
-round, jump-forward tokens excluded), the share of drafts accepted, the wall time of the whole
-log against target-only's, and checks each answer is identical to target-only's. With
+round, the grammar's forced tokens included: under a grammar they are drafted and verified in
+the round, see :mod:`noc_assistant.serving.grammar_drafts`), the share of drafts accepted, the
+verify rounds, the wall time of the whole log against target-only's, and checks each answer is
+identical to target-only's. Every variant writes the same answers, so the τ ratio of two
+drafters is the inverse ratio of their verify rounds. With
 ``--busy`` the log is sent a second time beside a process that spins on one core.
 
     .venv/bin/python bench/bench_traffic.py --log TRAFFIC.jsonl --dspine DIR --dflash DIR \
-        [--blocks 3] [--threads 1] [--limit 0] [--busy] [--out bench/traffic_results.md]
+        [--also NAME=DIR] [--blocks 3] [--threads 1] [--limit 0] [--busy]
+        [--out bench/traffic_results.md]
 """
 
 from __future__ import annotations
@@ -58,6 +62,13 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--log", type=Path, required=True, help="held-out traffic log")
     ap.add_argument("--dspine", type=Path, required=True, help="DSpine checkpoint folder")
     ap.add_argument("--dflash", type=Path, required=True, help="DFlash-style checkpoint folder")
+    ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="another drafter checkpoint to compare (repeatable)",
+    )
     ap.add_argument("--blocks", default="3", help="block sizes, comma-separated")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="first N requests only (0: all)")
@@ -79,8 +90,10 @@ def start_servers(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, A
     target = load_default()
     drafters: dict[str, Any] = {"target-only": None}
     info: dict[str, Any] = {}
+    others = [tuple(a.split("=", 1)) for a in args.also]
     for b in (int(x) for x in args.blocks.split(",")):
-        for name, folder in (("DSpine", args.dspine), ("DFlash-style", args.dflash)):
+        named = [("DSpine", args.dspine), ("DFlash-style", args.dflash)]
+        for name, folder in [*named, *((n, Path(d)) for n, d in others)]:
             drafters[f"{name} B={b}"] = load_drafter(folder, target, block_size=b)
             info[name] = json.loads((folder / "train.json").read_text())
     servers = {
@@ -176,6 +189,15 @@ def main() -> None:
     print("\n".join(lines))
 
 
+def _trained_on(info: dict[str, Any]) -> str:
+    what = (
+        "traffic logs " + ", ".join(Path(t).name for t in info["traffic"])
+        if info.get("traffic")
+        else f"the template corpus ({info.get('prompts')} prompts)"
+    )
+    return f"{info.get('steps')} steps at B={info.get('block_size')} on {what}"
+
+
 def report(
     args: argparse.Namespace, recs: list[Any], runs: dict[str, dict[str, Tally]], info: Any
 ) -> list[str]:
@@ -184,12 +206,8 @@ def report(
         f"- requests: {len(recs)} chat requests of `{args.log.name}` (held out: other simulated "
         f"days than the training logs), prompts {prompt[0]}–{prompt[-1]} tokens "
         f"(median {prompt[len(prompt) // 2]}), sent as recorded (temperature 0)",
-        "- drafters: "
-        + "; ".join(
-            f"{k}: {v.get('steps')} steps, block {v.get('block_size')}, "
-            f"traffic {', '.join(Path(t).name for t in v.get('traffic', []))}"
-            for k, v in info.items()
-        ),
+        "- drafters (trained at block size B, run truncated at a smaller one): "
+        + "; ".join(f"{k}: {_trained_on(v)}" for k, v in info.items()),
         "",
     ]
     for mode, tallies in runs.items():
