@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["KVCache"]
+__all__ = ["KVCache", "shared_prefix"]
 
 
 class KVCache:
@@ -29,3 +30,17 @@ class KVCache:
         """A new cache holding a copy of the first ``length`` positions, or None where a cache
         cannot be copied cheaply (this one: a transformers cache; the native one can)."""
         return None
+
+
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` have in common.
+
+    >>> shared_prefix([1, 2, 3], [1, 2, 4, 5]), shared_prefix([], [1])
+    (2, 0)
+    """
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

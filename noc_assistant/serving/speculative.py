@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from noc_assistant.serving.cache import shared_prefix
 from noc_assistant.serving.draft_heads import Drafter, Proposal
 from noc_assistant.serving.errors import RequestError
 from noc_assistant.serving.grammar_drafts import (
@@ -119,12 +120,7 @@ class PrefixCache:
             return 0
         if drafter is not None and not hasattr(drafter, "crop"):
             return 0
-        n = 0
-        for a, b in zip(self.tokens, prompt[:-1], strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
+        return shared_prefix(self.tokens, prompt[:-1])
 
 
 def _prefill(

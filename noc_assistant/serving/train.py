@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from noc_assistant.serving.cache import shared_prefix
 from noc_assistant.serving.draft_heads import (
     BlockDrafterModel,
     DrafterConfig,
@@ -159,15 +160,6 @@ def build_draft_vocab(
     return sorted(keep)
 
 
-def _shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 @torch.no_grad()
 def extract_features(
     target: TargetModel,
@@ -188,7 +180,7 @@ def extract_features(
     prev: list[int] = []
     feats = val = idx = torch.zeros(0)
     for n, s in enumerate(samples):
-        keep = min(_shared_prefix(prev, s.tokens), len(s.tokens) - 1)
+        keep = shared_prefix(prev, s.tokens[:-1])  # the last token always runs
         cache.crop(keep)
         res = target.forward(s.tokens[keep:], cache)
         probs = torch.softmax(res.logits.float(), dim=-1)[:, vocab]  # [S - keep, Vd]
