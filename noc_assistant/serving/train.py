@@ -198,7 +198,7 @@ def extract_features(
             FeatureSeq(
                 tokens=torch.tensor(s.tokens),
                 prompt_len=s.prompt_len,
-                features=feats.clone(),
+                features=feats,  # a new tensor each sample (cat or half), never written
                 q_idx=q_idx,
                 q_val=q_val.half(),
             )
@@ -495,12 +495,12 @@ def prepare_data(
     cpath = wd / f"corpus-{target.name}-n{n_prompts}-s{seed}-m{max_new_tokens}.json"
     if traffic:
         cpath = wd / f"corpus-{target.name}-traffic-{_traffic_key(traffic)}.json"
-        if not cpath.is_file():
-            samples = traffic_samples(traffic)
-            cpath.write_text(json.dumps([asdict(s) for s in samples]))
     if cpath.is_file():
         raw = json.loads(cpath.read_text())
         samples = [Sample(tokens=r["tokens"], prompt_len=r["prompt_len"]) for r in raw]
+    elif traffic:
+        samples = traffic_samples(traffic)
+        cpath.write_text(json.dumps([asdict(s) for s in samples]))
     else:
         prompts = noc_prompts(n_prompts, seed=seed)
         samples = build_corpus(
