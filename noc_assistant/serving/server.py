@@ -48,7 +48,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -80,6 +80,15 @@ from noc_assistant.serving.sse import Choices
 from noc_assistant.serving.traffic import TrafficLog
 
 __all__ = ["BodyLimit", "ClientGone", "ServerThread", "create_app"]
+
+
+class _Done(NamedTuple):
+    """One finished choice of a non-streamed answer."""
+
+    text: str
+    reason: str
+    stats: GenerationStats
+    tokens: list[int]
 
 
 class _Service:
@@ -287,9 +296,7 @@ class _Service:
             "total_tokens": sts[0].prompt_tokens + done,
         }
 
-    async def complete(
-        self, req: GenRequest, stops: list[str], request: Request
-    ) -> tuple[str, str, GenerationStats, list[int]]:
+    async def complete(self, req: GenRequest, stops: list[str], request: Request) -> _Done:
         """One choice's text, finish reason, counters and generated token ids."""
         st = GenerationStats()
         toks: list[int] = []
@@ -304,18 +311,18 @@ class _Service:
                 if cut is not None:
                     text, reason = text[:cut], "stop"
                     break
-        return text, reason or st.finish_reason, st, toks
+        return _Done(text, reason or st.finish_reason, st, toks)
 
     def record(
         self,
         endpoint: str,
         body: CommonRequest,
         prompt: list[int],
-        done: list[tuple[str, str, GenerationStats, list[int]]],
+        done: list[_Done],
     ) -> None:
         if self.traffic is not None:
             self.traffic.write(
-                endpoint, body.model_dump(exclude_none=True), prompt, [d[3] for d in done]
+                endpoint, body.model_dump(exclude_none=True), prompt, [d.tokens for d in done]
             )
 
     def sse(
@@ -376,7 +383,7 @@ class _Service:
             choices.append(
                 {"index": i, "message": message, "finish_reason": reason, "logprobs": None}
             )
-        return self._answer("chatcmpl-", "chat.completion", choices, [d[2] for d in done])
+        return self._answer("chatcmpl-", "chat.completion", choices, [d.stats for d in done])
 
     async def completions(
         self, body: CompletionRequest, request: Request
@@ -408,7 +415,7 @@ class _Service:
             {"index": i, "text": text, "finish_reason": reason, "logprobs": None}
             for i, (text, reason, *_) in enumerate(done)
         ]
-        return self._answer("cmpl-", "text_completion", choices, [d[2] for d in done])
+        return self._answer("cmpl-", "text_completion", choices, [d.stats for d in done])
 
     def _answer(
         self, prefix: str, obj: str, choices: list[dict[str, Any]], sts: list[GenerationStats]
