@@ -15,7 +15,11 @@ from noc_assistant.serving.loading import ByteTokenizer, TargetModel
 from noc_assistant.serving.native import NativeTargetModel, load_native_gguf
 from noc_assistant.serving.power import RaplMeter
 from noc_assistant.serving.server import ServerThread, create_app
-from noc_assistant.serving.speculative import constrained_greedy_reference, greedy_reference
+from noc_assistant.serving.speculative import (
+    GenerationStats,
+    constrained_greedy_reference,
+    greedy_reference,
+)
 from tests.serving.test_native import write_tiny_gguf
 from tests.serving.test_power import _tree
 
@@ -110,19 +114,14 @@ def test_overlapping_requests_have_no_measured_energy_of_their_own(
     prompts = _prompts(engine)
     _, alone = engine.generate(Request(prompts[0], 8))
     assert alone.measured_j is not None
-    stats: list[object] = []
-    done = threading.Barrier(2)
-
-    def run(p: list[int]) -> None:
-        done.wait()
-        stats.append(engine.generate(Request(p, 24))[1])
-
-    threads = [threading.Thread(target=run, args=(p,)) for p in prompts[:2]]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert [getattr(s, "measured_j", 0) for s in stats] == [None, None]
+    # the first request is held open after its first tokens while the second runs whole, so
+    # they overlap whatever the machine's speed (two threads racing need not)
+    first = GenerationStats()
+    held = engine.stream(Request(prompts[0], 24), first)
+    assert next(held)
+    _, second = engine.generate(Request(prompts[1], 24))
+    assert list(held)
+    assert [first.measured_j, second.measured_j] == [None, None]
 
 
 def test_server_runs_four_chats_at_once(native: NativeTargetModel) -> None:
