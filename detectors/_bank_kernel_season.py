@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from detectors._bank_kernel_state import (
     CLIP,
+    DAYS_CAP,
     G_MAD,
     G_RTOTAL,
     G_TDAY,
@@ -29,6 +30,7 @@ from detectors._bank_kernel_state import (
     G_TV,
     MIN_RESIDUALS,
     REL_FLOOR,
+    RESN_CAP,
     inline,
 )
 from detectors.robust_zscore import MAD_TO_SIGMA
@@ -192,11 +194,11 @@ def learn_season(
         if rcol >= 0:
             g[i, rcol] += 1.0
         g[i, G_MAD] = gmad + max(0.01, 1.0 / max(rt, 1.0)) * (dev - gmad)
-        s[b, i].resn = resn + 1.0
+        s[b, i].resn = min(resn + 1.0, RESN_CAP)
     else:
         ssum += x_young
     s[b, i].level = lvl
-    s[b, i].days = days
+    s[b, i].days = min(days, DAYS_CAP)
     if new_day:
         s[b, i].cday = day
     s[b, i].sum = ssum

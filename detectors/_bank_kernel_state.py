@@ -28,10 +28,12 @@ import numpy as np
 
 __all__ = [
     "CLIP",
+    "DAYS_CAP",
     "DETAIL",
     "LEVEL_KEYS",
     "MIN_RESIDUALS",
     "REL_FLOOR",
+    "RESN_CAP",
     "SEASON_KEYS",
     "SERIES_KEYS",
     "STATE_KEYS",
@@ -99,6 +101,9 @@ TAIL_KEYS = (
 POINT, SHIFT, SPREAD = range(3)
 
 SEASON_KEYS = ("level", "mad", "sum", "days", "resn", "cnt", "cday")
+#: where a bin's day count stops (its uint16 field) and its residual count (uint8)
+DAYS_CAP = 65535.0
+RESN_CAP = 255.0
 #: per series and profile: the series-wide deviation and residual count, then the trend term
 #: (:meth:`detectors.seasonal.SeasonalProfile.trend`): its day, that day's clipped residuals
 #: and predictions, the days' running mean, variance and count, and the correction they give
@@ -119,9 +124,16 @@ D_EXPECTED, D_SCALE, D_POINT_BAR, D_POINT_RATIO, D_SHIFT_RATIO = range(len(DETAI
 
 
 def season_dtype(dtype: Any) -> np.dtype[np.void]:
-    """One profile bin of one series: level, MAD and the day's sum in ``dtype``; the counts in
-    float32 (whole numbers below 2**24 are exact; a day number since 1970 is ~20,000). One
+    """One profile bin of one series: level, MAD and the day's sum in ``dtype``; the day
+    count in uint16 (saturating at :data:`DAYS_CAP`, where it no longer changes anything
+    while ``1 / (DAYS_CAP + 1) <= alpha`` and ``min_days <= DAYS_CAP``, which
+    :class:`detectors.params.EnsembleParams` checks); whether the bin has a residual in uint8
+    (a count saturating at :data:`RESN_CAP`: only ``> 0`` is read); the day's value count and
+    day number in float32 (whole numbers below 2**24 are exact; a day number since 1970 is
+    ~20,000, and -1 marks a bin never seen). 35 bytes a bin in float64, 23 in float32,
+    against 40 and 28 with every count in float32, with the same results bit for bit. One
     record, so a bin stays one memory stream (two arrays ran a quarter slower)."""
     return np.dtype(
-        [(k, dtype) for k in SEASON_KEYS[:3]] + [(k, np.float32) for k in SEASON_KEYS[3:]]
+        [(k, dtype) for k in SEASON_KEYS[:3]]
+        + [("days", np.uint16), ("resn", np.uint8), ("cnt", np.float32), ("cday", np.float32)]
     )

@@ -167,6 +167,15 @@ class EnsembleBank(EnsembleParams):
             spread_slow=self.spread_slow,
         )
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A snapshot from before the compact bins (every count in float32) restores into
+        today's layout: the counts are whole numbers, so the conversion is exact."""
+        dtype = layout.season_dtype(state["dtype_"])
+        state["profiles_"] = [
+            (s if s.dtype == dtype else _compact(s, dtype), g) for s, g in state["profiles_"]
+        ]
+        self.__dict__.update(state)
+
     @property
     def nbytes(self) -> int:
         """Bytes of state (profiles included once allocated)."""
@@ -325,3 +334,16 @@ class EnsembleBank(EnsembleParams):
                 proportion,
             )
         return BankResult(score, opened, closed)
+
+
+def _compact(season: Arr, dtype: np.dtype[np.void]) -> Arr:
+    """A profile's bins in ``dtype``, the counts saturated where its fields stop."""
+    out = np.empty(season.shape, dtype)
+    for name in dtype.names or ():
+        value = season[name]
+        if name == "days":
+            value = np.minimum(value, layout.DAYS_CAP)
+        elif name == "resn":
+            value = np.minimum(value, layout.RESN_CAP)
+        out[name] = value
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -593,3 +594,43 @@ def test_settings_the_detectors_cannot_honour_are_refused(
     with pytest.raises(ValueError, match=f"^{re.escape(field)} must"):
         cls(*args, **params)
     cls(*args)  # the defaults pass
+
+
+def _old_layout(season: np.ndarray) -> np.ndarray:
+    """A profile's bins as snapshots before the compact layout held them: every count in
+    float32."""
+    old = np.dtype([(k, season.dtype[k]) for k in ("level", "mad", "sum")]
+                   + [(k, np.float32) for k in ("days", "resn", "cnt", "cday")])  # fmt: skip
+    out = np.empty(season.shape, old)
+    for name in old.names or ():
+        out[name] = season[name]
+    return out
+
+
+def test_compact_bins_restore_old_snapshots_and_cost_35_bytes() -> None:
+    """A bin is 35 bytes in float64 (23 in float32): counts in uint16 and uint8, not float32.
+    A bank pickled with the old layout restores into the new one and goes on exactly as the
+    bank that was never pickled."""
+    rng = np.random.default_rng(3)
+    t = 1_795_910_400.0 + np.arange(0.0, 9 * 86400.0, 600.0)
+    x = 100 + 20 * np.sin(2 * np.pi * t / 86400.0) + rng.normal(0, 2, size=(3, t.size))
+    x[1, -40:] += 30.0
+    half = t.size // 2
+    for dtype, per_bin in ((np.float64, 35), (np.float32, 23)):
+        bank = EnsembleBank(3, warmup=200, dtype=dtype)
+        bank.run(x[:, :half], t[:half])
+        bins = sum(s.shape[0] for s, _ in bank.profiles_)
+        assert [s.dtype.itemsize for s, _ in bank.profiles_] == [per_bin] * 3
+        assert bins == 48 + 168 + 96
+        old = pickle.loads(pickle.dumps(bank))
+        old.profiles_ = [(_old_layout(s), g) for s, g in old.profiles_]
+        restored = pickle.loads(pickle.dumps(old))
+        assert [s.dtype for s, _ in restored.profiles_] == [s.dtype for s, _ in bank.profiles_]
+        for (a, _), (b, _) in zip(bank.profiles_, restored.profiles_, strict=True):
+            assert a.tobytes() == b.tobytes()
+        restored.extend(1)  # a new series after the restore: the layouts join
+        ref = bank.run(x[:, half:], t[half:])
+        got = restored.run(np.vstack([x[:, half:], x[:1, half:]]), t[half:])
+        np.testing.assert_array_equal(ref.score, got.score[:3])
+        np.testing.assert_array_equal(ref.opened, got.opened[:3])
+        assert ref.opened[1].any()
