@@ -5,9 +5,10 @@ largest network (``--scale 8``) has about 2,400 series, so this bench joins ``--
 networks, each drawn from its own seed (seed, seed + 1, ...) with every fault class, and
 renames each site's entities (``amf-3`` of site 2 is ``amf-3-s2``, in the ``instance`` label
 and in the inventory). Each entity lists its own site's entities of the types it depends on as
-peers, as a regional network's inventory would. The sites' samples are merged in time order
-and fed to one :class:`~noc_assistant.stream.pipeline.Pipeline` (RCA on) ``--chunk-s`` seconds
-of telemetry at a time; only the feeding is timed (CPU and wall), the simulation is not.
+peers, as a regional network's inventory would, and names its site (``"site": "s2"``). The
+sites' samples are merged in time order and fed to one
+:class:`~noc_assistant.stream.pipeline.Pipeline` (RCA on) ``--chunk-s`` seconds of telemetry
+at a time; only the feeding is timed (CPU and wall), the simulation is not.
 
 Usage: .venv/bin/python bench/bench_scale.py [--sites 4] [--days 1] [--interval 60]
        [--seed 23] [--out bench/scale_results.md]
@@ -59,7 +60,7 @@ def _site_inventory(entities: list[dict[str, Any]], suffix: str) -> list[dict[st
             for x in by_type.get(t, [])
             if x != e["id"] + suffix
         ]
-        out.append({**e, "id": e["id"] + suffix, "peers": own + local})
+        out.append({**e, "id": e["id"] + suffix, "peers": own + local, "site": suffix[1:]})
     return out
 
 
@@ -134,6 +135,12 @@ def main() -> None:
     digest = hashlib.sha256()
     for record in [*pipe.findings, *pipe.correlator.incidents.values()]:
         digest.update(json.dumps(record.model_dump(mode="json"), sort_keys=True).encode())
+    topology = pipe.guess.current()
+    spans = [
+        (len(inc.finding_ids), len({topology.site_of(e) for e in inc.entities} - {None}))
+        for inc in pipe.correlator.incidents.values()
+    ]
+    biggest = max(spans, default=(0, 0))
     rows = [
         f"| sites × scale-8 networks | {args.sites} |",
         f"| series (stored) | {series:,} |",
@@ -143,6 +150,8 @@ def main() -> None:
         f"| pipeline wall s (feed only) | {wall:.1f} |",
         f"| samples per CPU second | {samples / cpu:,.0f} |",
         f"| findings / incidents | {len(pipe.findings):,} / {len(pipe.correlator.incidents):,} |",
+        f"| incidents spanning more than one site | {sum(n > 1 for _, n in spans)} |",
+        f"| largest incident: findings, sites | {biggest[0]:,}, {biggest[1]} |",
         f"| sha256 of the findings and incidents (compare revisions) | {digest.hexdigest()[:10]} |",
         f"| detector state per KPI slot | {bank_bytes / max(kpi_series, 1):,.0f} B |",
         f"| peak RSS of the process (simulation buffers included) | {peak_mb:,.0f} MB |",

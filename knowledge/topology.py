@@ -80,6 +80,10 @@ class InventoryEntity(BaseModel):
     tz: str | None = None
     """IANA time zone of the entity's site where it is not the network's (its traffic follows
     that wall clock): an extension of docs/FORMATS.md §4, whose unknown keys are kept."""
+    site: str | None = Field(default=None, min_length=1)
+    """The site (region, data centre) the entity runs in: an extension of docs/FORMATS.md §4.
+    Where two entities both name one and they differ, the same symptom on both at once is
+    two sites' business, not one cause (:class:`noc_assistant.stream.correlate.Correlator`)."""
 
     @field_validator("tz")
     @classmethod
@@ -299,6 +303,19 @@ class Topology:
         if zone is None and "/gpu" in entity:
             zone = self.attributes.get(entity.split("/gpu", 1)[0], {}).get("tz")
         return zone if isinstance(zone, str) else None
+
+    def site_of(self, entity: str) -> str | None:
+        """The site the inventory gives the entity (a GPU its server's), None where it gives
+        none."""
+        site = self.attributes.get(entity, {}).get("site")
+        if site is None and "/gpu" in entity:
+            site = self.attributes.get(entity.split("/gpu", 1)[0], {}).get("site")
+        return site if isinstance(site, str) else None
+
+    def same_site(self, a: str, b: str) -> bool:
+        """Whether ``a`` and ``b`` may be one site: not both placed, at different sites."""
+        sa, sb = self.site_of(a), self.site_of(b)
+        return sa is None or sb is None or sa == sb
 
     def plays(self, entity: str, nf_type: str) -> bool:
         """Whether ``entity`` is of ``nf_type`` or acts as one (an EPC PGW acts as an SMF)."""

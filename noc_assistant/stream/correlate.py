@@ -39,8 +39,10 @@ into its NCCL hang, a second SMF failing sessions towards the PCF whose certific
 And a finding of the same KPI, the same way, as a series alarming in an open incident on
 another entity (a peer: the KPI is of one type) within the grouping window joins it: the same
 symptom on peers at once is one upstream cause or one mass event (every AMF's registrations
-surging together), not one page per peer. Whether an incident pages at all is its diagnosis's
-call (``Incident.severity``, :func:`noc_assistant.triage.rca.severity`).
+surging together), not one page per peer, within one site: where the inventory places both
+entities at different sites (``same_site``), the same symptom on both is two incidents, as a
+national network's coincident faults in two regions are. Whether an incident pages at all is
+its diagnosis's call (``Incident.severity``, :func:`noc_assistant.triage.rca.severity`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from knowledge.topology import Topology
+from knowledge.topology import Topology, plmn_digits
 from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident, Tuning
 
 __all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow", "inhibit_rules", "series_id"]
@@ -133,6 +135,7 @@ class Correlator:
         scope: Scope | None = None,
         aftermath: Aftermath | None = None,
         diagnosed_min_confidence: float = 0.5,
+        same_site: Related | None = None,
     ) -> None:
         self.window_s = window_s
         self.resolve_after_s = resolve_after_s
@@ -149,6 +152,7 @@ class Correlator:
         self.aftermath = aftermath
         self.maintenance = list(maintenance)
         self.diagnosed_min_confidence = diagnosed_min_confidence
+        self.same_site = same_site
         self._open: list[_Open] = []
         self._recent: list[Incident] = []
         self.incidents: dict[str, Incident] = {}
@@ -169,6 +173,9 @@ class Correlator:
     diagnosed_reach = 2.0
     #: (class default, for snapshots from before it) see ``__init__``
     repage_after_s = 0.0
+    #: whether two entities may be one site (peers join only then); None: any two may
+    #: (class default, for snapshots from before it)
+    same_site: Related | None = None
 
     def held(self, finding: Finding) -> Tuning | None:
         """The raised bar that holds ``finding`` (a new symptom scoring below it), if any: a
@@ -229,13 +236,34 @@ class Correlator:
             )
         )
 
+    def _partner_elsewhere(self, finding: Finding, inc: Incident) -> bool:
+        """Whether ``inc``'s leading diagnosis (at least ``diagnosed_min_confidence``) is a
+        fault of the roaming partner whose PLMN ``finding`` is about, and the finding comes
+        from another site than some entity of ``inc``: one partner's outage seen at several
+        sites is one incident (within a site, the PLMN's scope joins it already)."""
+        top = inc.hypotheses[0] if inc.hypotheses else None
+        plmn = dict(finding.labels).get("plmnid")
+        if (
+            self.same_site is None
+            or top is None
+            or not top.partner
+            or not plmn
+            or top.fault == "no_fault"
+            or top.confidence < self.diagnosed_min_confidence
+            or plmn_digits(top.partner) != plmn_digits(plmn)
+        ):
+            return False
+        return any(not self.same_site(finding.entity, e) for e in inc.entities)
+
     def _same_cause(self, finding: Finding, target: _Open) -> bool:
         """Whether ``finding`` is a further symptom of ``target``'s cause whatever the grouping
         window: its diagnosed fault sits on the finding's entity or next to it, or the finding
         is a peer's reading of a KPI alarming there within the window (module docstring)."""
         inc = target.incident
         since = finding.ts - inc.updated_at
-        if self._diagnosed_at(finding, inc) and since <= self.diagnosed_reach * self.window_s:
+        if since <= self.diagnosed_reach * self.window_s and (
+            self._diagnosed_at(finding, inc) or self._partner_elsewhere(finding, inc)
+        ):
             return True
         if since > self.window_s:
             return False
@@ -244,6 +272,7 @@ class Correlator:
             entity != finding.entity
             and direction == finding.direction
             and (series == finding.kpi or series.startswith(prefix))
+            and (self.same_site is None or self.same_site(finding.entity, entity))
             for (series, entity), direction in target.firing.items()
         )
 

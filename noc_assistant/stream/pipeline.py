@@ -113,6 +113,7 @@ class Pipeline:
             related=self._related,
             scope=self._scope,
             aftermath=self._aftermath,
+            same_site=self._same_site,
         )
         self.rca = rca
         self.outbox = outbox
@@ -191,13 +192,28 @@ class Pipeline:
     def _related(self, a: str, b: str) -> bool:
         return self.guess.current().related(a, b)
 
+    def _same_site(self, a: str, b: str) -> bool:
+        topology = self.guess.topology  # sites come from an inventory only
+        return topology is None or topology.same_site(a, b)
+
+    def _at_site(self, entity: str) -> str:
+        """``@site`` where the inventory names the entity's site, else nothing."""
+        topology = self.guess.topology
+        site = None if topology is None else topology.site_of(entity)
+        return "" if site is None else f"@{site}"
+
     def _scope(self, finding: Finding) -> str | None:
         kpi = self.kpis.get(finding.kpi)
         if kpi is not None and kpi.target_nf:
-            return f"nf:{kpi.target_nf}"
-        # findings about one PLMN (a roaming partner's subscribers) on any AMF share one cause
+            # the upstream NF of the finding's site (each site has its own NRF, UDM, ...)
+            return f"nf:{kpi.target_nf}" + self._at_site(finding.entity)
+        # findings about one PLMN (a roaming partner's subscribers) on any AMF of a site share
+        # one cause; at another site they are its own (a partner's outage seen there joins by
+        # the diagnosis: Correlator._partner_elsewhere)
         plmn = dict(finding.labels).get("plmnid")
-        return f"plmn:{plmn}" if plmn else None
+        if not plmn:
+            return None
+        return f"plmn:{plmn}" + self._at_site(finding.entity)
 
     def _aftermath(self, finding: Finding, incident: Incident) -> bool:
         """Whether ``finding`` is what the leading hypothesis of ``incident`` expects to come

@@ -237,3 +237,26 @@ def test_alertmanager_labels_a_notice_info_and_ends_it_when_it_pages() -> None:
 def test_stored_incidents_without_a_severity_read_as_pages() -> None:
     old = {"id": "i", "fingerprint": "x", "opened_at": 0.0, "updated_at": 0.0}
     assert Incident.model_validate_json(json.dumps(old)).severity == "page"
+
+
+def test_the_same_symptom_at_two_sites_is_two_incidents() -> None:
+    """The peer rule stays within a site where the inventory names sites: two regions' AMFs
+    surging together are two incidents; an AMF the inventory places nowhere still joins."""
+    topo = Topology.from_inventory(
+        {
+            "entities": [
+                {"id": "amf-01", "type": "amf", "site": "north"},
+                {"id": "amf-02", "type": "amf", "site": "south"},
+                {"id": "amf-03", "type": "amf"},
+            ]
+        },
+        PACK,
+    )
+    c = Correlator(window_s=600, related=topo.related, same_site=topo.same_site)
+    kinds = [
+        ev.kind
+        for i, amf in enumerate(["amf-01", "amf-02", "amf-03"])
+        for ev in c.add_finding(_f(f"f{i}", "amf-registration-attempts", amf, 30.0 * i, "up"))
+    ]
+    assert kinds == ["opened", "opened", "updated"]
+    assert sorted(len(i.entities) for i in c.incidents.values()) == [1, 2]

@@ -106,3 +106,26 @@ def test_upstream_walks_are_kept_apart_from_callers_and_snapshots() -> None:
     legacy.__setstate__(old)
     assert legacy.upstream_candidates("smf-12", "upf") == ["upf-21", "upf-22"]
     assert legacy == topo
+
+
+def test_sites_come_from_the_inventory_and_gpus_take_their_servers() -> None:
+    """``site`` (an extension of FORMATS.md §4): entities at two named sites are apart; an
+    entity with no site may be anywhere; a GPU is at its server's site; an empty site is an
+    error that names the field."""
+    topo = Topology.from_inventory(
+        {
+            "entities": [
+                {"id": "amf-1", "type": "amf", "site": "north"},
+                {"id": "amf-2", "type": "amf", "site": "south"},
+                {"id": "amf-3", "type": "amf"},
+                {"id": "gpu-srv-1", "type": "gpu_server", "gpus": ["0"], "site": "south"},
+            ]
+        },
+        load_pack(),
+    )
+    assert topo.site_of("amf-1") == "north" and topo.site_of("amf-3") is None
+    assert topo.site_of("gpu-srv-1/gpu0") == "south"
+    assert not topo.same_site("amf-1", "amf-2")
+    assert topo.same_site("amf-2", "gpu-srv-1/gpu0") and topo.same_site("amf-1", "amf-3")
+    with pytest.raises(TopologyError, match=r"entities\.0\.site"):
+        Topology.from_inventory({"entities": [{"id": "a", "type": "amf", "site": ""}]})

@@ -415,3 +415,66 @@ def test_a_still_alarming_series_reports_into_its_incident_after_the_window() ->
     c.clear("amf-registration-success", "amf-01", T0 + 1100)
     assert [e.kind for e in c.tick(T0 + 1500)] == ["resolved", "resolved"]
     assert len(c.incidents) == 2
+
+
+def test_an_upstream_nf_scope_is_per_site() -> None:
+    """Each site has its own UDM: SBI errors towards 'the UDM' on two sites' AMFs are two
+    incidents; so is a PLMN's scope per site (the next test)."""
+    from knowledge.topology import Topology
+    from noc_assistant.stream.pipeline import Pipeline
+
+    inventory = {
+        "entities": [
+            {"id": "amf-01", "type": "amf", "site": "north"},
+            {"id": "amf-02", "type": "amf", "site": "south"},
+            {"id": "amf-03", "type": "amf", "site": "south"},
+        ]
+    }
+    pipe = Pipeline(pack=PACK, topology=Topology.from_inventory(inventory, PACK), rca=False)
+    north = f("n", "sbi-udm-latency", "amf-01", "up", 1.0)
+    south = f("s", "sbi-udm-error-share", "amf-02", "up", 0.5, t=30)
+    also = f("t", "sbi-udm-latency", "amf-03", "up", 1.0, t=60)
+    assert pipe._scope(north) == "nf:udm@north" and pipe._scope(south) == "nf:udm@south"
+    partner = f("p", "amf-registration-success-by-plmn", "amf-02", "down", 0.8, plmnid="26201")
+    assert pipe._scope(partner) == "plmn:26201@south"
+    kinds = [e.kind for x in (north, south, also) for e in pipe.correlator.add_finding(x)]
+    assert kinds == ["opened", "opened", "updated"]
+
+
+def test_a_partner_outage_at_two_sites_is_one_incident_a_local_fault_is_not() -> None:
+    """With sites named, a PLMN's findings group per site (a site's own UDM failing rejects
+    every PLMN there), unless the open incident is diagnosed as that partner's outage: then
+    the same PLMN failing at another site joins it."""
+    from knowledge.topology import Topology
+    from noc_assistant.models import Hypothesis
+    from noc_assistant.stream.pipeline import Pipeline
+
+    inventory = {
+        "entities": [
+            {"id": "amf-01", "type": "amf", "site": "north"},
+            {"id": "amf-02", "type": "amf", "site": "south"},
+            {"id": "amf-03", "type": "amf", "site": "south"},
+        ]
+    }
+    topology = Topology.from_inventory(inventory, PACK)
+    kpi = "amf-registration-success-by-plmn"
+    north = f("n", kpi, "amf-01", "down", 0.8, plmnid="26201")
+    south = f("s", "amf-registered-subscribers-by-plmn", "amf-02", "down", 9, t=60,
+              plmnid="26201")  # fmt: skip
+    other = f("o", kpi, "amf-03", "down", 0.8, t=30, plmnid="31026")
+    for diagnosed in (False, True):
+        pipe = Pipeline(pack=PACK, topology=topology, rca=False)
+        assert pipe._scope(north) == "plmn:26201@north"
+        [opened] = pipe.correlator.add_finding(north)
+        assert [e.kind for e in pipe.correlator.add_finding(other)] == ["opened"]
+        if diagnosed:
+            opened.incident.hypotheses = [
+                Hypothesis(
+                    fault="roaming_partner_outage",
+                    entity="sepp-01",
+                    partner="262-01",
+                    confidence=0.9,
+                )
+            ]
+        [event] = pipe.correlator.add_finding(south)
+        assert (event.incident is opened.incident) is diagnosed
