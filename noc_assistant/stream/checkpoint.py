@@ -237,7 +237,7 @@ _PARTS: dict[str, tuple[type, dict[str, str]]] = {
 #: a call of :func:`_bound`, as pickle writes it as ``getattr(obj, name)``
 _BOUND_METHODS: frozenset[tuple[str, str]] = frozenset(
     ("noc_assistant.stream.pipeline.Pipeline", name)
-    for name in ("_related", "_scope", "_aftermath")
+    for name in ("_related", "_scope", "_aftermath", "_same_site")
 )
 
 
