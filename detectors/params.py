@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from detectors import _bank_kernel_state as layout
 from detectors.robust_zscore import Direction
 
 __all__ = [
@@ -314,12 +315,14 @@ class EnsembleParams:
             rate = getattr(self, name)
             if not 0.0 < rate <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {rate}")
-        # a profile bin keeps its day count to 65,535 (``detectors.bank``): where it stops,
-        # the count must no longer matter (the learning rate is alpha, the bin mature)
-        if self.seasonal_alpha < 1.0 / 65536.0 or self.week_min > 65535:
+        # a profile bin keeps its day count to ``layout.DAYS_CAP`` (``detectors.bank``): where
+        # it stops, the count must no longer matter (the learning rate is alpha, the bin mature)
+        cap = int(layout.DAYS_CAP)
+        if self.seasonal_alpha < 1.0 / (cap + 1) or self.week_min > cap:
             raise ValueError(
-                "seasonal_alpha must be at least 1/65536 and week_min at most 65535 (a profile"
-                f" bin counts days to 65535), got {self.seasonal_alpha} and {self.week_min}"
+                f"seasonal_alpha must be at least 1/{cap + 1} and week_min at most {cap} (a"
+                f" profile bin counts days to {cap}), got {self.seasonal_alpha} and"
+                f" {self.week_min}"
             )
         for name in ("target_rate", "interval", "period"):
             value = getattr(self, name)

@@ -634,3 +634,12 @@ def test_compact_bins_restore_old_snapshots_and_cost_35_bytes() -> None:
         np.testing.assert_array_equal(ref.score, got.score[:3])
         np.testing.assert_array_equal(ref.opened, got.opened[:3])
         assert ref.opened[1].any()
+
+
+def test_a_learning_rate_the_day_count_cannot_follow_is_refused() -> None:
+    """A bin counts days to 65535: below a rate of 1/65536 the count would still matter
+    where it stops, so such a setting is an error that names the field."""
+    with pytest.raises(ValueError, match="seasonal_alpha must be at least 1/65536"):
+        EnsembleBank(1, seasonal_alpha=1e-6)
+    with pytest.raises(ValueError, match="week_min at most 65535"):
+        EnsembleBank(1, week_min=70_000)
