@@ -296,21 +296,23 @@ class Topology:
         """The entity's type, ``""`` if the topology does not know it."""
         return self.types.get(entity, "")
 
+    def _placed(self, entity: str, key: str) -> str | None:
+        """The inventory's text ``key`` of the entity, or of its server for a GPU (which is
+        where its server is), None where it gives none."""
+        value = self.attributes.get(entity, {}).get(key)
+        if value is None and "/gpu" in entity:
+            value = self.attributes.get(entity.split("/gpu", 1)[0], {}).get(key)
+        return value if isinstance(value, str) else None
+
     def zone_of(self, entity: str) -> str | None:
         """The IANA time zone the inventory gives the entity's site (a GPU its server's),
         None where it gives none (the network's own)."""
-        zone = self.attributes.get(entity, {}).get("tz")
-        if zone is None and "/gpu" in entity:
-            zone = self.attributes.get(entity.split("/gpu", 1)[0], {}).get("tz")
-        return zone if isinstance(zone, str) else None
+        return self._placed(entity, "tz")
 
     def site_of(self, entity: str) -> str | None:
         """The site the inventory gives the entity (a GPU its server's), None where it gives
         none."""
-        site = self.attributes.get(entity, {}).get("site")
-        if site is None and "/gpu" in entity:
-            site = self.attributes.get(entity.split("/gpu", 1)[0], {}).get("site")
-        return site if isinstance(site, str) else None
+        return self._placed(entity, "site")
 
     def same_site(self, a: str, b: str) -> bool:
         """Whether ``a`` and ``b`` may be one site: not both placed, at different sites."""

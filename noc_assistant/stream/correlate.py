@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from knowledge.topology import Topology, plmn_digits
-from noc_assistant.models import LIVENESS_DETECTOR, Finding, Incident, Tuning
+from noc_assistant.models import LIVENESS_DETECTOR, Finding, Hypothesis, Incident, Tuning
 
 __all__ = ["Correlator", "IncidentEvent", "MaintenanceWindow", "inhibit_rules", "series_id"]
 
@@ -221,14 +221,20 @@ class Correlator:
         answering: part of that fault whatever the grouping window (module docstring)."""
         return finding.detector == LIVENESS_DETECTOR and finding.entity in target.incident.entities
 
+    def _leading_fault(self, inc: Incident) -> Hypothesis | None:
+        """``inc``'s leading diagnosis where it is a fault of at least
+        ``diagnosed_min_confidence``, else None."""
+        top = inc.hypotheses[0] if inc.hypotheses else None
+        if top is None or top.fault == "no_fault" or top.confidence < self.diagnosed_min_confidence:
+            return None
+        return top
+
     def _diagnosed_at(self, finding: Finding, inc: Incident) -> bool:
         """Whether ``inc``'s leading diagnosis is a fault (at least
         ``diagnosed_min_confidence``) on ``finding``'s entity or a topology neighbour of it."""
-        top = inc.hypotheses[0] if inc.hypotheses else None
+        top = self._leading_fault(inc)
         return bool(
             top is not None
-            and top.fault != "no_fault"
-            and top.confidence >= self.diagnosed_min_confidence
             and top.entity
             and (
                 top.entity == finding.entity
@@ -241,15 +247,13 @@ class Correlator:
         fault of the roaming partner whose PLMN ``finding`` is about, and the finding comes
         from another site than some entity of ``inc``: one partner's outage seen at several
         sites is one incident (within a site, the PLMN's scope joins it already)."""
-        top = inc.hypotheses[0] if inc.hypotheses else None
+        top = self._leading_fault(inc)
         plmn = dict(finding.labels).get("plmnid")
         if (
             self.same_site is None
             or top is None
             or not top.partner
             or not plmn
-            or top.fault == "no_fault"
-            or top.confidence < self.diagnosed_min_confidence
             or plmn_digits(top.partner) != plmn_digits(plmn)
         ):
             return False
