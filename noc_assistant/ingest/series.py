@@ -4,20 +4,23 @@ The store answers the selector functions of KPI formulas (``knowledge/formula.py
 entity at one evaluation time. Every series keeps reset-aware increments, so ``increase`` works
 whether or not the exporter declared the type; a counter that goes down restarted from zero
 (a process restart), so its increment is its new value — never a negative spike.
+
+The labels of each series and the index by entity and metric are Python; the numbers are in
+arrays, one row per series (:mod:`~noc_assistant.ingest.rings`), which the pipeline's compiled
+KPI programs read (:mod:`~noc_assistant.stream.kpi_program`).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from knowledge.formula import LIVENESS
 from noc_assistant.ingest.point import Point, canonical_metric
+from noc_assistant.ingest.rings import Rings
 
-__all__ = ["EntityView", "Leaves", "SeriesState", "SeriesStore"]
+__all__ = ["EntityView", "SeriesState", "SeriesStore"]
 
 #: steps kept per entity for its scrape interval, and the fewest that give one
 _INTERVAL_STEPS = 16
@@ -26,82 +29,36 @@ _INTERVAL_MIN_STEPS = 4
 _PART = {"histogram_sum": "sum", "histogram_count": "count", "histogram_bucket": "bucket"}
 
 
-@dataclass
 class SeriesState:
-    """State of one series."""
+    """One series: its labels and entity, and its row ``sid`` in the store's
+    :class:`~noc_assistant.ingest.rings.Rings`, which hold its numbers."""
 
-    labels: dict[str, str]
-    entity: str = ""
-    """The ``instance`` label (the entity the series belongs to)."""
-    last_ts: float = float("-inf")
-    last_value: float | None = None
-    """Latest non-gap value."""
-    prev_counter: float | None = None
-    increments: deque[tuple[float, float, float, bool]] = field(default_factory=deque)
-    """(previous sample time, sample time, increase between them, whether it is a reset)."""
-    resets: int = 0
+    def __init__(self, labels: dict[str, str], entity: str = "", sid: int = -1) -> None:
+        self.labels = labels
+        self.entity = entity
+        """The ``instance`` label (the entity the series belongs to)."""
+        self.sid = sid
 
-    def add(self, ts: float, value: float | None, horizon: float) -> None:
-        if value is None:
-            return
-        if self.prev_counter is not None:
-            if value >= self.prev_counter:
-                self.increments.append((self.last_ts, ts, value - self.prev_counter, False))
-            else:
-                # counter reset: it restarted from zero, so all of `value` is new
-                self.resets += 1
-                self.increments.append((self.last_ts, ts, value, True))
-        self.prev_counter = value
-        self.last_ts = ts
-        self.last_value = value
-        cutoff = ts - horizon
-        inc = self.increments
-        while inc and inc[0][1] <= cutoff:
-            inc.popleft()
 
-    def late(self, at: float, since: float, grace: float) -> bool:
-        """Whether the series missed its entity's latest scrape: nothing new since ``since``
-        (the entity's previous evaluation), though the entity answered at ``at``, and it is
-        not silent for longer than ``grace`` either. Its increase over a window ending at
-        ``at`` then lacks the last interval, which a ratio against a series that was scraped
-        reads as a drop (one lost line of a success counter paged). The next sample spreads
-        the increment over the gap, so the window is whole again one scrape later. A series
-        an exporter stamps at another phase than the entity's other series is not late: it
-        has a newer sample than the previous evaluation.
-
-        >>> st = SeriesState({})
-        >>> for t in (0.0, 60.0, 120.0):
-        ...     st.add(t, t, 900.0)
-        >>> st.late(180.0, 120.0, 300.0), st.late(180.0, 110.0, 300.0)
-        (True, False)
-        >>> st.late(600.0, 540.0, 300.0)  # silent for longer than the grace: not just late
-        False
-        """
-        return bool(self.increments) and self.last_ts <= since and at - self.last_ts <= grace
-
-    def increase(self, start: float, end: float) -> float | None:
-        """Increase over ``(start, end]``; None if the series has no sample there, NaN if it
-        is unknown.
-
-        An increment between two samples far apart (after a gap) is spread evenly over the
-        time between them, so the first sample after a gap is not read as a burst. A reset's
-        cannot be: the counter restarted at some unknown time between the two samples (a
-        node down for half an hour and up for five minutes), so a window that holds only part
-        of it has an unknown increase, not a third of the new value.
-        """
-        total = 0.0
-        seen = False
-        for prev, ts, inc, reset in reversed(self.increments):
-            if ts <= start:
-                break
-            if ts <= end:
-                if prev < start < ts:  # only the part of the step inside the window
-                    if reset:
-                        return math.nan
-                    inc *= (ts - start) / (ts - prev)
-                total += inc
-                seen = True
-        return total if seen else None
+def _legacy(rings: Rings, state: SeriesState) -> None:
+    """Move the numbers of a series of a snapshot from before the rings (each series held
+    its own deque of increments) into ``rings``: the same samples, stored as they were."""
+    old = vars(state)
+    sid = rings.new_series()
+    increments = list(old.pop("increments", ()))
+    while len(increments) > rings.capacity:
+        rings._grow_rings()
+    for k, (prev, ts, inc, reset) in enumerate(increments):
+        rings.r_prev[sid, k], rings.r_ts[sid, k] = prev, ts
+        rings.r_inc[sid, k], rings.r_reset[sid, k] = inc, reset
+    rings.size[sid] = len(increments)
+    rings.resets[sid] = old.pop("resets", 0)
+    rings.last_ts[sid] = old.pop("last_ts", -math.inf)
+    value = old.pop("last_value", None)
+    old.pop("prev_counter", None)
+    rings.has_value[sid] = value is not None
+    rings.last_value[sid] = 0.0 if value is None else value
+    state.sid = sid
 
 
 def _matches(labels: Mapping[str, str], matchers: Mapping[str, str]) -> bool:
@@ -122,7 +79,12 @@ class SeriesStore:
 
     def __init__(self, horizon_s: float = 900.0) -> None:
         self.horizon_s = horizon_s
+        self.rings = Rings(horizon_s)
+        """The numbers of every series (a row each)."""
         self._series: dict[tuple[str, tuple[tuple[str, str], ...]], SeriesState] = {}
+        #: each series' latest sample time with a value, by row (the time since it is what
+        #: :meth:`add` returns, without waiting for the rings)
+        self._last: list[float] = []
         self._by_entity: dict[str, dict[tuple[str, str], list[SeriesState]]] = {}
         self._entity_nf: dict[str, str] = {}
         #: entity → the canonical names of its metrics
@@ -151,8 +113,15 @@ class SeriesStore:
         return self._entity_nf.get(entity, "")
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        """A snapshot of a version without :attr:`_metrics` restores with it rebuilt."""
+        """A snapshot of a version without :attr:`_metrics` restores with it rebuilt, and one
+        from before the rings with its series' numbers moved into them."""
         self.__dict__.update(state)
+        if "rings" not in state:
+            self.rings = Rings(self.horizon_s)
+            for st in self._series.values():
+                _legacy(self.rings, st)
+        if "_last" not in state:
+            self._last = self.rings.last_ts[: self.rings.n].tolist()
         if "_metrics" not in state:
             self._metrics = {e: {n for n, _ in by} for e, by in self._by_entity.items()}
         if "_counts" not in state:
@@ -176,13 +145,16 @@ class SeriesStore:
         state = self._series.get((metric, labels))
         if state is None:
             state = self._new_series(metric, labels, type_)
-        previous = state.last_ts
-        state.add(ts, value, self.horizon_s)
+        sid = state.sid
+        previous = self._last[sid]
         entity = state.entity
-        if value is not None and ts > self.last_seen.get(entity, -math.inf):
-            self.last_seen[entity] = ts
-            if self.scrape_log is not None:
-                self.scrape_log.setdefault(entity, []).append(ts)
+        if value is not None:
+            self._last[sid] = ts
+            self.rings.note(sid, ts, value)
+            if ts > self.last_seen.get(entity, -math.inf):
+                self.last_seen[entity] = ts
+                if self.scrape_log is not None:
+                    self.scrape_log.setdefault(entity, []).append(ts)
         if previous == -math.inf:
             return None
         delta = ts - previous
@@ -202,7 +174,8 @@ class SeriesStore:
         """The state of a series seen for the first time, filed under its entity."""
         named = dict(labels)
         entity = named.get("instance", "")
-        state = SeriesState(named, entity)
+        state = SeriesState(named, entity, self.rings.new_series())
+        self._last.append(-math.inf)
         self._series[(metric, labels)] = state
         canon = self._canon.get((metric, type_))
         if canon is None:
@@ -286,22 +259,13 @@ class SeriesStore:
         return found
 
 
-class Leaves:
-    """What the selectors of one KPI series read, resolved once: (selector, metric, matchers
-    object) → the series it sums. Valid while the store holds the same series (checked on
-    each use): a KPI evaluated every tick asks the same questions every tick."""
-
-    __slots__ = ("found", "series")
-
-    def __init__(self) -> None:
-        self.series = -1
-        self.found: dict[tuple[str, str, int], tuple[list[SeriesState], ...]] = {}
-
-
 class EntityView:
-    """A :class:`knowledge.formula.SelectorSource` for one entity at one time."""
+    """A :class:`knowledge.formula.SelectorSource` for one entity at one time, read from the
+    store's rings one selector at a time. The pipeline's KPIs are evaluated by compiled
+    programs instead (:mod:`noc_assistant.stream.kpi_program`), which read the same rings
+    with the same functions and are tested against this view."""
 
-    __slots__ = ("at", "entity", "extra", "grace_s", "leaves", "since", "store", "window_s")
+    __slots__ = ("at", "entity", "extra", "grace_s", "rings", "since", "store", "window_s")
 
     def __init__(
         self,
@@ -312,9 +276,9 @@ class EntityView:
         extra: Mapping[str, str],
         grace_s: float = 0.0,
         since: float = -math.inf,
-        leaves: Leaves | None = None,
     ) -> None:
         self.store = store
+        self.rings = store.rings
         self.entity = entity
         self.at = at
         self.window_s = window_s
@@ -323,27 +287,26 @@ class EntityView:
         """How long a series may be silent and still count as answering (``present``)."""
         self.since = since
         """The entity's previous evaluation: a counter with nothing newer is late."""
-        self.leaves = leaves
-        """Where the selectors' series are remembered across evaluations (None: looked up)."""
 
     def _increase(self, states: list[SeriesState]) -> float | None:
         total: float | None = None
         start = self.at - self.window_s
+        rings = self.rings
         for st in states:
-            if st.late(self.at, self.since, self.grace_s):
+            if rings.late(st.sid, self.at, self.since, self.grace_s):
                 return None  # its last interval is not in yet: a gap, not a low value
-            inc = st.increase(start, self.at)
+            inc = rings.increase(st.sid, start, self.at)
             if inc is not None and math.isnan(inc):
                 return None  # a reset the window holds part of: a gap, not a low value
             if inc is not None:
                 total = inc if total is None else total + inc
         return total
 
-    def _resolve(
+    def resolve(
         self, fn: str, metric: str, matchers: Mapping[str, str]
     ) -> tuple[list[SeriesState], ...]:
         """The series selector ``fn`` of ``metric`` reads (a histogram mean: its sum and count
-        parts, then its ``_sum`` and ``_count`` series)."""
+        parts, then its ``_sum`` and ``_count`` series); none for ``up()``."""
         if self.extra:
             matchers = {**matchers, **self.extra}
         match, entity = self.store.matching, self.entity
@@ -359,24 +322,8 @@ class EntityView:
             return ()
         return (match(entity, canonical_metric(metric, "counter"), "", matchers),)
 
-    def _found(
-        self, fn: str, metric: str, matchers: Mapping[str, str]
-    ) -> tuple[list[SeriesState], ...]:
-        leaves = self.leaves
-        if leaves is None:
-            return self._resolve(fn, metric, matchers)
-        series = len(self.store._series)
-        if leaves.series != series:
-            leaves.found.clear()
-            leaves.series = series
-        key = (fn, metric, id(matchers))
-        found = leaves.found.get(key)
-        if found is None:
-            found = leaves.found[key] = self._resolve(fn, metric, matchers)
-        return found
-
     def select(self, fn: str, metric: str, matchers: Mapping[str, str]) -> float | None:
-        found = self._found(fn, metric, matchers)
+        found = self.resolve(fn, metric, matchers)
         if fn == "hist_mean":
             num = self._increase(found[0])
             den = self._increase(found[1])
@@ -397,24 +344,21 @@ class EntityView:
             if inc is None:
                 return None
             return inc if fn == "increase" else inc / self.window_s
+        latest = [self.rings.latest(st.sid) for st in found[0]]
         if fn == "present":
             # series silent for longer than the store's horizon (and four windows) are gone
             # (a model swapped under a new label), not a target that stopped answering now
             gone = self.at - max(self.store.horizon_s, 4 * self.window_s)
-            states = [st for st in found[0] if st.last_ts > gone]
-            if not states:
+            times = [ts for ts, _ in latest if ts > gone]
+            if not times:
                 return None
             # a series answers while it has missed fewer scrapes than the grace allows: at PM
             # periods a window is one interval, and one late or lost file is routine
             since = self.at - max(self.window_s, self.grace_s)
-            return sum(1 for st in states if st.last_ts > since) / len(states)
+            return sum(1 for ts in times if ts > since) / len(times)
         # gauges: latest value of each matching series that is not stale
         stale_before = self.at - 2 * self.window_s
-        values = [
-            st.last_value
-            for st in found[0]
-            if st.last_value is not None and st.last_ts > stale_before
-        ]
+        values = [v for ts, v in latest if v is not None and ts > stale_before]
         if not values:
             return None
         if fn == "gauge":

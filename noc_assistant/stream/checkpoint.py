@@ -138,6 +138,7 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("noc_assistant.ingest.reorder", "ReorderBuffer"),
         ("noc_assistant.ingest.series", "SeriesState"),
         ("noc_assistant.ingest.series", "SeriesStore"),
+        ("noc_assistant.ingest.rings", "Rings"),
         ("noc_assistant.stream.fanin", "FanIn"),
         ("noc_assistant.stream.fanin", "TickRecorder"),
         ("noc_assistant.stream.fanin", "Seen"),

@@ -15,12 +15,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+import numpy.typing as npt
+
 from detectors import MonitorEvent, Observation
 from detectors.params import kpi_window_s, liveness_grace_s
+from knowledge.formula import Formula
 from knowledge.kpis import KpiDef
 from noc_assistant.ingest import SeriesStore
-from noc_assistant.ingest.series import EntityView, Leaves
+from noc_assistant.ingest.series import EntityView
 from noc_assistant.stream.correlate import series_id
+from noc_assistant.stream.kpi_program import Program, compile_rows
 from noc_assistant.stream.liveness import silence
 from noc_assistant.stream.topology_guess import TopologyGuess, stored_names
 
@@ -78,8 +83,29 @@ class Missed:
     event: MonitorEvent
 
 
-_Plan = tuple[KpiDef, str | None, bool, list[tuple[Group, dict[str, str], tuple[str, str], Leaves]]]
-"""A KPI of an entity as :meth:`KpiEvaluator.observe` evaluates it (:meth:`KpiEvaluator._plan`)."""
+_Kpi = tuple[KpiDef, str | None, bool, list[tuple[Group, tuple[str, str]]]]
+"""A KPI of an entity as :meth:`KpiEvaluator.observe` evaluates it (:meth:`KpiEvaluator._plan`):
+the KPI, its count unit, whether it counts subscribers, its label groups with their keys."""
+
+
+@dataclass
+class _Plan:
+    """An entity's KPIs and the program evaluating them (two rows per label group: the
+    value, then the support), with its rows' windows for the latest scrape interval."""
+
+    kpis: list[_Kpi]
+    program: Program
+    step: float = math.nan
+    windows: npt.NDArray[np.float64] | None = None
+
+    def windows_for(self, step: float) -> npt.NDArray[np.float64]:
+        if self.windows is None or step != self.step:
+            per_row = [
+                kpi_window_s(step, kpi.window_s) for kpi, _, _, groups in self.kpis
+                for _ in range(2 * len(groups))
+            ]  # fmt: skip
+            self.windows, self.step = np.array(per_row, np.float64), step
+        return self.windows
 
 
 class KpiEvaluator:
@@ -103,7 +129,7 @@ class KpiEvaluator:
         self._evaluated: dict[str, float] = {}
         """entity → the time its KPIs were last evaluated at (its latest scrape then)"""
         self._groups: dict[tuple[str, str], tuple[int, list[Group]]] = {}
-        self._plans: dict[str, tuple[int, list[_Plan]]] = {}
+        self._plans: dict[str, tuple[int, _Plan]] = {}
 
     def __getstate__(self) -> dict[str, object]:
         """The state without the plans (a cache, made again on use)."""
@@ -165,15 +191,19 @@ class KpiEvaluator:
         grace = liveness_grace_s(store.entity_interval(entity) or step)
         topology = self.guess.topology
         zone = None if topology is None else topology.zone_of(entity)
-        for kpi, unit, subscribers, groups in self._plan(entity):
+        plan = self._plan(entity)
+        values, has = plan.program.run(store.rings, plan.windows_for(step), now, since, grace)
+        row = 0
+        for kpi, unit, subscribers, groups in plan.kpis:
             window = kpi_window_s(step, kpi.window_s)
             scale = 0.0 if unit is None else window if unit == "rate" else 1.0
-            for group, extra, key, leaves in groups:
-                view = EntityView(store, entity, now, window, extra, grace, since, leaves)
-                value = kpi.parsed.evaluate(view)
-                if value is None:
+            for group, key in groups:
+                if not has[row]:
+                    row += 2
                     continue
-                support = kpi.parsed_support.evaluate(view) if kpi.parsed_support else None
+                value = values[row]
+                support = values[row + 1] if has[row + 1] else None
+                row += 2
                 if kpi.reads_presence and window < grace:
                     missed = self._missed_scrape(kpi, entity, group, now, window, value)
                     if missed is not None:
@@ -198,25 +228,30 @@ class KpiEvaluator:
                 )
                 yield Observed(kpi, group, ob)
 
-    def _plan(self, entity: str) -> list[_Plan]:
-        """What :meth:`observe` evaluates on ``entity``, worked out once while its metrics
+    def _plan(self, entity: str) -> _Plan:
+        """What :meth:`observe` evaluates on ``entity``, worked out once while its series
         stay the same: each KPI, its count unit (:func:`count_unit`), whether it counts
-        subscribers per PLMN, and its label groups with their matchers, series keys and the
-        series their selectors read (:class:`~noc_assistant.ingest.series.Leaves`)."""
+        subscribers per PLMN, and its label groups with their series keys; and the program
+        of their formulas over the series they read
+        (:mod:`~noc_assistant.stream.kpi_program`)."""
         count = self.store.series_count(entity)
         cached = self._plans.get(entity)
         if cached is not None and cached[0] == count:
             return cached[1]
-        plans: list[_Plan] = []
+        kpis: list[_Kpi] = []
+        views: list[EntityView] = []
+        formulas: list[tuple[Formula, Formula | None]] = []
         for kpi in self.kpis_for(entity):
-            groups = [
-                (g, dict(g), (series_id(kpi.id, g), entity), Leaves())
-                for g in self.groups_for(entity, kpi)
-            ]
+            groups = self.groups_for(entity, kpi)
+            for g in groups:
+                views.append(EntityView(self.store, entity, 0.0, 0.0, dict(g)))
+                formulas.append((kpi.parsed, kpi.parsed_support))
             subscribers = kpi.unit == "count" and "plmnid" in kpi.group_by
-            plans.append((kpi, count_unit(kpi.formula), subscribers, groups))
-        self._plans[entity] = (count, plans)
-        return plans
+            keyed = [(g, (series_id(kpi.id, g), entity)) for g in groups]
+            kpis.append((kpi, count_unit(kpi.formula), subscribers, keyed))
+        plan = _Plan(kpis, compile_rows(views, formulas))
+        self._plans[entity] = (count, plan)
+        return plan
 
     def _remember(self, key: tuple[str, str], now: float, value: float) -> None:
         hist = self.kpi_history.get(key)
