@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -244,9 +244,9 @@ def _event(
     )
 
 
-@dataclass(frozen=True)
-class Observation:
-    """One derived value for :meth:`MonitorBank.observe`."""
+class Observation(NamedTuple):
+    """One derived value for :meth:`MonitorBank.observe` (a named tuple: the pipeline makes
+    one per KPI value, and a frozen dataclass cost more to make than its value to judge)."""
 
     key: Hashable
     value: float | None

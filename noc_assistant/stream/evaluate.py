@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -65,8 +66,7 @@ def count_unit(formula: str) -> str | None:
     return fns.pop()
 
 
-@dataclass(frozen=True)
-class Observed:
+class Observed(NamedTuple):
     """A value of ``kpi`` (for label group ``group``) for the monitors."""
 
     kpi: KpiDef
@@ -74,8 +74,7 @@ class Observed:
     observation: Observation
 
 
-@dataclass(frozen=True)
-class Missed:
+class Missed(NamedTuple):
     """At PM periods, a series of ``kpi`` that missed one scrape: evidence (``event``)."""
 
     kpi: KpiDef
