@@ -10,6 +10,11 @@ compared field for field, and each difference is listed by incident id.
 Usage: .venv/bin/python bench/bench_identity.py --baseline REV
        [--scenario DAYS:INTERVAL:SEED[:flags] ...] [--work DIR] [--out FILE]
 
+With ``--recorded FILE`` instead of ``--baseline``, the current tree alone replays each
+scenario, and its digest is compared with the "digest now" that an earlier results file of
+this script recorded for the same scenario (the simulator being unchanged since): half the
+replays, and a chain of identities back to the revision that file compared with.
+
 The scenario syntax and default list are ``bench/bench_scenarios.py``'s.
 """
 
@@ -121,9 +126,59 @@ def _digest(doc: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:10]
 
 
+def recorded_digests(path: Path) -> dict[str, str]:
+    """Scenario → the "digest now" of a results file of this script."""
+    found: dict[str, str] = {}
+    column = -1
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if "digest now" in cells:
+            column = cells.index("digest now")
+        elif column >= 0 and len(cells) > column and ":" in cells[0]:
+            found[cells[0]] = cells[column]
+    return found
+
+
+def compare_recorded(args: argparse.Namespace, head: str) -> None:
+    """The current tree's digest of each scenario against the one ``--recorded`` holds."""
+    want = recorded_digests(args.recorded)
+    rows: list[str] = []
+    for spec in args.scenario:
+        if spec not in want:
+            raise SystemExit(f"{args.recorded}: no digest recorded for {spec}")
+        folder = simulate(spec, args.work)
+        new = run_dump(folder, ROOT, "now")
+        same = "yes" if _digest(new) == want[spec] else "no"
+        rows.append(
+            f"| {spec} | {new['samples']:,} | {len(new['incidents'])} | {len(new['findings'])} "
+            f"| {want[spec]} | {_digest(new)} | {same} | {new['wall_s']:.1f} |"
+        )
+        print(rows[-1], flush=True)
+        shutil.rmtree(folder, ignore_errors=True)
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Same scenarios, the digests recorded before (issue 40)",
+        "",
+        f"- command: `.venv/bin/python bench/bench_identity.py --recorded {args.recorded.name}"
+        f" --scenario {' '.join(args.scenario)}`",
+        f"- compared: {head} (now), replaying each scenario through `noc eval run`'s path, "
+        f'with the "digest now" recorded in `bench/{args.recorded.name}`',
+        f"- machine: {cpu_name()}, Python {platform.python_version()}; written {now}",
+        "- identical means the sha256 of every field of every incident, diagnosis and finding "
+        "is the recorded one",
+        "",
+        "| scenario | samples | incidents | findings | digest recorded | digest now "
+        "| identical | replay s |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    args.out.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", help="git revision to compare with")
+    ap.add_argument("--recorded", type=Path, help="results file whose digests to compare with")
     ap.add_argument("--scenario", nargs="+", default=list(DEFAULT))
     ap.add_argument("--work", type=Path, default=Path("/tmp/noc-identity"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "identity_results.md")
@@ -132,10 +187,13 @@ def main() -> None:
     if args.dump:
         dump(*args.dump)
         return
-    if not args.baseline:
-        ap.error("--baseline REV is required")
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    if args.recorded:
+        compare_recorded(args, head)
+        return
+    if not args.baseline:
+        ap.error("--baseline REV or --recorded FILE is required")
     rows: list[str] = []
     notes: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="noc-identity-tree-"))
