@@ -50,6 +50,7 @@ __all__ = [
     "WHOLE_SHARE",
     "WHOLE_TOL",
     "CountGate",
+    "bar_count",
     "count_tail",
 ]
 
@@ -137,6 +138,36 @@ def count_tail(k: int, mean: float, var: float, upper: bool = True) -> float:
     if k < 0:
         return 0.0
     return _sum_to(k, mean, r) if k < mean else max(0.0, 1.0 - _sum_from(k + 1, mean, r))
+
+
+def bar_count(mean: float, var: float, q: float) -> int:
+    """The most events in a window above ``mean`` whose upper tail is not below ``q``: one
+    less than the first ``k`` from ``floor(mean) + 1`` on with ``count_tail(k) < q`` (at most
+    :data:`_MAX_TERMS`). The tail falls with ``k``, so the first such ``k`` is found by
+    doubling the step, then halving the bracket: a few tails instead of one per count. A
+    heavy negative-binomial tail (a bursty counter at 10-minute PM periods) has a bar of
+    hundreds of events and tails of thousands of terms each, and the scan one count at a
+    time took 95 % of such a replay.
+
+    >>> bar_count(0.0059, 0.0059, 8.7e-7), bar_count(2.0, 30.0, 1e-4), bar_count(3.0, 3.0, 1.0)
+    (2, 83, 3)
+    """
+    lo = max(1, math.floor(mean) + 1)
+    if lo >= _MAX_TERMS or count_tail(lo, mean, var) < q:
+        return lo - 1
+    below, step = lo, 1  # the tail at ``below`` is at least q
+    while True:
+        above = min(below + step, _MAX_TERMS)
+        if above == _MAX_TERMS or count_tail(above, mean, var) < q:
+            break
+        below, step = above, 2 * step
+    while above - below > 1:  # the tail at ``above`` is below q (or ``above`` is the cap)
+        mid = (below + above) // 2
+        if count_tail(mid, mean, var) < q:
+            above = mid
+        else:
+            below = mid
+    return above - 1
 
 
 class CountGate:
@@ -237,12 +268,9 @@ class CountGate:
         return not self.sparse_ or self.tail(count) < self.risk(window_s)
 
     def bar_count(self, window_s: float = 0.0) -> int:
-        """The most events in a window that are not in the upper tail at the budget's risk."""
-        mean, var, q = self.mean_, self.var_, self.risk(window_s)
-        k = max(1, math.floor(mean) + 1)
-        while k < _MAX_TERMS and count_tail(k, mean, var) >= q:
-            k += 1
-        return k - 1
+        """The most events in a window that are not in the upper tail at the budget's risk
+        (:func:`bar_count`)."""
+        return bar_count(self.mean_, self.var_, self.risk(window_s))
 
     def judge(
         self,

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from detectors import CountGate, MonitorBank, MonitorEvent, Observation, SeriesMonitor
-from detectors.counts import count_tail
+from detectors.counts import _MAX_TERMS, bar_count, count_tail
 from detectors.params import kpi_window_s, monitor_alpha, monitor_min_duration, monitor_settle
 
 DAY = 86400.0
@@ -258,6 +258,23 @@ def test_count_tail_matches_the_distribution(mean: float, var: float) -> None:
     for k in range(0, 25):
         assert count_tail(k, mean, var) == pytest.approx(sum(pmf[k:]), rel=1e-9, abs=1e-300)
         assert count_tail(k, mean, var, upper=False) == pytest.approx(sum(pmf[: k + 1]), rel=1e-9)
+
+
+def test_the_bar_is_the_one_a_scan_count_by_count_finds() -> None:
+    """The bar is bracketed and bisected: it must be the count a scan from the mean up
+    finds, over Poisson and over-dispersed counts, quiet and busy, at risks of 1e-9 to 0.1."""
+    rng = random.Random(7)
+    tall = 0
+    for _ in range(400):
+        mean = rng.choice([rng.uniform(0, 4.5), rng.uniform(0, 0.05), float(rng.randint(0, 4))])
+        var = mean * rng.choice([1.0, rng.uniform(1, 3), rng.uniform(1, 50)])
+        q = 10 ** rng.uniform(-9, -1)
+        k = max(1, math.floor(mean) + 1)
+        while k < _MAX_TERMS and count_tail(k, mean, var) >= q:
+            k += 1
+        assert bar_count(mean, var, q) == k - 1, (mean, var, q)
+        tall += k > 50
+    assert tall > 40  # bars far above the mean, where the bracket matters, are among them
 
 
 def test_gate_refuses_a_bad_budget() -> None:
