@@ -126,6 +126,20 @@ def _digest(doc: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:10]
 
 
+def _header(title: str, options: str, compared: str, identical: str) -> list[str]:
+    """The first lines of a results file: what ran, what was compared, where and when."""
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return [
+        f"# Same scenarios, {title} (issue 40)",
+        "",
+        f"- command: `.venv/bin/python bench/bench_identity.py {options}`",
+        f"- compared: {compared}",
+        f"- machine: {cpu_name()}, Python {platform.python_version()}; written {now}",
+        f"- identical means {identical}",
+        "",
+    ]
+
+
 def recorded_digests(path: Path) -> dict[str, str]:
     """Scenario → the "digest now" of a results file of this script."""
     found: dict[str, str] = {}
@@ -155,18 +169,14 @@ def compare_recorded(args: argparse.Namespace, head: str) -> None:
         )
         print(rows[-1], flush=True)
         shutil.rmtree(folder, ignore_errors=True)
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
-        "# Same scenarios, the digests recorded before (issue 40)",
-        "",
-        f"- command: `.venv/bin/python bench/bench_identity.py --recorded {args.recorded.name}"
-        f" --scenario {' '.join(args.scenario)}`",
-        f"- compared: {head} (now), replaying each scenario through `noc eval run`'s path, "
+    lines = _header(
+        "the digests recorded before",
+        f"--recorded {args.recorded.name} --scenario {' '.join(args.scenario)}",
+        f"{head} (now), replaying each scenario through `noc eval run`'s path, "
         f'with the "digest now" recorded in `bench/{args.recorded.name}`',
-        f"- machine: {cpu_name()}, Python {platform.python_version()}; written {now}",
-        "- identical means the sha256 of every field of every incident, diagnosis and finding "
-        "is the recorded one",
-        "",
+        "the sha256 of every field of every incident, diagnosis and finding is the recorded one",
+    )
+    lines += [
         "| scenario | samples | incidents | findings | digest recorded | digest now "
         "| identical | replay s |",
         "|---|---|---|---|---|---|---|---|",
@@ -219,18 +229,15 @@ def main() -> None:
     finally:
         subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=True)
         shutil.rmtree(tmp, ignore_errors=True)
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
-        "# Same scenarios, two revisions (issue 40)",
-        "",
-        f"- command: `.venv/bin/python bench/bench_identity.py --baseline {args.baseline}"
-        f" --scenario {' '.join(args.scenario)}`",
-        f"- compared: {args.baseline} (before) and {head} (now), each replaying the same "
+    lines = _header(
+        "two revisions",
+        f"--baseline {args.baseline} --scenario {' '.join(args.scenario)}",
+        f"{args.baseline} (before) and {head} (now), each replaying the same "
         "simulated files through `noc eval run`'s path in its own process",
-        f"- machine: {cpu_name()}, Python {platform.python_version()}; written {now}",
-        "- identical means every field of every incident, diagnosis and finding is equal; "
+        "every field of every incident, diagnosis and finding is equal; "
         "the digests are sha256 of those records",
-        "",
+    )
+    lines += [
         "| scenario | samples | incidents before | incidents now | findings | digest before "
         "| digest now | identical | replay s before | replay s now |",
         "|---|---|---|---|---|---|---|---|---|---|",
