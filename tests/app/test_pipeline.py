@@ -65,7 +65,7 @@ def test_counter_reset_alone_raises_no_alert() -> None:
     state = next(
         s for (m, _), s in pipe.store._series.items() if m == "fivegs_amffunction_rm_reginitreq"
     )
-    assert state.resets == 1
+    assert pipe.store.rings.resets[state.sid] == 1
 
 
 def test_gap_is_not_read_as_zero() -> None:
