@@ -132,6 +132,7 @@ def main() -> None:
     banks = pipe.monitors._banks.values()
     kpi_series = sum(b.n_series for b in banks)
     bank_bytes = sum(b.nbytes for b in banks)
+    rings = pipe.store.rings
     digest = hashlib.sha256()
     for record in [*pipe.findings, *pipe.correlator.incidents.values()]:
         digest.update(json.dumps(record.model_dump(mode="json"), sort_keys=True).encode())
@@ -154,6 +155,9 @@ def main() -> None:
         f"| largest incident: findings, sites | {biggest[0]:,}, {biggest[1]} |",
         f"| sha256 of the findings and incidents (compare revisions) | {digest.hexdigest()[:10]} |",
         f"| detector state per KPI slot | {bank_bytes / max(kpi_series, 1):,.0f} B |",
+        f"| series store numbers per series (rings of {rings.capacity} increments, rows "
+        f"allocated ahead included) | "
+        f"{rings.nbytes / max(rings.n, 1):,.0f} B |",
         f"| peak RSS of the process (simulation buffers included) | {peak_mb:,.0f} MB |",
     ]
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

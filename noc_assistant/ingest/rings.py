@@ -47,6 +47,12 @@ def kernel(f: _F) -> _F:
     return cast(_F, numba.njit(cache=True, nogil=True)(f))
 
 
+#: the arrays of :class:`Rings`, one row per series
+_ARRAYS = (
+    "last_ts", "last_value", "has_value", "resets", "r_prev", "r_ts", "r_inc", "r_reset",
+    "head", "size",
+)  # fmt: skip
+
 #: a ring's first capacity; it doubles for every series when one needs more
 _FIRST_CAPACITY = 8
 
@@ -167,13 +173,7 @@ class Rings:
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays (rows allocated ahead included)."""
-        return sum(a.nbytes for a in self._arrays())
-
-    def _arrays(self) -> list[NDArray[Any]]:
-        return [
-            self.last_ts, self.last_value, self.has_value, self.resets, self.r_prev,
-            self.r_ts, self.r_inc, self.r_reset, self.head, self.size,
-        ]  # fmt: skip
+        return sum(getattr(self, name).nbytes for name in _ARRAYS)
 
     def new_series(self) -> int:
         """A row for a new series (no sample yet); its index."""
@@ -236,8 +236,7 @@ class Rings:
         """The state with every noted sample stored (the arrays trimmed to the series)."""
         self.flush()
         state = dict(self.__dict__)
-        for name in ("last_ts", "last_value", "has_value", "resets", "r_prev", "r_ts",
-                     "r_inc", "r_reset", "head", "size"):  # fmt: skip
+        for name in _ARRAYS:
             state[name] = state[name][: self.n].copy()
         return state
 
