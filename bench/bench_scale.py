@@ -133,6 +133,7 @@ def main() -> None:
     kpi_series = sum(b.n_series for b in banks)
     bank_bytes = sum(b.nbytes for b in banks)
     rings = pipe.store.rings
+    history = pipe.kpi_history
     digest = hashlib.sha256()
     for record in [*pipe.findings, *pipe.correlator.incidents.values()]:
         digest.update(json.dumps(record.model_dump(mode="json"), sort_keys=True).encode())
@@ -158,6 +159,8 @@ def main() -> None:
         f"| series store numbers per series (rings of {rings.capacity} increments, rows "
         f"allocated ahead included) | "
         f"{rings.nbytes / max(rings.n, 1):,.0f} B |",
+        f"| KPI history per KPI series with a value (the last {history.length} values, rows "
+        f"allocated ahead included) | {history.nbytes / max(len(history), 1):,.0f} B |",
         f"| peak RSS of the process (simulation buffers included) | {peak_mb:,.0f} MB |",
     ]
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -118,6 +118,7 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("noc_assistant.stream.topology_guess", "TopologyGuess"),
         ("noc_assistant.stream.clock", "ScrapeClock"),
         ("noc_assistant.stream.evaluate", "KpiEvaluator"),
+        ("noc_assistant.stream.history", "KpiHistory"),
         ("noc_assistant.stream.liveness", "LivenessWatch"),
         ("noc_assistant.stream.network", "NetworkCorrelator"),
         ("noc_assistant.stream.correlate", "Correlator"),
@@ -406,9 +407,12 @@ def _split_up(pipe: Pipeline) -> None:
         parts[part] = obj
     vars(parts["guess"]).update(pack=state["pack"], kpis=state["kpis"], store=state["store"])
     vars(parts["clock"]).update(buffer=state["buffer"])
-    vars(parts["evaluator"]).update(
+    evaluator = parts["evaluator"]
+    assert isinstance(evaluator, KpiEvaluator)
+    vars(evaluator).update(
         kpis=state["kpis"], store=state["store"], guess=parts["guess"], _plans={}
     )
+    evaluator.adopt_history()
     fan_in = state.pop("fan_in", None)
     state.update(parts, network=NetworkCorrelator(fan_in) if fan_in is not None else None)
 

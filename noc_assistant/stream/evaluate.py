@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import math
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,6 +25,7 @@ from knowledge.kpis import KpiDef
 from noc_assistant.ingest import SeriesStore
 from noc_assistant.ingest.series import EntityView
 from noc_assistant.stream.correlate import series_id
+from noc_assistant.stream.history import KpiHistory
 from noc_assistant.stream.kpi_program import Program, compile_rows
 from noc_assistant.stream.liveness import silence
 from noc_assistant.stream.topology_guess import TopologyGuess, stored_names
@@ -94,6 +94,8 @@ class _Plan:
 
     kpis: list[_Kpi]
     program: Program
+    history: npt.NDArray[np.int64]
+    """The :class:`KpiHistory` row of each label group, in the program's order."""
     step: float = math.nan
     windows: npt.NDArray[np.float64] | None = None
 
@@ -121,7 +123,7 @@ class KpiEvaluator:
         self.kpis = kpis
         self.store = store
         self.guess = guess
-        self.kpi_history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        self.kpi_history = KpiHistory(history)
         """(series id, entity) → recent (time, value) of every evaluated KPI series."""
         self._history = history
         self._applicable: dict[str, tuple[int, list[KpiDef]]] = {}
@@ -135,9 +137,16 @@ class KpiEvaluator:
         return {k: v for k, v in self.__dict__.items() if k != "_plans"}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        """Restored with no plan made yet."""
+        """Restored with no plan made yet; a snapshot's history from before
+        :class:`KpiHistory` (a dict of deques) moved into one."""
         self.__dict__.update(state)
         self._plans = {}
+        self.adopt_history()
+
+    def adopt_history(self) -> None:
+        """The history in a :class:`KpiHistory` if a snapshot held it as a dict of deques."""
+        if not isinstance(self.kpi_history, KpiHistory):
+            self.kpi_history = KpiHistory.of(self.kpi_history, self._history)
 
     def kpis_for(self, entity: str) -> list[KpiDef]:
         """The KPIs of the roles ``entity`` plays that read a metric it exports."""
@@ -191,7 +200,10 @@ class KpiEvaluator:
         topology = self.guess.topology
         zone = None if topology is None else topology.zone_of(entity)
         plan = self._plan(entity)
-        values, has = plan.program.run(store.rings, plan.windows_for(step), now, since, grace)
+        out, ok = plan.program.run_arrays(store.rings, plan.windows_for(step), now, since, grace)
+        valued = ok[::2]
+        self.kpi_history.append(plan.history[valued], now, out[::2][valued])
+        values, has = out.tolist(), ok.tolist()
         row = 0
         for kpi, unit, subscribers, groups in plan.kpis:
             window = kpi_window_s(step, kpi.window_s)
@@ -209,7 +221,6 @@ class KpiEvaluator:
                         yield Missed(kpi, group, missed)
                 if subscribers:
                     self.guess.count_subscribers(kpi, entity, group, value)
-                self._remember(key, now, value)
                 # a number of events (value × scale): its alarms pass a count gate
                 ob = Observation(
                     key=key,
@@ -248,15 +259,10 @@ class KpiEvaluator:
             subscribers = kpi.unit == "count" and "plmnid" in kpi.group_by
             keyed = [(g, (series_id(kpi.id, g), entity)) for g in groups]
             kpis.append((kpi, count_unit(kpi.formula), subscribers, keyed))
-        plan = _Plan(kpis, compile_rows(views, formulas))
+        rows = [self.kpi_history.row(key) for *_, groups in kpis for _, key in groups]
+        plan = _Plan(kpis, compile_rows(views, formulas), np.array(rows, np.int64))
         self._plans[entity] = (count, plan)
         return plan
-
-    def _remember(self, key: tuple[str, str], now: float, value: float) -> None:
-        hist = self.kpi_history.get(key)
-        if hist is None:
-            hist = self.kpi_history[key] = deque(maxlen=self._history)
-        hist.append((now, value))
 
     def _missed_scrape(
         self, kpi: KpiDef, entity: str, group: Group, now: float, window: float, value: float

@@ -83,6 +83,13 @@ class Program:
         tuple[list[float], list[bool]]
     ):  # fmt: skip
         """Each row's value and whether it has one, at ``at`` with the rows' KPI windows."""
+        out, ok = self.run_arrays(rings, windows, at, since, grace)
+        return out.tolist(), ok.tolist()
+
+    def run_arrays(self, rings: Rings, windows: F64, at: float, since: float, grace: float) -> (
+        tuple[F64, NDArray[np.bool_]]
+    ):  # fmt: skip
+        """:meth:`run` as arrays (a value where its row has none is undefined)."""
         rings.flush()
         rows = len(self.row_ptr) - 1
         out = np.empty(rows)
@@ -93,7 +100,7 @@ class Program:
             rings.last_value, rings.has_value, rings.r_prev, rings.r_ts, rings.r_inc,
             rings.r_reset, rings.head, rings.size, out, ok,
         )  # fmt: skip
-        return out.tolist(), ok.tolist()
+        return out, ok
 
 
 class _Builder:

@@ -22,7 +22,6 @@ network-wide correlator of detector workers instead (:mod:`~noc_assistant.stream
 from __future__ import annotations
 
 import hashlib
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Protocol
 
@@ -45,6 +44,7 @@ from noc_assistant.stream.clock import ScrapeClock
 from noc_assistant.stream.correlate import Correlator, IncidentEvent, series_id
 from noc_assistant.stream.evaluate import Group, KpiEvaluator, Missed
 from noc_assistant.stream.fanin import Batch, FanIn
+from noc_assistant.stream.history import KpiHistory
 from noc_assistant.stream.liveness import Answered, LivenessWatch
 from noc_assistant.stream.network import NetworkCorrelator
 from noc_assistant.stream.topology_guess import TopologyGuess
@@ -160,7 +160,7 @@ class Pipeline:
         return self.network.fan_in if self.network is not None else None
 
     @property
-    def kpi_history(self) -> dict[tuple[str, str], deque[tuple[float, float]]]:
+    def kpi_history(self) -> KpiHistory:
         """(series id, entity) → recent (time, value) of every evaluated KPI series."""
         return self.evaluator.kpi_history
 

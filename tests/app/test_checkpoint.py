@@ -37,6 +37,7 @@ from noc_assistant.stream.checkpoint import (
 )
 from noc_assistant.stream.correlate import IncidentEvent
 from noc_assistant.stream.fanin import FanIn
+from noc_assistant.stream.history import KpiHistory
 from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
 
 KEY = b"test-key-0123456789abcdef"
@@ -457,6 +458,9 @@ def test_a_snapshot_taken_before_the_pipeline_split_carries_on_unchanged(
         assert uninterrupted[k].finding_ids[0] == inc.finding_ids[0]
         assert uninterrupted[k].opened_at == inc.opened_at
     assert pipe.current_topology().home_plmns == whole.current_topology().home_plmns
+    # its KPI history (a dict of deques then) went on in the arrays a pipeline keeps now
+    assert isinstance(pipe.kpi_history, KpiHistory)
+    assert dict(pipe.kpi_history) == dict(whole.kpi_history)
     assert (pipe.interval_s, pipe.first_ts, pipe.last_ts) == (
         whole.interval_s,
         whole.first_ts,
