@@ -227,8 +227,19 @@ def baseline_lines(args: argparse.Namespace, now: Timings, base: Timings) -> lis
     ]
 
 
+def _tune_collector() -> None:
+    """The collector as `noc` sets it (`noc_assistant.stream.collector`); a baseline from
+    before that module runs with CPython's default, as its `noc` did."""
+    try:
+        from noc_assistant.stream.collector import tune_collector
+    except ImportError:
+        return
+    tune_collector()
+
+
 def main() -> None:
     args = parse_args()
+    _tune_collector()
     timings = measure(args)
     if args.emit_json:
         print(json.dumps(dataclasses.asdict(timings)))

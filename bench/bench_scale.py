@@ -8,15 +8,18 @@ and in the inventory). Each entity lists its own site's entities of the types it
 peers, as a regional network's inventory would, and names its site (``"site": "s2"``). The
 sites' samples are merged in time order and fed to one
 :class:`~noc_assistant.stream.pipeline.Pipeline` (RCA on) ``--chunk-s`` seconds of telemetry
-at a time; only the feeding is timed (CPU and wall), the simulation is not.
+at a time; only the feeding is timed (CPU and wall), the simulation is not. The garbage
+collector is set as the ``noc`` command sets it (:mod:`noc_assistant.stream.collector`), or
+left at CPython's default with ``--default-collector``; its time is reported.
 
 Usage: .venv/bin/python bench/bench_scale.py [--sites 4] [--days 1] [--interval 60]
-       [--seed 23] [--out bench/scale_results.md]
+       [--seed 23] [--default-collector] [--out bench/scale_results.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import heapq
 import json
@@ -34,6 +37,7 @@ from knowledge.pack import load_pack
 from noc_assistant.ingest import Point
 from noc_assistant.inventory import topology_from_dict
 from noc_assistant.simulate import ScenarioConfig, build_scenario
+from noc_assistant.stream.collector import tune_collector
 from noc_assistant.stream.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,6 +90,22 @@ def _site(k: int, args: argparse.Namespace) -> tuple[list[dict[str, Any]], Itera
     return entities, points()
 
 
+class _CollectorClock:
+    """A ``gc.callbacks`` entry that adds up the collector's time and its full collections."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full = 0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+            return
+        self.seconds += time.perf_counter() - self._start
+        self.full += info["generation"] == 2
+
+
 def _chunks(points: Iterator[Point], chunk_s: float) -> Iterator[list[Point]]:
     """The merged points, ``chunk_s`` seconds of telemetry at a time."""
     chunk: list[Point] = []
@@ -110,7 +130,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=23)
     ap.add_argument("--chunk-s", type=float, default=600.0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "scale_results.md")
+    ap.add_argument(
+        "--default-collector",
+        action="store_true",
+        help="keep CPython's collector thresholds instead of the ones `noc` sets",
+    )
     args = ap.parse_args()
+    if not args.default_collector:
+        tune_collector()
+    collector = _CollectorClock()
+    gc.callbacks.append(collector)
     sites = [_site(k, args) for k in range(args.sites)]
     inventory = {"entities": [e for ents, _ in sites for e in ents]}
     pipe = Pipeline(topology=topology_from_dict(inventory), rca=True)
@@ -127,6 +156,7 @@ def main() -> None:
     pipe.finish()
     cpu += time.process_time() - c
     wall += time.perf_counter() - w
+    gc.callbacks.remove(collector)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     series = len(pipe.store._series)
     banks = pipe.monitors._banks.values()
@@ -151,6 +181,8 @@ def main() -> None:
         f"| pipeline CPU s (feed only) | {cpu:.1f} |",
         f"| pipeline wall s (feed only) | {wall:.1f} |",
         f"| samples per CPU second | {samples / cpu:,.0f} |",
+        f"| garbage collector: thresholds, full collections, seconds (all collections) | "
+        f"{gc.get_threshold()}, {collector.full:,}, {collector.seconds:.1f} |",
         f"| findings / incidents | {len(pipe.findings):,} / {len(pipe.correlator.incidents):,} |",
         f"| incidents spanning more than one site | {sum(n > 1 for _, n in spans)} |",
         f"| largest incident: findings, sites | {biggest[0]:,}, {biggest[1]} |",
@@ -168,7 +200,8 @@ def main() -> None:
         "# A large network through the pipeline (issue 40)",
         "",
         f"- command: `.venv/bin/python bench/bench_scale.py --sites {args.sites} --days "
-        f"{args.days:g} --interval {args.interval:g} --seed {args.seed}`",
+        f"{args.days:g} --interval {args.interval:g} --seed {args.seed}"
+        f"{' --default-collector' if args.default_collector else ''}`",
         f"- machine: {cpu_name()}, Python {platform.python_version()}; written {now}",
         "- each site is the simulator's scale-8 network on its own seed, every fault class; "
         "entities renamed per site; RCA on; only `feed_all`/`finish` timed",

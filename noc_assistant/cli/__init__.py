@@ -35,6 +35,7 @@ from noc_assistant.cli import user as user_cmd
 from noc_assistant.cli import watch as watch_cmd
 from noc_assistant.cli._console import err_console
 from noc_assistant.errors import NocError, UnreachableError
+from noc_assistant.stream.collector import tune_collector
 
 __all__ = ["app", "main", "run"]
 
@@ -81,5 +82,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main() -> None:
-    """Console-script entry point (``noc``)."""
+    """Console-script entry point (``noc``): the process's collector set for the pipeline
+    (:func:`~noc_assistant.stream.collector.tune_collector`), then the command."""
+    tune_collector()
     sys.exit(run(sys.argv[1:]))
