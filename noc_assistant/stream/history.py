@@ -71,10 +71,11 @@ class KpiHistory(Mapping[Key, list[tuple[float, float]]]):
         return n
 
     def _grow(self, rows: int) -> None:
-        # np.empty: the pages of rows not yet written take no memory
+        # np.zeros (calloc): the pages of rows not yet written take no memory, and a
+        # snapshot holds no leftover bytes of freed memory
         for name in ("ts", "vals"):
             old = getattr(self, name)
-            new = np.empty((rows, self.length))
+            new = np.zeros((rows, self.length))
             new[: len(old)] = old
             setattr(self, name, new)
         extra = rows - len(self.head)
