@@ -46,7 +46,8 @@ class ReorderBuffer:
         """Points pushed in time order (most of a feed): a queue, not the heap; the heap holds
         the rest. Both are ordered by (time, arrival), and a release merges them."""
         self._seq = itertools.count()
-        self._released: dict[_Key, tuple[float, float | None]] = {}
+        self._released: dict[_Key, list[Any]] = {}
+        """Each series' last released [time, value], updated in place (one lookup a point)."""
         self.watermark = float("-inf")
         self.duplicates = 0
         self.late = 0
@@ -59,10 +60,15 @@ class ReorderBuffer:
         self.watermark = self.max_ts - lateness_s
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """A snapshot of a version without :attr:`_run` restores with an empty one."""
+        """A snapshot of a version without :attr:`_run` restores with an empty one, and one
+        that kept each series' last release as a tuple with lists."""
         self.__dict__.update(state)
         if "_run" not in state:
             self._run = deque()
+        released = self._released
+        for key, last in released.items():
+            if type(last) is tuple:
+                released[key] = list(last)
 
     def push(self, point: Point) -> None:
         ts = point.ts
@@ -100,27 +106,39 @@ class ReorderBuffer:
         return None
 
     def _release(self, until: float) -> Iterator[Point]:
-        released = self._released
+        released, run, heap = self._released, self._run, self._heap
         while True:
-            point = self._next(until)
-            if point is None:
+            if heap:  # the general merge of the queue and the heap
+                point = self._next(until)
+                if point is None:
+                    return
+            elif run and run[0][0] <= until:  # in-order points alone: the queue's head
+                point = run.popleft()[2]
+            else:
                 return
-            key = (point.metric, point.labels)
-            last = released.get(key)
-            if last is not None and point.ts <= last[0]:
-                if point.ts == last[0] and _same(point.value, last[1]):
-                    self.duplicates += 1
-                    continue
-                self.late += 1
-                reason = (
-                    "conflicting repeat of an already processed sample"
-                    if point.ts == last[0]
-                    else f"arrived later than the allowed lateness ({self.lateness_s:g} s)"
-                )
-                self.quarantine.add("stream", None, reason, repr(point))
+            ts, value = point.ts, point.value
+            last = released.get((point.metric, point.labels))
+            if last is None:
+                released[(point.metric, point.labels)] = [ts, value]
+            elif not ts <= last[0]:  # (as a NaN time always was: released)
+                last[0], last[1] = ts, value
+            else:
+                self._refuse(point, last)
                 continue
-            released[key] = (point.ts, point.value)
             yield point
+
+    def _refuse(self, point: Point, last: list[Any]) -> None:
+        """A point at or before its series' last release: a duplicate, or quarantined."""
+        if point.ts == last[0] and _same(point.value, last[1]):
+            self.duplicates += 1
+            return
+        self.late += 1
+        reason = (
+            "conflicting repeat of an already processed sample"
+            if point.ts == last[0]
+            else f"arrived later than the allowed lateness ({self.lateness_s:g} s)"
+        )
+        self.quarantine.add("stream", None, reason, repr(point))
 
 
 def _same(a: float | None, b: float | None) -> bool:
