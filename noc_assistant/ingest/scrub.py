@@ -55,6 +55,9 @@ class _Cache:
     def __init__(self, pack: Pack) -> None:
         self.masker = Masker.from_pack(pack)
         self.seen: dict[_Labels, _Labels] = {}
+        #: each label value masked once: values repeat across series (an entity's name is in
+        #: every series of it), and masking one is a function of the value alone
+        self.values: dict[str, str] = {}
 
 
 _CACHES: dict[int, tuple[weakref.ref[Pack], _Cache]] = {}
@@ -94,12 +97,22 @@ def _lookup(cache: _Cache, labels: _Labels) -> _Labels:
 
 
 def _scrub(cache: _Cache, labels: _Labels) -> _Labels:
-    masked = tuple((k, _LONG_NUMBER.sub("<masked>", cache.masker.mask(v).text)) for k, v in labels)
+    masked = tuple((k, _value(cache, v)) for k, v in labels)
     hit = _CLEAN if masked == labels else masked
     if len(cache.seen) >= _MAX_CACHED:
         cache.seen.clear()
     cache.seen[labels] = hit
     return hit
+
+
+def _value(cache: _Cache, value: str) -> str:
+    done = cache.values.get(value)
+    if done is None:
+        done = _LONG_NUMBER.sub("<masked>", cache.masker.mask(value).text)
+        if len(cache.values) >= _MAX_CACHED:
+            cache.values.clear()
+        cache.values[value] = done
+    return done
 
 
 def scrub_point(pack: Pack, point: Point) -> Point:
