@@ -65,10 +65,7 @@ class ReorderBuffer:
         self.__dict__.update(state)
         if "_run" not in state:
             self._run = deque()
-        released = self._released
-        for key, last in released.items():
-            if type(last) is tuple:
-                released[key] = list(last)
+        self._released = {key: list(last) for key, last in self._released.items()}
 
     def push(self, point: Point) -> None:
         ts = point.ts
