@@ -98,13 +98,19 @@ class _Plan:
     """The :class:`KpiHistory` row of each label group, in the program's order."""
     step: float = math.nan
     windows: npt.NDArray[np.float64] | None = None
+    per_kpi: list[tuple[float, float]] | None = None
+    """Each KPI's window and count scale (:func:`count_unit`) at :attr:`step`."""
 
     def windows_for(self, step: float) -> npt.NDArray[np.float64]:
+        """Each row's KPI window for the scrape interval ``step`` (and :attr:`per_kpi`)."""
         if self.windows is None or step != self.step:
-            per_row = [
-                kpi_window_s(step, kpi.window_s) for kpi, _, _, groups in self.kpis
-                for _ in range(2 * len(groups))
-            ]  # fmt: skip
+            self.per_kpi = []
+            per_row: list[float] = []
+            for kpi, unit, _, groups in self.kpis:
+                window = kpi_window_s(step, kpi.window_s)
+                scale = 0.0 if unit is None else window if unit == "rate" else 1.0
+                self.per_kpi.append((window, scale))
+                per_row += [window] * (2 * len(groups))
             self.windows, self.step = np.array(per_row, np.float64), step
         return self.windows
 
@@ -205,9 +211,10 @@ class KpiEvaluator:
         self.kpi_history.append(plan.history[valued], now, out[::2][valued])
         values, has = out.tolist(), ok.tolist()
         row = 0
-        for kpi, unit, subscribers, groups in plan.kpis:
-            window = kpi_window_s(step, kpi.window_s)
-            scale = 0.0 if unit is None else window if unit == "rate" else 1.0
+        assert plan.per_kpi is not None  # made with the windows
+        for (kpi, _, subscribers, groups), (window, scale) in zip(
+            plan.kpis, plan.per_kpi, strict=True
+        ):
             for group, key in groups:
                 if not has[row]:
                     row += 2

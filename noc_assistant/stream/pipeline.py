@@ -323,7 +323,7 @@ class Pipeline:
         # entities with an open alarm: their other KPIs' peaks are not normal time either
         busy = {entity for _, entity in self._firing_keys()}
         self._phase = 0  # missed-scrape evidence
-        for entity in sorted(self.store.entities):
+        for entity in self.store.entities:  # sorted
             for item in self.evaluator.observe(entity, at, step, entity in busy):
                 if isinstance(item, Missed):
                     self._open(item.kpi, entity, item.group, item.event, evidence_only=True)
