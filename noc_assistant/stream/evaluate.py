@@ -97,21 +97,20 @@ class _Plan:
     history: npt.NDArray[np.int64]
     """The :class:`KpiHistory` row of each label group, in the program's order."""
     step: float = math.nan
-    windows: npt.NDArray[np.float64] | None = None
-    per_kpi: list[tuple[float, float]] | None = None
-    """Each KPI's window and count scale (:func:`count_unit`) at :attr:`step`."""
+    windows: tuple[npt.NDArray[np.float64], list[tuple[float, float]]] | None = None
 
-    def windows_for(self, step: float) -> npt.NDArray[np.float64]:
-        """Each row's KPI window for the scrape interval ``step`` (and :attr:`per_kpi`)."""
+    def windows_for(self, step: float) -> tuple[npt.NDArray[np.float64], list[tuple[float, float]]]:
+        """Each row's KPI window for the scrape interval ``step``, and each KPI's window and
+        count scale (:func:`count_unit`), worked out once per interval."""
         if self.windows is None or step != self.step:
-            self.per_kpi = []
+            per_kpi: list[tuple[float, float]] = []
             per_row: list[float] = []
             for kpi, unit, _, groups in self.kpis:
                 window = kpi_window_s(step, kpi.window_s)
                 scale = 0.0 if unit is None else window if unit == "rate" else 1.0
-                self.per_kpi.append((window, scale))
+                per_kpi.append((window, scale))
                 per_row += [window] * (2 * len(groups))
-            self.windows, self.step = np.array(per_row, np.float64), step
+            self.windows, self.step = (np.array(per_row, np.float64), per_kpi), step
         return self.windows
 
 
@@ -206,15 +205,13 @@ class KpiEvaluator:
         topology = self.guess.topology
         zone = None if topology is None else topology.zone_of(entity)
         plan = self._plan(entity)
-        out, ok = plan.program.run_arrays(store.rings, plan.windows_for(step), now, since, grace)
+        windows, per_kpi = plan.windows_for(step)
+        out, ok = plan.program.run(store.rings, windows, now, since, grace)
         valued = ok[::2]
         self.kpi_history.append(plan.history[valued], now, out[::2][valued])
         values, has = out.tolist(), ok.tolist()
         row = 0
-        assert plan.per_kpi is not None  # made with the windows
-        for (kpi, _, subscribers, groups), (window, scale) in zip(
-            plan.kpis, plan.per_kpi, strict=True
-        ):
+        for (kpi, _, subscribers, groups), (window, scale) in zip(plan.kpis, per_kpi, strict=True):
             for group, key in groups:
                 if not has[row]:
                     row += 2

@@ -80,16 +80,10 @@ class Program:
     sids: I64
 
     def run(self, rings: Rings, windows: F64, at: float, since: float, grace: float) -> (
-        tuple[list[float], list[bool]]
-    ):  # fmt: skip
-        """Each row's value and whether it has one, at ``at`` with the rows' KPI windows."""
-        out, ok = self.run_arrays(rings, windows, at, since, grace)
-        return out.tolist(), ok.tolist()
-
-    def run_arrays(self, rings: Rings, windows: F64, at: float, since: float, grace: float) -> (
         tuple[F64, NDArray[np.bool_]]
     ):  # fmt: skip
-        """:meth:`run` as arrays (a value where its row has none is undefined)."""
+        """Each row's value and whether it has one, at ``at`` with the rows' KPI windows (a
+        value where its row has none is undefined)."""
         rings.flush()
         rows = len(self.row_ptr) - 1
         out = np.empty(rows)

@@ -117,7 +117,7 @@ def test_a_row_without_a_formula_has_no_value() -> None:
     view = EntityView(store, "amf-1", 0.0, 0.0, {})
     program = compile_rows([view], [(parse_formula('increase("req")'), None)])
     values, has = program.run(store.rings, np.array([300.0, 300.0]), 2000.0, 1985.0, 22.5)
-    assert has == [True, False]
+    assert has.tolist() == [True, False]
     assert values[0] == parse_formula('increase("req")').evaluate(
         EntityView(store, "amf-1", 2000.0, 300.0, {}, 22.5, 1985.0)
     )
