@@ -4,6 +4,10 @@
 series at once on the compiled bank (the pipeline's path) with the same events. Values backed
 by too few events (``support < min_support``) and gaps are neither learnt nor scored: a ratio
 of tiny counts is noise, and a missing sample is not a zero.
+
+A bank takes a tick's values as :class:`Observation` objects, or as :class:`Columns` (arrays,
+a row per series: the pipeline's path, with no object per value), where each row sits in
+the banks kept from tick to tick (:class:`Slots`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from detectors.robust_zscore import Direction
 #: (``Observation.tz``; None: the monitor's)
 _BankKey = tuple[Direction, bool, str | None]
 
-__all__ = ["MonitorBank", "MonitorEvent", "Observation", "SeriesMonitor"]
+__all__ = ["Columns", "MonitorBank", "MonitorEvent", "Observation", "SeriesMonitor", "Slots"]
 
 
 @dataclass(frozen=True)
@@ -276,6 +280,37 @@ class Observation(NamedTuple):
     window_s: float = 0.0
 
 
+class Columns(NamedTuple):
+    """A tick's values for :meth:`MonitorBank.observe_columns`, a row per series: the fields
+    of :class:`Observation` as arrays of one length (a caller with many series makes no
+    object per value). ``value`` NaN: no value; ``support`` counts where ``has_support``;
+    ``ts``: each value's time (the tick's where it has none of its own)."""
+
+    keys: Sequence[Hashable]
+    value: npt.NDArray[np.float64]
+    support: npt.NDArray[np.float64]
+    has_support: npt.NDArray[np.bool_]
+    direction: Sequence[Direction]
+    min_support: npt.NDArray[np.float64]
+    counts: npt.NDArray[np.bool_]
+    hold: npt.NDArray[np.bool_]
+    proportion: npt.NDArray[np.bool_]
+    ts: npt.NDArray[np.float64]
+    tz: Sequence[str | None]
+    count_scale: npt.NDArray[np.float64]
+    window_s: npt.NDArray[np.float64]
+
+
+@dataclass(eq=False)
+class Slots:
+    """Where each row of :class:`Columns` sits in ``owner``'s banks (which bank, in their
+    order of creation, and which series of it; bank -1: not yet seen with a value)."""
+
+    owner: MonitorBank
+    bank: npt.NDArray[np.int64]
+    index: npt.NDArray[np.int64]
+
+
 class MonitorBank:
     """Many :class:`SeriesMonitor` at once, on compiled :class:`~detectors.bank.EnsembleBank`
     steps: the same events as one monitor per key (tested), at bank speed.
@@ -365,71 +400,128 @@ class MonitorBank:
         self._keys.setdefault(which, []).append(key)
         return which, used
 
+    def slots(self, rows: int) -> Slots:
+        """Room for where ``rows`` rows of :class:`Columns` sit in this monitor's banks."""
+        return Slots(self, np.full(rows, -1, np.int64), np.zeros(rows, np.int64))
+
     def observe(
         self, ts: float, observations: Sequence[Observation]
     ) -> list[tuple[Hashable, MonitorEvent]]:
         """Feed one tick of values; return the alarm transitions, in ``observations`` order.
         A missing value, or one backed by fewer than ``min_support`` events, is neither learnt
         nor scored. A key keeps the bad direction (and time zone) it first came with."""
-        rows: dict[_BankKey, list[tuple[int, int, float, float, bool, bool, float]]] = {}
-        for pos, ob in enumerate(observations):
-            v = ob.value
-            if not _usable(v, ob.support, ob.min_support):
-                continue
-            assert v is not None
-            which, i = self._slot(ob.key, ob.bad_direction, ob.counts, ob.tz)
-            sup = math.nan if ob.support is None else ob.support
-            at = ts if ob.ts is None else ob.ts
-            rows.setdefault(which, []).append((pos, i, v, sup, ob.hold, ob.proportion, at))
-        events: list[tuple[int, Hashable, MonitorEvent]] = []
-        for which, items in rows.items():
-            bank = self._banks[which]
-            x = np.full(bank.n_series, np.nan)
-            sup_arr = np.full(bank.n_series, np.nan)
-            idx = np.array([it[1] for it in items])
-            x[idx] = [it[2] for it in items]
-            sup_arr[idx] = [it[3] for it in items]
-            hold = prop = None
-            if any(it[4] for it in items):
-                hold = np.zeros(bank.n_series, np.bool_)
-                hold[idx] = [it[4] for it in items]
-            if any(it[5] for it in items):
-                prop = np.zeros(bank.n_series, np.bool_)
-                prop[idx] = [it[5] for it in items]
-            t_arr: float | np.ndarray = ts
-            if any(it[6] != ts for it in items):
-                t_arr = np.full(bank.n_series, ts)
-                t_arr[idx] = [it[6] for it in items]
-            score, opened, closed = bank.step(x, t_arr, sup_arr, hold, prop)
-            reported = self._reported[which]
-            reported[opened] = score[opened]
-            reported[closed] = np.nan
-            seen = np.zeros(bank.n_series, np.bool_)
-            seen[idx] = True
-            with np.errstate(invalid="ignore"):
-                grew = seen & bank.firing_ & ~opened & (score >= self._update_factor * reported)
-            reported[grew] = score[grew]
-            changed = opened | closed | grew
-            counted = [it for it in items if observations[it[0]].count_scale > 0.0]
-            if not changed.any() and not counted:
-                continue
-            for pos, i, v, *_, at in items if changed.any() else counted:
-                kind: Literal["open", "update", "close"] | None = (
-                    "open" if opened[i] else "close" if closed[i] else "update" if grew[i] else None
-                )
-                ob = observations[pos]
-                if ob.count_scale > 0.0:
-                    kind = self._gate(ob, at, v, kind, bool(bank.firing_[i]))
-                    if kind == "open":
-                        reported[i] = score[i]
-                if kind is not None:
-                    events.append((pos, ob.key, self._event(which, i, kind, at, v, score)))
+        obs = observations
+
+        def floats(xs: Sequence[float | None]) -> npt.NDArray[np.float64]:
+            return np.array([math.nan if x is None else x for x in xs], np.float64)
+
+        def flags(xs: Sequence[bool]) -> npt.NDArray[np.bool_]:
+            return np.array(xs, np.bool_).reshape(len(obs))
+
+        cols = Columns(
+            keys=[ob.key for ob in obs],
+            value=floats([ob.value for ob in obs]),
+            support=floats([ob.support for ob in obs]),
+            has_support=flags([ob.support is not None for ob in obs]),
+            direction=[ob.bad_direction for ob in obs],
+            min_support=floats([ob.min_support for ob in obs]),
+            counts=flags([ob.counts for ob in obs]),
+            hold=flags([ob.hold for ob in obs]),
+            proportion=flags([ob.proportion for ob in obs]),
+            ts=floats([ts if ob.ts is None else ob.ts for ob in obs]),
+            tz=[ob.tz for ob in obs],
+            count_scale=floats([ob.count_scale for ob in obs]),
+            window_s=floats([ob.window_s for ob in obs]),
+        )
+        return [(obs[row].key, ev) for row, ev in self.observe_columns(ts, cols)]
+
+    def observe_columns(
+        self, ts: float, cols: Columns, slots: Slots | None = None
+    ) -> list[tuple[int, MonitorEvent]]:
+        """:meth:`observe` of a tick's values as columns: the alarm transitions as (row,
+        event), in row order. ``slots`` (from :meth:`slots`) keeps where each row's key sits
+        from one tick to the next, for a caller whose rows stay the same."""
+        with np.errstate(invalid="ignore"):
+            usable = ~np.isnan(cols.value) & (
+                ~cols.has_support | (cols.support >= cols.min_support)
+            )
+        rows = np.flatnonzero(usable)
+        if slots is None or slots.owner is not self or len(slots.bank) != len(cols.value):
+            slots = self.slots(len(cols.value))
+        fresh = rows[slots.bank[rows] < 0].tolist()
+        made: list[_BankKey] = []
+        for r in fresh:
+            key, direction, tz = cols.keys[r], cols.direction[r], cols.tz[r]
+            which, slots.index[r] = self._slot(key, direction, bool(cols.counts[r]), tz)
+            made.append(which)
+        names = list(self._banks)
+        if fresh:
+            ordinal = {which: n for n, which in enumerate(names)}
+            slots.bank[fresh] = [ordinal[which] for which in made]
+        in_bank = slots.bank[rows]
+        events: list[tuple[int, MonitorEvent]] = []
+        for b in np.unique(in_bank).tolist():
+            sel = rows[in_bank == b]
+            events += self._step_bank(names[b], ts, cols, sel, slots.index[sel])
         events.sort(key=lambda e: e[0])
-        return [(key, ev) for _, key, ev in events]
+        return events
+
+    def _step_bank(
+        self,
+        which: _BankKey,
+        ts: float,
+        cols: Columns,
+        sel: npt.NDArray[np.int64],
+        idx: npt.NDArray[np.int64],
+    ) -> list[tuple[int, MonitorEvent]]:
+        """One step of bank ``which`` on rows ``sel`` of ``cols`` (at its series ``idx``)."""
+        bank = self._banks[which]
+        n = bank.n_series
+        x = np.full(n, np.nan)
+        x[idx] = cols.value[sel]
+        sup_arr = np.full(n, np.nan)
+        sup_arr[idx] = np.where(cols.has_support[sel], cols.support[sel], np.nan)
+        hold = prop = None
+        if cols.hold[sel].any():
+            hold = np.zeros(n, np.bool_)
+            hold[idx] = cols.hold[sel]
+        if cols.proportion[sel].any():
+            prop = np.zeros(n, np.bool_)
+            prop[idx] = cols.proportion[sel]
+        t_arr: float | npt.NDArray[np.float64] = ts
+        at_rows = cols.ts[sel]
+        if (at_rows != ts).any():
+            t_arr = np.full(n, ts)
+            t_arr[idx] = at_rows
+        score, opened, closed = bank.step(x, t_arr, sup_arr, hold, prop)
+        reported = self._reported[which]
+        reported[opened] = score[opened]
+        reported[closed] = np.nan
+        seen = np.zeros(n, np.bool_)
+        seen[idx] = True
+        with np.errstate(invalid="ignore"):
+            grew = seen & bank.firing_ & ~opened & (score >= self._update_factor * reported)
+        reported[grew] = score[grew]
+        scale = cols.count_scale[sel]
+        hit = (opened | closed | grew)[idx] | (scale > 0.0)
+        events: list[tuple[int, MonitorEvent]] = []
+        for r, i in zip(sel[hit].tolist(), idx[hit].tolist(), strict=True):
+            kind: Literal["open", "update", "close"] | None = (
+                "open" if opened[i] else "close" if closed[i] else "update" if grew[i] else None
+            )
+            v, at = float(cols.value[r]), float(cols.ts[r])
+            if cols.count_scale[r] > 0.0:
+                kind = self._gate(cols, r, at, v, kind, bool(bank.firing_[i]))
+                if kind == "open":
+                    reported[i] = score[i]
+            if kind is not None:
+                events.append((r, self._event(which, i, kind, at, v, score)))
+        return events
 
     def _gate(
         self,
-        ob: Observation,
+        cols: Columns,
+        row: int,
         at: float,
         value: float,
         kind: Literal["open", "update", "close"] | None,
@@ -437,10 +529,12 @@ class MonitorBank:
     ) -> Literal["open", "update", "close"] | None:
         """The transition a count series shows: its :class:`~detectors.counts.CountGate`
         judges the bank's, then learns the count."""
-        gate = self._gates.get(ob.key)
+        key = cols.keys[row]
+        gate = self._gates.get(key)
         if gate is None:
-            gate = self._gates[ob.key] = CountGate(self._target_rate)
-        return gate.step(at, value * ob.count_scale, ob.window_s, kind, firing)
+            gate = self._gates[key] = CountGate(self._target_rate)
+        count = value * float(cols.count_scale[row])
+        return gate.step(at, count, float(cols.window_s[row]), kind, firing)
 
     def _event(
         self,

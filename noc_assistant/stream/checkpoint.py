@@ -409,9 +409,8 @@ def _split_up(pipe: Pipeline) -> None:
     vars(parts["clock"]).update(buffer=state["buffer"])
     evaluator = parts["evaluator"]
     assert isinstance(evaluator, KpiEvaluator)
-    vars(evaluator).update(
-        kpis=state["kpis"], store=state["store"], guess=parts["guess"], _plans={}
-    )
+    vars(evaluator).update(kpis=state["kpis"], store=state["store"], guess=parts["guess"])
+    evaluator.forget_plans()
     evaluator.adopt_history()
     fan_in = state.pop("fan_in", None)
     state.update(parts, network=NetworkCorrelator(fan_in) if fan_in is not None else None)

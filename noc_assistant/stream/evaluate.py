@@ -4,36 +4,38 @@ A :class:`~noc_assistant.stream.pipeline.Pipeline` owns one :class:`KpiEvaluator
 which KPIs and label groups apply to each entity (by the roles it plays and the metrics it
 exports), evaluates them over the entity's own latest scrape, keeps each series' recent values,
 and at PM periods notices a scrape missed (:class:`Missed`).
+
+A tick's entities are evaluated together: their programs joined into one
+(:class:`~noc_assistant.stream.tick_plan.TickPlan`, kept while the same entities come due with
+the same series), one compiled call for every row, and the values handed to the monitors as
+columns (:class:`~detectors.monitor.Columns`): no Python object per value.
 """
 
 from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Container, Iterator, Mapping
 from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 
-from detectors import MonitorEvent, Observation
-from detectors.params import kpi_window_s, liveness_grace_s
+from detectors import MonitorEvent
+from detectors.monitor import Columns
+from detectors.params import liveness_grace_s
 from knowledge.formula import Formula
 from knowledge.kpis import KpiDef
 from noc_assistant.ingest import SeriesStore
 from noc_assistant.ingest.series import EntityView
 from noc_assistant.stream.correlate import series_id
 from noc_assistant.stream.history import KpiHistory
-from noc_assistant.stream.kpi_program import Program, compile_rows
+from noc_assistant.stream.kpi_program import compile_rows
 from noc_assistant.stream.liveness import silence
+from noc_assistant.stream.tick_plan import EntityPlan, Group, Kpi, TickPlan
 from noc_assistant.stream.topology_guess import TopologyGuess, stored_names
 
-__all__ = ["Group", "KpiEvaluator", "Missed", "Observed", "count_unit"]
-
-Group = tuple[tuple[str, str], ...]
-"""A label group of a grouped KPI (``group_by``): sorted (label, value) pairs; () for none."""
+__all__ = ["Group", "KpiEvaluator", "Missed", "Tick", "count_unit"]
 
 
 @lru_cache(maxsize=1024)
@@ -66,52 +68,25 @@ def count_unit(formula: str) -> str | None:
     return fns.pop()
 
 
-class Observed(NamedTuple):
-    """A value of ``kpi`` (for label group ``group``) for the monitors."""
-
-    kpi: KpiDef
-    group: Group
-    observation: Observation
-
-
 class Missed(NamedTuple):
-    """At PM periods, a series of ``kpi`` that missed one scrape: evidence (``event``)."""
+    """At PM periods, a series of ``kpi`` on ``entity`` that missed one scrape: evidence
+    (``event``)."""
 
     kpi: KpiDef
+    entity: str
     group: Group
     event: MonitorEvent
 
 
-_Kpi = tuple[KpiDef, str | None, bool, list[tuple[Group, tuple[str, str]]]]
-"""A KPI of an entity as :meth:`KpiEvaluator.observe` evaluates it (:meth:`KpiEvaluator._plan`):
-the KPI, its count unit, whether it counts subscribers, its label groups with their keys."""
+class Tick(NamedTuple):
+    """A tick's values of the entities due (:meth:`KpiEvaluator.evaluate`): ``columns`` for
+    the monitors, a row per KPI series of :attr:`plan`; each due entity's scrape time
+    (``now``) and liveness grace."""
 
-
-@dataclass
-class _Plan:
-    """An entity's KPIs and the program evaluating them (two rows per label group: the
-    value, then the support), with its rows' windows for the latest scrape interval."""
-
-    kpis: list[_Kpi]
-    program: Program
-    history: npt.NDArray[np.int64]
-    """The :class:`KpiHistory` row of each label group, in the program's order."""
-    step: float = math.nan
-    windows: tuple[npt.NDArray[np.float64], list[tuple[float, float]]] | None = None
-
-    def windows_for(self, step: float) -> tuple[npt.NDArray[np.float64], list[tuple[float, float]]]:
-        """Each row's KPI window for the scrape interval ``step``, and each KPI's window and
-        count scale (:func:`count_unit`), worked out once per interval."""
-        if self.windows is None or step != self.step:
-            per_kpi: list[tuple[float, float]] = []
-            per_row: list[float] = []
-            for kpi, unit, _, groups in self.kpis:
-                window = kpi_window_s(step, kpi.window_s)
-                scale = 0.0 if unit is None else window if unit == "rate" else 1.0
-                per_kpi.append((window, scale))
-                per_row += [window] * (2 * len(groups))
-            self.windows, self.step = (np.array(per_row, np.float64), per_kpi), step
-        return self.windows
+    plan: TickPlan
+    columns: Columns
+    now: list[float]
+    grace: list[float]
 
 
 class KpiEvaluator:
@@ -135,18 +110,24 @@ class KpiEvaluator:
         self._evaluated: dict[str, float] = {}
         """entity → the time its KPIs were last evaluated at (its latest scrape then)"""
         self._groups: dict[tuple[str, str], tuple[int, list[Group]]] = {}
-        self._plans: dict[str, tuple[int, _Plan]] = {}
+        self._plans: dict[str, tuple[int, EntityPlan]] = {}
+        self._ticks: dict[tuple[float, ...], TickPlan] = {}
 
     def __getstate__(self) -> dict[str, object]:
-        """The state without the plans (a cache, made again on use)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_plans"}
+        """The state without the plans (caches, made again on use)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_plans", "_ticks")}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         """Restored with no plan made yet; a snapshot's history from before
         :class:`KpiHistory` (a dict of deques) moved into one."""
         self.__dict__.update(state)
-        self._plans = {}
+        self.forget_plans()
         self.adopt_history()
+
+    def forget_plans(self) -> None:
+        """No plan made yet (after a restore: they are caches, not state)."""
+        self._plans = {}
+        self._ticks = {}
 
     def adopt_history(self) -> None:
         """The history in a :class:`KpiHistory` if a snapshot held it as a dict of deques."""
@@ -182,68 +163,100 @@ class KpiEvaluator:
         self._groups[(entity, kpi.id)] = (size, groups)
         return groups
 
-    def observe(
-        self, entity: str, at: float, step: float, busy: bool
-    ) -> Iterator[Observed | Missed]:
-        """The observations of ``entity``'s KPIs at its latest scrape up to ``at`` (none if
-        nothing new came since its last evaluation), each value kept in :attr:`kpi_history`;
-        ``busy``: another series of the entity is alarming. A missed scrape is yielded as it
-        is found (the caller acts on it before the next is evaluated)."""
-        seen = self.store.last_seen.get(entity)
-        if not entity or seen is None:
-            return
-        # the entity's own time: its latest scrape (targets are scraped at their own
-        # phases; a window ending on the tick would cut its last interval, and its newest
-        # sample would wait a tick); nothing new since the last evaluation, nothing to learn
-        now = min(at, seen)
-        since = self._evaluated.get(entity, -math.inf)
-        if now <= since:
-            return
-        self._evaluated[entity] = now
+    def evaluate(self, at: float, step: float, busy: Container[str]) -> Tick | None:
+        """The KPIs of every entity with a scrape since its last evaluation, each at its
+        latest scrape up to ``at`` (None: no entity due), each value kept in
+        :attr:`kpi_history`; ``busy``: entities with a series alarming (their values are
+        held out of the tails). Missed scrapes are found after, by :meth:`missed`."""
         store = self.store
-        grace = liveness_grace_s(store.entity_interval(entity) or step)
-        topology = self.guess.topology
-        zone = None if topology is None else topology.zone_of(entity)
-        plan = self._plan(entity)
-        windows, per_kpi = plan.windows_for(step)
-        out, ok = plan.program.run(store.rings, windows, now, since, grace)
+        plans: list[EntityPlan] = []
+        now: list[float] = []
+        since: list[float] = []
+        grace: list[float] = []
+        hold: list[bool] = []
+        for entity in store.entities:  # sorted
+            seen = store.last_seen.get(entity)
+            if not entity or seen is None:
+                continue
+            # the entity's own time: its latest scrape (targets are scraped at their own
+            # phases; a window ending on the tick would cut its last interval, and its newest
+            # sample would wait a tick); nothing new since the last evaluation, nothing to learn
+            t = min(at, seen)
+            last = self._evaluated.get(entity, -math.inf)
+            if t <= last:
+                continue
+            self._evaluated[entity] = t
+            plans.append(self._plan(entity))
+            now.append(t)
+            since.append(last)
+            grace.append(liveness_grace_s(store.entity_interval(entity) or step))
+            hold.append(entity in busy)
+        if not plans:
+            return None
+        tick = self._tick_plan(plans, step)
+        out, ok = tick.program.run(
+            store.rings,
+            tick.windows,
+            np.repeat(now, tick.entity_rows),
+            np.repeat(since, tick.entity_rows),
+            np.repeat(grace, tick.entity_rows),
+        )
         valued = ok[::2]
-        self.kpi_history.append(plan.history[valued], now, out[::2][valued])
-        values, has = out.tolist(), ok.tolist()
-        row = 0
-        for (kpi, _, subscribers, groups), (window, scale) in zip(plan.kpis, per_kpi, strict=True):
-            for group, key in groups:
-                if not has[row]:
-                    row += 2
-                    continue
-                value = values[row]
-                support = values[row + 1] if has[row + 1] else None
-                row += 2
-                if kpi.reads_presence and window < grace:
-                    missed = self._missed_scrape(kpi, entity, group, now, window, value)
-                    if missed is not None:
-                        yield Missed(kpi, group, missed)
-                if subscribers:
-                    self.guess.count_subscribers(kpi, entity, group, value)
-                # a number of events (value × scale): its alarms pass a count gate
-                ob = Observation(
-                    key=key,
-                    value=value,
-                    support=support,
-                    bad_direction=kpi.bad_direction,
-                    min_support=kpi.min_support,
-                    counts=kpi.counts_events,
-                    hold=busy,
-                    proportion=kpi.proportion,
-                    ts=now,
-                    tz=zone,
-                    count_scale=0.0 if support is not None else scale,
-                    window_s=window,
-                )
-                yield Observed(kpi, group, ob)
+        value = np.where(valued, out[::2], np.nan)
+        at_row = np.repeat(now, tick.entity_series)
+        self.kpi_history.append(tick.history[valued], at_row[valued], value[valued])
+        has_support = ok[1::2]
+        columns = Columns(
+            keys=tick.keys,
+            value=value,
+            support=out[1::2],
+            has_support=has_support,
+            direction=tick.direction,
+            min_support=tick.min_support,
+            counts=tick.counts,
+            hold=np.repeat(hold, tick.entity_series),
+            proportion=tick.proportion,
+            ts=at_row,
+            tz=tick.tz,
+            # a number of events (value × scale): its alarms pass a count gate
+            count_scale=np.where(has_support, 0.0, tick.scale),
+            window_s=tick.window,
+        )
+        return Tick(tick, columns, now, grace)
 
-    def _plan(self, entity: str) -> _Plan:
-        """What :meth:`observe` evaluates on ``entity``, worked out once while its series
+    def missed(self, tick: Tick) -> Iterator[Missed]:
+        """The series of ``tick`` that missed one scrape at PM periods, each yielded as it is
+        found (the caller acts on it before the next); subscribers per PLMN are counted on
+        the way (:meth:`TopologyGuess.count_subscribers`), in the same order."""
+        value = tick.columns.value
+        for row, e, presence in tick.plan.special:
+            v = float(value[row])
+            if math.isnan(v):
+                continue
+            kpi, entity, group = tick.plan.where[row]
+            if not presence:
+                self.guess.count_subscribers(kpi, entity, group, v)
+                continue
+            window = float(tick.columns.window_s[row])
+            if window < tick.grace[e]:
+                event = self._missed_scrape(kpi, entity, group, tick.now[e], window, v)
+                if event is not None:
+                    yield Missed(kpi, entity, group, event)
+
+    def _tick_plan(self, plans: list[EntityPlan], step: float) -> TickPlan:
+        """The joined plan of ``plans`` at scrape interval ``step``, made once while the same
+        plans come due together (a few sets alternate where entities scrape at different
+        intervals)."""
+        key = (step, *map(id, plans))  # the tick plan holds its plans: no id is reused
+        found = self._ticks.get(key)
+        if found is None:
+            if len(self._ticks) >= 32:
+                self._ticks.clear()
+            found = self._ticks[key] = TickPlan.join(plans, step)
+        return found
+
+    def _plan(self, entity: str) -> EntityPlan:
+        """What :meth:`evaluate` evaluates on ``entity``, worked out once while its series
         stay the same: each KPI, its count unit (:func:`count_unit`), whether it counts
         subscribers per PLMN, and its label groups with their series keys; and the program
         of their formulas over the series they read
@@ -252,7 +265,7 @@ class KpiEvaluator:
         cached = self._plans.get(entity)
         if cached is not None and cached[0] == count:
             return cached[1]
-        kpis: list[_Kpi] = []
+        kpis: list[Kpi] = []
         views: list[EntityView] = []
         formulas: list[tuple[Formula, Formula | None]] = []
         for kpi in self.kpis_for(entity):
@@ -264,7 +277,14 @@ class KpiEvaluator:
             keyed = [(g, (series_id(kpi.id, g), entity)) for g in groups]
             kpis.append((kpi, count_unit(kpi.formula), subscribers, keyed))
         rows = [self.kpi_history.row(key) for *_, groups in kpis for _, key in groups]
-        plan = _Plan(kpis, compile_rows(views, formulas), np.array(rows, np.int64))
+        topology = self.guess.topology
+        plan = EntityPlan(
+            entity,
+            kpis,
+            compile_rows(views, formulas),
+            np.array(rows, np.int64),
+            None if topology is None else topology.zone_of(entity),
+        )
         self._plans[entity] = (count, plan)
         return plan
 

@@ -82,9 +82,11 @@ class KpiHistory(Mapping[Key, list[tuple[float, float]]]):
         self.head = np.concatenate([self.head, np.zeros(extra, np.int64)])
         self.size = np.concatenate([self.size, np.zeros(extra, np.int64)])
 
-    def append(self, rows: NDArray[np.int64], ts: float, values: NDArray[np.float64]) -> None:
-        """``values[k]`` at time ``ts`` for row ``rows[k]`` (the rows distinct), the oldest
-        value of a full row dropped."""
+    def append(
+        self, rows: NDArray[np.int64], ts: float | NDArray[np.float64], values: NDArray[np.float64]
+    ) -> None:
+        """``values[k]`` at time ``ts`` (or ``ts[k]``) for row ``rows[k]`` (the rows
+        distinct), the oldest value of a full row dropped."""
         if not len(rows):
             return
         at = self.head[rows]

@@ -5,8 +5,9 @@ A :class:`~knowledge.formula.Formula` evaluated through
 the pipeline evaluates every KPI of every entity at every tick, and that was the largest part
 of its time. Here the formulas of an entity's KPI series (each label group's value and, where
 the KPI has one, its support) become one postfix program over its leaves (a selector and the
-series it reads, resolved once while the entity's series stay the same), and one compiled
-call per entity and tick evaluates them all (:func:`run_rows`).
+series it reads, resolved once while the entity's series stay the same). The programs of a
+tick's entities are joined (:meth:`Program.concat`), and one compiled call evaluates every
+row, each at its entity's own scrape time (:func:`run_rows`).
 
 The values are those of :meth:`Formula.evaluate` over an ``EntityView``, bit for bit: the same
 operations in the same order (the increments newest first, the series in store order, ``None``
@@ -79,22 +80,63 @@ class Program:
     list_ptr: I64
     sids: I64
 
-    def run(self, rings: Rings, windows: F64, at: float, since: float, grace: float) -> (
-        tuple[F64, NDArray[np.bool_]]
-    ):  # fmt: skip
+    def run(
+        self, rings: Rings, windows: F64, at: float | F64, since: float | F64, grace: float | F64
+    ) -> tuple[F64, NDArray[np.bool_]]:
         """Each row's value and whether it has one, at ``at`` with the rows' KPI windows (a
-        value where its row has none is undefined)."""
+        value where its row has none is undefined). ``at``, ``since`` and ``grace`` are one
+        number for every row, or one per row (rows of several entities: :meth:`concat`)."""
         rings.flush()
         rows = len(self.row_ptr) - 1
         out = np.empty(rows)
         ok = np.empty(rows, np.bool_)
         run_rows(
-            at, since, grace, rings.horizon_s, windows, self.row_ptr, self.ops, self.args,
-            self.consts, self.leaf_fn, self.leaf_list, self.list_ptr, self.sids, rings.last_ts,
-            rings.last_value, rings.has_value, rings.r_prev, rings.r_ts, rings.r_inc,
-            rings.r_reset, rings.head, rings.size, out, ok,
+            _per_row(at, rows), _per_row(since, rows), _per_row(grace, rows), rings.horizon_s,
+            windows, self.row_ptr, self.ops, self.args, self.consts, self.leaf_fn,
+            self.leaf_list, self.list_ptr, self.sids, rings.last_ts, rings.last_value,
+            rings.has_value, rings.r_prev, rings.r_ts, rings.r_inc, rings.r_reset, rings.head,
+            rings.size, out, ok,
         )  # fmt: skip
         return out, ok
+
+    @classmethod
+    def concat(cls, programs: Sequence[Program]) -> Program:
+        """One program of the rows of ``programs``, in order (one compiled call for a tick's
+        entities instead of one each): each part's offsets moved past the parts before it."""
+        row_ptr, ops, args, consts, leaf_fn, leaf_list, list_ptr, sids = ([] for _ in range(8))
+        n_ops = n_consts = n_leaves = n_lists = n_sids = 0
+        for p in programs:
+            row_ptr.append(p.row_ptr[1:] + n_ops)
+            ops.append(p.ops)
+            args.append(
+                p.args + np.where(p.ops == _CONST, n_consts, np.where(p.ops == _LEAF, n_leaves, 0))
+            )
+            consts.append(p.consts)
+            leaf_fn.append(p.leaf_fn)
+            leaf_list.append(p.leaf_list + n_lists)
+            list_ptr.append(p.list_ptr[1:] + n_sids)
+            sids.append(p.sids)
+            n_ops += len(p.ops)
+            n_consts += len(p.consts)
+            n_leaves += len(p.leaf_fn)
+            n_lists += len(p.list_ptr) - 1
+            n_sids += len(p.sids)
+
+        def joined(parts: list[Any], dtype: type, first: list[int] | None = None) -> Any:
+            return np.concatenate([np.array(first or [], dtype), *parts]).astype(dtype)
+
+        return cls(
+            joined(row_ptr, np.int64, [0]), joined(ops, np.int64), joined(args, np.int64),
+            joined(consts, np.float64), joined(leaf_fn, np.int64), joined(leaf_list, np.int64),
+            joined(list_ptr, np.int64, [0]), joined(sids, np.int64),
+        )  # fmt: skip
+
+
+def _per_row(x: float | F64, rows: int) -> F64:
+    """``x`` for each of ``rows`` rows: a number repeated, or the array itself."""
+    if np.ndim(x) == 0:
+        return np.full(rows, float(x))
+    return np.ascontiguousarray(x, np.float64)
 
 
 class _Builder:
@@ -280,17 +322,19 @@ def _leaf(
 
 @kernel
 def run_rows(
-    at: float, since: float, grace: float, horizon: float, windows: F64, row_ptr: I64,
+    at_r: F64, since_r: F64, grace_r: F64, horizon: float, windows: F64, row_ptr: I64,
     ops: I64, args: I64, consts: F64, leaf_fn: I64, leaf_list: I64, list_ptr: I64,
     sids: I64, last_ts: F64, last_value: F64, has_value: Any, r_prev: F64, r_ts: F64,
     r_inc: F64, r_reset: Any, head: I64, size: I64, out: F64, ok: Any,
 ) -> None:  # fmt: skip
-    """Run every row's program (``windows``: each row's KPI window) into ``out`` and ``ok``
-    (False: None, as a formula's NaN or infinite result is)."""
+    """Run every row's program (``windows``: each row's KPI window; ``at_r``, ``since_r``,
+    ``grace_r``: its entity's scrape time, last evaluation and liveness grace) into ``out``
+    and ``ok`` (False: None, as a formula's NaN or infinite result is)."""
     stack = np.empty(64)
     has = np.empty(64, np.bool_)
     for r in range(len(row_ptr) - 1):
         w = windows[r]
+        at, since, grace = at_r[r], since_r[r], grace_r[r]
         sp = 0
         for c in range(row_ptr[r], row_ptr[r + 1]):
             op = ops[c]

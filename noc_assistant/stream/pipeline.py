@@ -22,10 +22,10 @@ network-wide correlator of detector workers instead (:mod:`~noc_assistant.stream
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from detectors import MonitorBank, MonitorEvent, Observation
+from detectors import MonitorBank, MonitorEvent
 from detectors.params import (
     liveness_grace_s,
     monitor_alpha,
@@ -42,7 +42,7 @@ from noc_assistant.models import Finding, Incident
 from noc_assistant.settings import get_settings
 from noc_assistant.stream.clock import ScrapeClock
 from noc_assistant.stream.correlate import Correlator, IncidentEvent, series_id
-from noc_assistant.stream.evaluate import Group, KpiEvaluator, Missed
+from noc_assistant.stream.evaluate import Group, KpiEvaluator
 from noc_assistant.stream.fanin import Batch, FanIn
 from noc_assistant.stream.history import KpiHistory
 from noc_assistant.stream.liveness import Answered, LivenessWatch
@@ -318,25 +318,22 @@ class Pipeline:
         """One tick of the clock: every entity's KPIs at its latest scrape into the monitors,
         then liveness, then the correlator's tick (see the class docstring for the order)."""
         step = self.interval_s or 15.0
-        observations: list[Observation] = []
-        where: dict[Hashable, tuple[KpiDef, str, Group]] = {}
         # entities with an open alarm: their other KPIs' peaks are not normal time either
         busy = {entity for _, entity in self._firing_keys()}
         self._phase = 0  # missed-scrape evidence
-        for entity in self.store.entities:  # sorted
-            for item in self.evaluator.observe(entity, at, step, entity in busy):
-                if isinstance(item, Missed):
-                    self._open(item.kpi, entity, item.group, item.event, evidence_only=True)
-                    continue
-                observations.append(item.observation)
-                where[item.observation.key] = (item.kpi, entity, item.group)
+        tick = self.evaluator.evaluate(at, step, busy)
+        if tick is not None:
+            for m in self.evaluator.missed(tick):
+                self._open(m.kpi, m.entity, m.group, m.event, evidence_only=True)
         monitors = self._monitor_bank(step)
         # a finding of the next scrape may escalate; those of this one (any phase) may not
         self.correlator.notice_s = 0.9 * step
-        self._phase = 1  # the monitors' openings and clears (in observation order: by entity)
-        for series, event in monitors.observe(at, observations):
-            kpi, entity, group = where[series]
-            self._on_monitor(kpi, entity, group, event)
+        self._phase = 1  # the monitors' openings and clears (in row order: by entity)
+        if tick is not None:
+            slots = tick.plan.slots_in(monitors)
+            for row, event in monitors.observe_columns(at, tick.columns, slots):
+                kpi, entity, group = tick.plan.where[row]
+                self._on_monitor(kpi, entity, group, event)
         self._phase = 2  # liveness
         for change in self.liveness.judge(at, self.store, self.correlator, self.guess):
             if isinstance(change, Answered):

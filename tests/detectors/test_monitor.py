@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from detectors import Alerter, MonitorBank, MonitorEvent, Observation, SeriesMonitor
+from detectors.monitor import Columns
 from detectors.robust_zscore import Direction
 
 
@@ -226,3 +227,58 @@ def test_a_first_day_fault_does_not_become_that_hours_normal() -> None:
     assert t[72] in opened  # the fault pages
     noons = [ts for ts in opened if ts > 86400 and 11 <= (ts % 86400) / 3600 <= 13]
     assert noons == []
+
+
+def test_columns_with_kept_slots_give_the_observations_events() -> None:
+    """The pipeline's path (``observe_columns``, a row per series, where each row sits kept
+    from tick to tick) gives the events of the same values as observations: rows with no
+    value, too little support, late first values, count series behind their gate, values
+    held and values off the tick."""
+    rng = np.random.default_rng(11)
+    n, steps = 24, 900
+    directions: list[Direction] = ["up", "down", "both"]
+    keys = [("kpi", f"e{i}") for i in range(n)]
+    by_list = MonitorBank(warmup=100, min_duration=1)
+    by_columns = MonitorBank(warmup=100, min_duration=1)
+    slots = by_columns.slots(n)
+    got: list[tuple[object, MonitorEvent]] = []
+    want: list[tuple[object, MonitorEvent]] = []
+    for j in range(steps):
+        ts = 60.0 * j
+        obs = []
+        for i, key in enumerate(keys):
+            count = i % 6 == 5
+            value: float | None = float(rng.normal(50, 2)) + (30 if i % 5 == 1 and j > 700 else 0)
+            if count:
+                value = float(rng.poisson(0.4 if j < 600 else 6.0))
+            if j < 30 * i or rng.random() < 0.03:
+                value = None  # not yet seen, or a gap
+            support = float(rng.integers(1, 300)) if i % 4 == 0 else None
+            obs.append(
+                Observation(
+                    key, value, support, directions[i % 3], 20.0, count, i % 7 == 3 and j % 50 < 5,
+                    i % 8 == 0, ts - 7.0 if i % 2 else None, "Asia/Tokyo" if i % 9 == 2 else None,
+                    60.0 if count else 0.0, 60.0,
+                )
+            )  # fmt: skip
+        want += by_list.observe(ts, obs)
+        cols = Columns(
+            keys=keys,
+            value=np.array([math.nan if o.value is None else o.value for o in obs]),
+            support=np.array([math.nan if o.support is None else o.support for o in obs]),
+            has_support=np.array([o.support is not None for o in obs]),
+            direction=[o.bad_direction for o in obs],
+            min_support=np.full(n, 20.0),
+            counts=np.array([o.counts for o in obs]),
+            hold=np.array([o.hold for o in obs]),
+            proportion=np.array([o.proportion for o in obs]),
+            ts=np.array([ts if o.ts is None else o.ts for o in obs]),
+            tz=[o.tz for o in obs],
+            count_scale=np.array([o.count_scale for o in obs]),
+            window_s=np.full(n, 60.0),
+        )
+        got += [(keys[r], e) for r, e in by_columns.observe_columns(ts, cols, slots)]
+    assert got == want
+    kinds = {e.kind for _, e in want}
+    assert {"open", "close", "update"} <= kinds and len(want) >= 5
+    assert sorted(by_columns.firing_keys()) == sorted(by_list.firing_keys())  # type: ignore[type-var]

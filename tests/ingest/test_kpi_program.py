@@ -112,6 +112,47 @@ def test_programs_equal_the_formulas_through_the_view(seed: int) -> None:
     assert compared > 1000  # most rows have a value: the comparison is not of gaps only
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_joined_programs_give_each_part_its_own_values(seed: int) -> None:
+    """A tick's entities run as one program (``Program.concat``), each part at its own time,
+    last evaluation and grace: the values of each part run alone, bit for bit."""
+    store = _store(seed)
+    rng = random.Random(200 + seed)
+    formulas = [parse_formula(f) for f in FORMULAS]
+    parts = []
+    for k in range(3):  # parts of different lengths, constants and leaves
+        chosen = rng.sample(formulas, 3 + 2 * k)
+        groups: list[dict[str, str]] = [{}, {"cause": "a"}][: 1 + k % 2]
+        views = [EntityView(store, "amf-1", 0.0, 0.0, g) for _ in chosen for g in groups]
+        pairs = [(f, None if i % 2 else chosen[0]) for i, f in enumerate(chosen)]
+        parts.append(compile_rows(views, [p for p in pairs for _ in groups]))
+    joined = type(parts[0]).concat(parts)
+    sizes = [len(p.row_ptr) - 1 for p in parts]
+    assert len(joined.row_ptr) - 1 == sum(sizes)
+    compared = 0
+    for _ in range(60):
+        at = [15.0 * rng.randint(10, 162) for _ in parts]
+        since = [t - rng.choice([15.0, 600.0]) for t in at]
+        grace = [rng.choice([0.0, 22.5]) for _ in parts]
+        windows = [np.array([rng.choice([60.0, 300.0])] * n) for n in sizes]
+        values, has = joined.run(
+            store.rings,
+            np.concatenate(windows),
+            np.repeat(at, sizes),
+            np.repeat(since, sizes),
+            np.repeat(grace, sizes),
+        )
+        start = 0
+        for k, part in enumerate(parts):
+            alone, alone_has = part.run(store.rings, windows[k], at[k], since[k], grace[k])
+            end = start + sizes[k]
+            assert has[start:end].tolist() == alone_has.tolist()
+            assert values[start:end][alone_has].tolist() == alone[alone_has].tolist()
+            compared += int(alone_has.sum())
+            start = end
+    assert compared > 300
+
+
 def test_a_row_without_a_formula_has_no_value() -> None:
     store = _store(0)
     view = EntityView(store, "amf-1", 0.0, 0.0, {})
