@@ -264,17 +264,11 @@ class EnsembleBank(EnsembleParams):
         values are shares of their support, declared); return (score, opened, closed) for
         this step."""
         n = self.n_series
-        xs = np.ascontiguousarray(np.broadcast_to(np.asarray(x, self.dtype_), (n,)))
+        xs = _per_series(x, self.dtype_, n)
         valid = ~np.isnan(xs)
-        sup = _EMPTY
-        if support is not None:
-            sup = np.ascontiguousarray(np.broadcast_to(np.asarray(support, np.float64), (n,)))
-        held = _NO_FLAGS
-        if hold is not None:
-            held = np.ascontiguousarray(np.broadcast_to(np.asarray(hold, np.bool_), (n,)))
-        prop = _NO_FLAGS
-        if proportion is not None:
-            prop = np.ascontiguousarray(np.broadcast_to(np.asarray(proportion, np.bool_), (n,)))
+        sup = _EMPTY if support is None else _per_series(support, np.float64, n)
+        held = _NO_FLAGS if hold is None else _per_series(hold, np.bool_, n)
+        prop = _NO_FLAGS if proportion is None else _per_series(proportion, np.bool_, n)
         tt = _EMPTY
         if t is not None:
             tt = np.ascontiguousarray(np.asarray(t, np.float64).reshape(-1))
@@ -334,6 +328,17 @@ class EnsembleBank(EnsembleParams):
                 proportion,
             )
         return BankResult(score, opened, closed)
+
+
+def _per_series(a: ArrayLike, dtype: DTypeLike, n: int) -> Arr:
+    """``a`` as ``n`` values of ``dtype`` in a C-contiguous, read-only array, as a broadcast
+    makes it (the compiled step is typed on that). An array that already is that is viewed,
+    not broadcast: the pipeline passes those at every step, and a broadcast costs more."""
+    if type(a) is np.ndarray and a.shape == (n,) and a.dtype == dtype and a.flags.c_contiguous:
+        view = a.view()
+        view.flags.writeable = False
+        return view
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype), (n,)))
 
 
 def _compact(season: Arr, dtype: np.dtype[np.void]) -> Arr:

@@ -301,6 +301,18 @@ class Columns(NamedTuple):
     window_s: npt.NDArray[np.float64]
 
 
+class _TickColumns(NamedTuple):
+    """A tick's :class:`Columns` with what every bank's step reads of all its rows, found
+    once: each support (NaN where none), and whether any value is held, a declared share, or
+    off the tick's time."""
+
+    cols: Columns
+    support: npt.NDArray[np.float64]
+    any_hold: bool
+    any_proportion: bool
+    off_tick: bool
+
+
 @dataclass(eq=False)
 class Slots:
     """Where each row of :class:`Columns` sits in ``owner``'s banks (which bank, in their
@@ -441,10 +453,8 @@ class MonitorBank:
         """:meth:`observe` of a tick's values as columns: the alarm transitions as (row,
         event), in row order. ``slots`` (from :meth:`slots`) keeps where each row's key sits
         from one tick to the next, for a caller whose rows stay the same."""
-        with np.errstate(invalid="ignore"):
-            usable = ~np.isnan(cols.value) & (
-                ~cols.has_support | (cols.support >= cols.min_support)
-            )
+        # (a comparison with NaN is False, and numpy does not warn of it)
+        usable = ~np.isnan(cols.value) & (~cols.has_support | (cols.support >= cols.min_support))
         rows = np.flatnonzero(usable)
         if slots is None or slots.owner is not self or len(slots.bank) != len(cols.value):
             slots = self.slots(len(cols.value))
@@ -459,10 +469,18 @@ class MonitorBank:
             ordinal = {which: n for n, which in enumerate(names)}
             slots.bank[fresh] = [ordinal[which] for which in made]
         in_bank = slots.bank[rows]
+        tick = _TickColumns(
+            cols,
+            np.where(cols.has_support, cols.support, np.nan),
+            bool(cols.hold.any()),
+            bool(cols.proportion.any()),
+            bool((cols.ts != ts).any()),
+        )
         events: list[tuple[int, MonitorEvent]] = []
-        for b in np.unique(in_bank).tolist():
+        for b in range(len(names)):
             sel = rows[in_bank == b]
-            events += self._step_bank(names[b], ts, cols, sel, slots.index[sel])
+            if len(sel):
+                events += self._step_bank(names[b], ts, tick, sel, slots.index[sel])
         events.sort(key=lambda e: e[0])
         return events
 
@@ -470,37 +488,35 @@ class MonitorBank:
         self,
         which: _BankKey,
         ts: float,
-        cols: Columns,
+        tick: _TickColumns,
         sel: npt.NDArray[np.int64],
         idx: npt.NDArray[np.int64],
     ) -> list[tuple[int, MonitorEvent]]:
-        """One step of bank ``which`` on rows ``sel`` of ``cols`` (at its series ``idx``)."""
+        """One step of bank ``which`` on rows ``sel`` of a tick (at its series ``idx``)."""
+        cols = tick.cols
         bank = self._banks[which]
         n = bank.n_series
         x = np.full(n, np.nan)
         x[idx] = cols.value[sel]
         sup_arr = np.full(n, np.nan)
-        sup_arr[idx] = np.where(cols.has_support[sel], cols.support[sel], np.nan)
-        hold = prop = None
-        if cols.hold[sel].any():
+        sup_arr[idx] = tick.support[sel]
+        hold = prop = t_arr = None
+        if tick.any_hold and cols.hold[sel].any():
             hold = np.zeros(n, np.bool_)
             hold[idx] = cols.hold[sel]
-        if cols.proportion[sel].any():
+        if tick.any_proportion and cols.proportion[sel].any():
             prop = np.zeros(n, np.bool_)
             prop[idx] = cols.proportion[sel]
-        t_arr: float | npt.NDArray[np.float64] = ts
-        at_rows = cols.ts[sel]
-        if (at_rows != ts).any():
+        if tick.off_tick and (cols.ts[sel] != ts).any():
             t_arr = np.full(n, ts)
-            t_arr[idx] = at_rows
-        score, opened, closed = bank.step(x, t_arr, sup_arr, hold, prop)
+            t_arr[idx] = cols.ts[sel]
+        score, opened, closed = bank.step(x, ts if t_arr is None else t_arr, sup_arr, hold, prop)
         reported = self._reported[which]
         reported[opened] = score[opened]
         reported[closed] = np.nan
         seen = np.zeros(n, np.bool_)
         seen[idx] = True
-        with np.errstate(invalid="ignore"):
-            grew = seen & bank.firing_ & ~opened & (score >= self._update_factor * reported)
+        grew = seen & bank.firing_ & ~opened & (score >= self._update_factor * reported)
         reported[grew] = score[grew]
         scale = cols.count_scale[sel]
         hit = (opened | closed | grew)[idx] | (scale > 0.0)
