@@ -141,10 +141,20 @@ class SeriesStore:
 
     def add(self, point: Point) -> float | None:
         """Store ``point``; return the time since the series' previous sample (None if first)."""
-        ts, metric, labels, value, type_ = point
-        state = self._series.get((metric, labels))
+        return self.add_to(self.state_of(point), point)
+
+    def state_of(self, point: Point) -> SeriesState:
+        """The state of ``point``'s series, made if it is the first point of it."""
+        state = self._series.get((point.metric, point.labels))
         if state is None:
-            state = self._new_series(metric, labels, type_)
+            state = self._new_series(point.metric, point.labels, point.type)
+        return state
+
+    def add_to(self, state: SeriesState, point: Point) -> float | None:
+        """:meth:`add` of ``point`` to its series' ``state`` (:meth:`state_of`), found
+        before: the pipeline keeps each series' state by its number
+        (:class:`~noc_assistant.ingest.door.SeriesDoor`)."""
+        ts, value = point.ts, point.value
         sid = state.sid
         previous = self._last[sid]
         entity = state.entity

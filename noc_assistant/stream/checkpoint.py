@@ -55,6 +55,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack
 from noc_assistant.errors import BadInputError, ConfigError
+from noc_assistant.ingest.door import SeriesDoor
 from noc_assistant.settings import Settings
 from noc_assistant.stream.clock import ScrapeClock
 from noc_assistant.stream.evaluate import KpiEvaluator
@@ -137,6 +138,7 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("noc_assistant.ingest.quarantine", "Quarantine"),
         ("noc_assistant.ingest.quarantine", "QuarantineRecord"),
         ("noc_assistant.ingest.reorder", "ReorderBuffer"),
+        ("noc_assistant.ingest.door", "SeriesDoor"),
         ("noc_assistant.ingest.series", "SeriesState"),
         ("noc_assistant.ingest.series", "SeriesStore"),
         ("noc_assistant.ingest.rings", "Rings"),
@@ -416,6 +418,17 @@ def _split_up(pipe: Pipeline) -> None:
     state.update(parts, network=NetworkCorrelator(fan_in) if fan_in is not None else None)
 
 
+def _add_door(pipe: Pipeline) -> None:
+    """A pipeline restored from a snapshot taken before it numbered series at the door
+    (:class:`SeriesDoor`): its buffer keyed series by metric and labels, and is keyed by
+    number now."""
+    if "door" in vars(pipe):
+        return
+    door = SeriesDoor()
+    pipe.buffer.rekey(door.key_of)
+    vars(pipe)["door"] = door
+
+
 def snapshot(pipe: Pipeline, key: bytes, meta: Mapping[str, Any] | None = None) -> bytes:
     """The pipeline's whole streaming state as signed bytes; ``meta`` (JSON) rides along."""
     kpis: dict[str, str] = {}
@@ -509,6 +522,7 @@ def restore(
         pipe = _Unpickler(io.BytesIO(raw), pack, sinks, source).load()
         if isinstance(pipe, Pipeline):
             _split_up(pipe)
+            _add_door(pipe)
     except _DAMAGE as exc:  # signed, but not a state this version can rebuild
         raise CheckpointError(
             f"payload does not unpickle: {type(exc).__name__}: {str(exc)[:200]}", source=source

@@ -22,7 +22,7 @@ network-wide correlator of detector workers instead (:mod:`~noc_assistant.stream
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Protocol
 
 from detectors import MonitorBank, MonitorEvent
@@ -37,6 +37,7 @@ from knowledge.pack import Pack, load_pack
 from knowledge.topology import Topology
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore
+from noc_assistant.ingest.door import SeriesDoor
 from noc_assistant.ingest.scrub import label_scrubber
 from noc_assistant.models import Finding, Incident
 from noc_assistant.settings import get_settings
@@ -131,6 +132,8 @@ class Pipeline:
         self.diagnoses: dict[str, Diagnosis] = {}
         self._by_id: dict[str, Finding] = {}
         self.quarantine = quarantine if quarantine is not None else Quarantine()
+        self.door = SeriesDoor()
+        """Each series met, numbered once as its points come in (masked labels, number)."""
         self.buffer = ReorderBuffer(lateness_s=lateness_s, quarantine=self.quarantine)
         self.clock = ScrapeClock(self.buffer, lateness_s, lateness_intervals)
         """Points are held ``lateness_s``, or ``lateness_intervals`` scrape intervals once the
@@ -259,21 +262,26 @@ class Pipeline:
         self.feed_all((point,))
 
     def feed_all(self, points: Iterable[Point]) -> None:
-        """:meth:`feed` each of ``points`` (one loop, its parts looked up once)."""
+        """:meth:`feed` each of ``points`` (one loop, its parts looked up once). A point's
+        series is looked up once, at the door (:class:`SeriesDoor`): its labels masked, and
+        its number, which the buffer and the store find it by."""
         scrub = label_scrubber(self.pack)
-        clock, buffer = self.clock, self.buffer
-        push = buffer.push
+        clock, buffer, door = self.clock, self.buffer, self.door
+        push, seen = buffer.push, door.seen
         for p in points:
-            labels = scrub(p.labels)
-            if labels is not p.labels:
+            found = seen.get((p.metric, p.labels))
+            if found is None:
+                found = door.admit(p.metric, p.labels, scrub)
+            labels, key = found
+            if labels is not None:
                 p = p._replace(labels=labels)
             self.samples += 1
             if clock.probing:
                 clock.probe(p)
-            push(p)
+            push(p, key)
             nxt = clock.next_eval
             if (nxt is None or buffer.watermark >= nxt) and buffer.due():
-                self._apply(buffer.pop_ready())
+                self._apply(buffer.release_ready())
 
     def finish(self) -> None:
         """End of input: release the buffer, evaluate the last tick, resolve quiet incidents.
@@ -284,7 +292,7 @@ class Pipeline:
             if clock.last_ts is not None:
                 self._resolve_all(clock.last_ts)
             return
-        self._apply(self.buffer.drain())
+        self._apply(self.buffer.release_all())
         if clock.next_eval is not None and clock.last_ts is not None:
             self._evaluate(clock.next_eval)
             self._resolve_all(clock.last_ts)
@@ -299,18 +307,23 @@ class Pipeline:
         self.finish()
         return self
 
-    def _apply(self, points: Iterable[Point]) -> None:
-        """Store the points released, evaluating each tick of the clock they pass."""
-        clock, heard, add = self.clock, self.liveness.heard, self.store.add
+    def _apply(self, points: Iterable[tuple[Point, Hashable]]) -> None:
+        """Store the points released (each with its series' number at the door), evaluating
+        each tick of the clock they pass."""
+        clock, heard, store = self.clock, self.liveness.heard, self.store
+        add, states = store.add_to, self.door.states
         feed_gap = liveness_grace_s(clock.interval_s or 0.0, on_clock=True)
-        for p in points:
+        for p, key in points:
             ts = p.ts
             heard(ts, clock.last_ts, feed_gap)
             nxt = clock.next_eval
             if nxt is not None and ts > nxt:  # a tick passed (no generator made per point)
                 for at in clock.ticks_before(ts):
                     self._evaluate(at)
-            clock.learn(ts, add(p))
+            state = states[key]  # type: ignore[call-overload]
+            if state is None:
+                state = states[key] = store.state_of(p)  # type: ignore[call-overload]
+            clock.learn(ts, add(state, p))
 
     # -- evaluation ------------------------------------------------------------------------
 

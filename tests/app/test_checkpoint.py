@@ -436,6 +436,9 @@ def test_a_snapshot_taken_before_the_pipeline_split_carries_on_unchanged(
     pipe, meta = restore(blob, KEY, pack=load_pack())
     _in_parts(pipe)
     assert len(pipe.findings) == meta["findings"] and pipe.network is None
+    # its buffer keyed series by metric and labels; they are numbered at the door now
+    held = {item[3] for item in pipe.buffer._heap}
+    assert held and held <= set(pipe.buffer._released) == set(range(len(pipe.door)))
     taken = pipe.last_ts
     pipe.replay(quarter_hourly[meta["cut"] :])
     whole = Pipeline(lateness_intervals=REPLAY_LATENESS_INTERVALS).replay(quarter_hourly)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import pickle
+import random
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -253,3 +256,59 @@ def test_a_replay_may_be_out_of_order_by_a_few_intervals(tmp_path: Path) -> None
     live = Pipeline()
     live.replay(read_replay(path, live.quarantine))
     assert live.quarantine.count > 0  # a live feed's minute is not enough here
+
+
+def _arrivals(seed: int) -> list[Point]:
+    """Three series, shuffled within two minutes, with repeats and conflicting repeats."""
+    rng = random.Random(seed)
+    points = [
+        Point(float(t), m, (("instance", f"amf-{m[-1]}"),), float(t % 7), "gauge")
+        for t in range(0, 1800, 15)
+        for m in ("m1", "m2", "m3")
+    ]
+    points += [
+        p._replace(value=(p.value or 0.0) + (rng.random() < 0.5)) for p in rng.sample(points, 40)
+    ]
+    return sorted(points, key=lambda p: p.ts + rng.uniform(0, 120))
+
+
+def _run(
+    buf: ReorderBuffer, points: list[Point], numbered: bool = False, drain: bool = True
+) -> list[Point]:
+    keys: dict[tuple[str, object], int] = {}
+    out: list[Point] = []
+    for p in points:
+        buf.push(p, keys.setdefault((p.metric, p.labels), len(keys)) if numbered else None)
+        out.extend(buf.pop_ready())
+    return out + list(buf.drain()) if drain else out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_series_numbered_at_the_door_release_as_keyed_by_labels(seed: int) -> None:
+    """The pipeline keys each series by the number its door gave it: the same points come
+    out, the same repeats count as duplicates and the same late ones are quarantined."""
+    points = _arrivals(seed)
+    by_labels = ReorderBuffer(lateness_s=60)
+    numbered = ReorderBuffer(lateness_s=60)
+    assert _run(numbered, points, True) == _run(by_labels, points, False)
+    assert (numbered.duplicates, numbered.late) == (by_labels.duplicates, by_labels.late)
+    assert numbered.duplicates and numbered.late
+    assert [r.reason for r in numbered.quarantine.records] == [
+        r.reason for r in by_labels.quarantine.records
+    ]
+
+
+def test_a_buffer_pickled_before_points_carried_keys_restores() -> None:
+    """A snapshot's buffer from before points carried their series' key (items of three,
+    keyed by metric and labels) carries on as one that never stopped."""
+    points = _arrivals(7)
+    whole = _run(ReorderBuffer(lateness_s=60), points)
+    buf = ReorderBuffer(lateness_s=60)
+    cut = len(points) // 2
+    first = _run(buf, points[:cut], drain=False)
+    state = buf.__dict__
+    state["_heap"] = [item[:3] for item in state["_heap"]]
+    state["_run"] = deque(item[:3] for item in state["_run"])
+    assert state["_heap"] or state["_run"]
+    restored: ReorderBuffer = pickle.loads(pickle.dumps(buf))
+    assert first + _run(restored, points[cut:]) == whole
