@@ -151,6 +151,9 @@ class _Builder:
         self.leaf_list: list[int] = []
         self.list_ptr = [0]
         self.sids: list[int] = []
+        #: each distinct leaf's index: a selector over the same series is one leaf (a KPI's
+        #: value and support, and KPIs of one counter, read the same increase)
+        self._leaves: dict[tuple[int, tuple[tuple[int, ...], ...]], int] = {}
 
     def row(self, formula: Formula | None, view: EntityView) -> None:
         if formula is not None:
@@ -192,12 +195,16 @@ class _Builder:
     def _leaf(self, fn: str, lists: Sequence[list[SeriesState]]) -> None:
         if fn not in _FNS:
             raise ConfigError(f"selector {fn}() is not evaluated per series")
-        self.leaf_fn.append(_FNS[fn])
-        self.leaf_list.append(len(self.list_ptr) - 1)
-        for states in lists:
-            self.sids.extend(st.sid for st in states)
-            self.list_ptr.append(len(self.sids))
-        self._op(_LEAF, len(self.leaf_fn) - 1)
+        key = (_FNS[fn], tuple(tuple(st.sid for st in states) for states in lists))
+        found = self._leaves.get(key)
+        if found is None:
+            found = self._leaves[key] = len(self.leaf_fn)
+            self.leaf_fn.append(_FNS[fn])
+            self.leaf_list.append(len(self.list_ptr) - 1)
+            for sids in key[1]:
+                self.sids.extend(sids)
+                self.list_ptr.append(len(self.sids))
+        self._op(_LEAF, found)
 
     def program(self) -> Program:
         def ints(xs: list[int]) -> I64:
@@ -332,6 +339,11 @@ def run_rows(
     and ``ok`` (False: None, as a formula's NaN or infinite result is)."""
     stack = np.empty(64)
     has = np.empty(64, np.bool_)
+    # each leaf's value at the window it was last read with (a leaf is read by the rows of one
+    # entity, so at one time, last evaluation and grace): read again, not worked out again
+    seen_w = np.full(len(leaf_fn), np.nan)
+    seen_v = np.empty(len(leaf_fn))
+    seen_ok = np.empty(len(leaf_fn), np.bool_)
     for r in range(len(row_ptr) - 1):
         w = windows[r]
         at, since, grace = at_r[r], since_r[r], grace_r[r]
@@ -344,10 +356,14 @@ def run_rows(
                 has[sp] = True
                 sp += 1
             elif op == 1:
-                stack[sp], has[sp] = _leaf(
-                    a, w, at, since, grace, horizon, leaf_fn, leaf_list, list_ptr, sids,
-                    last_ts, last_value, has_value, r_prev, r_ts, r_inc, r_reset, head, size,
-                )  # fmt: skip
+                if seen_w[a] != w:
+                    seen_v[a], seen_ok[a] = _leaf(
+                        a, w, at, since, grace, horizon, leaf_fn, leaf_list, list_ptr, sids,
+                        last_ts, last_value, has_value, r_prev, r_ts, r_inc, r_reset, head,
+                        size,
+                    )  # fmt: skip
+                    seen_w[a] = w
+                stack[sp], has[sp] = seen_v[a], seen_ok[a]
                 sp += 1
             elif op == 2:
                 stack[sp - 1] = -stack[sp - 1]
