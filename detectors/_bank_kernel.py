@@ -55,8 +55,10 @@ from detectors._bank_kernel_state import (
     ST_COUNTED,
     ST_COV,
     ST_CYCLE_N,
+    ST_DIR,
     ST_DOWN,
     ST_RES,
+    ST_RES_ALWAYS,
     ST_RES_N,
     ST_RHO_N,
     ST_SPREAD_M,
@@ -121,7 +123,7 @@ KERNEL_MODULES = (_bank_kernel_state, _bank_kernel_season, _bank_kernel_tail)
 #: cache is keyed on this file alone: after a change to an inlined helper or a constant it
 #: reads, the cached machine code would run stale until this file changes too. The bank's
 #: tests recompute the digest and fail until it is updated here.
-DEPENDENCY_DIGEST = "5e4edee577e8d3cc"
+DEPENDENCY_DIGEST = "18e840b67a90b02b"
 
 
 def dependency_digest() -> str:
@@ -139,8 +141,10 @@ def dependency_digest() -> str:
 
 
 class KernelParams(NamedTuple):
-    """The ensemble parameters the step needs, as floats (``direction``: 0 both, 1 up,
-    2 down; ``n_seasons``: profiles in use this step, 0 without timestamps; ``trend0`` and
+    """The ensemble parameters the step needs, as floats (``direction`` and ``res_always``:
+    the bank's, which its series start with; the step reads each series' own, ``ST_DIR`` and
+    ``ST_RES_ALWAYS`` of its state, and a snapshot's pickled parameters keep both fields;
+    ``n_seasons``: profiles in use this step, 0 without timestamps; ``trend0`` and
     ``trend1``: 1 where the daily and the weekly profile follow a trend; ``day_types``: 1
     where the day-type profile is kept, with the daily profile's period, twice its bins and
     its trend setting, ``weekend_mask`` (:func:`detectors.seasonal.weekend_mask`) and
@@ -339,16 +343,17 @@ def _reference(
 
 @inline
 def _point(
-    x: float, ref: float, scale: float, floor: float, scored: bool, p: KernelParams
-) -> tuple[float, float, float, bool]:
+    x: float, ref: float, scale: float, floor: float, scored: bool, direction: int,
+    p: KernelParams,
+) -> tuple[float, float, float, bool]:  # fmt: skip
     """The point member: the scale floored by ``floor``, the signed z (0 in the grace), the
-    member's score in the bad direction, and whether ``x`` is off ``ref`` by a practical
-    effect (no member scores otherwise: :meth:`detectors.ensemble.Ensemble.member_scores`)."""
+    member's score in the bad ``direction`` (the series' ``ST_DIR``), and whether ``x`` is
+    off ``ref`` by a practical effect (no member scores otherwise:
+    :meth:`detectors.ensemble.Ensemble.member_scores`)."""
     scale = max(scale, floor)
     z = (x - ref) / scale if scored else 0.0
     eff = max(p.min_effect * abs(ref), p.min_abs_effect)
     big = abs(x - ref) >= eff
-    direction = int(p.direction)
     if direction == 1:
         point = max(z, 0.0)
     elif direction == 2:
@@ -372,7 +377,7 @@ def _shift(
     u = zc * math.sqrt((1.0 - rho) / (1.0 + rho))
     up = max(st[i, ST_UP] + u - p.shift_k, 0.0)
     down = max(st[i, ST_DOWN] - u - p.shift_k, 0.0)
-    direction = int(p.direction)
+    direction = int(st[i, ST_DIR])
     if direction == 1:
         shift = up
     elif direction == 2:
@@ -480,7 +485,7 @@ def _learn_spread(st: NDArray[Any], i: int, p: KernelParams) -> None:
 def _learn_resolution(st: NDArray[Any], i: int, x: float, warming: bool, p: KernelParams) -> None:
     """The resolution learns the step to ``x`` in the warm-up, or always where
     ``resolution_always`` (see :mod:`detectors.params`); ``x`` becomes the last value."""
-    if warming or p.res_always > 0.0:
+    if warming or st[i, ST_RES_ALWAYS] > 0.0:
         st[i, ST_RES], st[i, ST_RES_N] = _resolution(
             abs(x - float(st[i, ST_X_PREV])), float(st[i, ST_RES]), float(st[i, ST_RES_N])
         )
@@ -532,7 +537,7 @@ def ensemble_step(
         ref, scale = _reference(st, tl, g0, g1, g2, i, level, preds, places[3], p, n_seasons, types)
         floor, lscale = _floors(st, i, ref, level[0], level[2], s_i, has_sup)
         # the members' scores, their bars and the vote
-        scale, z, point, big = _point(xv, ref, scale, floor, scored, p)
+        scale, z, point, big = _point(xv, ref, scale, floor, scored, int(st[i, ST_DIR]), p)
         zc, up, down, shift = _shift(st, i, z, big, p)
         spread = _spread(st, i, z, scored, p)
         bar0, bar1, bar2, warming = bars(tl, st, dirty, i, p.xi_max, p.tail_start, on2)

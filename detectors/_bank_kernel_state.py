@@ -6,7 +6,8 @@ quantity, made the fused loop wait on ~80 concurrent streams and ran slower than
 
 - ``level``, ``(series, 4)``: :data:`LEVEL_KEYS`, the robust level of
   :class:`detectors.robust_zscore.RobustZScore`;
-- ``state``, ``(series, 19)``: :data:`STATE_KEYS`, the members' running state;
+- ``state``, ``(series, 21)``: :data:`STATE_KEYS`, the members' running state, and each
+  series' bad direction (0 both, 1 up, 2 down) and resolution rule (1: always learnt);
 - ``tails``, ``(series, 14, 3)``: :data:`TAIL_KEYS` × member (:data:`POINT`, :data:`SHIFT`,
   :data:`SPREAD`), the peaks-over-threshold state of each member's bar;
 - per profile (daily, weekly, day-type), one ``(bins, series)`` record array
@@ -79,12 +80,12 @@ LV_N, LV_MEAN, LV_MAD, LV_SLOW_MAD = range(len(LEVEL_KEYS))
 STATE_KEYS = (
     "up", "down", "z_prev", "cov", "var", "rho_n", "counted", "whole", "run", "cool",
     "warm_n", "tail_lag_n", "x_prev", "resolution", "resolution_n", "cycle_n",
-    "spread_m", "spread_mu", "spread_var",
+    "spread_m", "spread_mu", "spread_var", "direction", "resolution_always",
 )  # fmt: skip
 (
     ST_UP, ST_DOWN, ST_Z_PREV, ST_COV, ST_VAR, ST_RHO_N, ST_COUNTED, ST_WHOLE, ST_RUN, ST_COOL,
     ST_WARM_N, ST_TAIL_LAG_N, ST_X_PREV, ST_RES, ST_RES_N, ST_CYCLE_N,
-    ST_SPREAD_M, ST_SPREAD_MU, ST_SPREAD_VAR,
+    ST_SPREAD_M, ST_SPREAD_MU, ST_SPREAD_VAR, ST_DIR, ST_RES_ALWAYS,
 ) = range(len(STATE_KEYS))  # fmt: skip
 
 #: per member: POT counts and sums, the open cluster's peak, the quarantined peaks

@@ -14,6 +14,7 @@ from detectors import _bank_kernel as kernel
 from detectors import _bank_kernel_state as layout
 from detectors.clock import LocalClock
 from detectors.params import SPREAD_MEAN0, SPREAD_VAR0, EnsembleParams
+from detectors.robust_zscore import Direction
 from detectors.seasonal import check_day_types, weekend_mask
 from detectors.spot import cusum_bar, gaussian_bar
 
@@ -92,6 +93,8 @@ class EnsembleBank(EnsembleParams):
         self.state_[:, layout.ST_X_PREV] = np.nan
         self.state_[:, layout.ST_SPREAD_MU] = SPREAD_MEAN0
         self.state_[:, layout.ST_SPREAD_VAR] = SPREAD_VAR0
+        self.state_[:, layout.ST_DIR] = _DIRECTIONS[self.bad_direction]
+        self.state_[:, layout.ST_RES_ALWAYS] = float(self.resolution_always)
         #: per series: :data:`detectors._bank_kernel_state.TAIL_KEYS` × member (point, shift,
         #: spread)
         self.tails_ = np.zeros((n, len(layout.TAIL_KEYS), 3), dt)
@@ -169,12 +172,29 @@ class EnsembleBank(EnsembleParams):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A snapshot from before the compact bins (every count in float32) restores into
-        today's layout: the counts are whole numbers, so the conversion is exact."""
+        today's layout: the counts are whole numbers, so the conversion is exact. One from
+        before each series kept its bad direction and resolution rule gets the bank's."""
         dtype = layout.season_dtype(state["dtype_"])
         state["profiles_"] = [
             (s if s.dtype == dtype else _compact(s, dtype), g) for s, g in state["profiles_"]
         ]
+        st = state["state_"]
+        if st.shape[1] < len(layout.STATE_KEYS):
+            rule = [_DIRECTIONS[state["bad_direction"]], float(state["resolution_always"])]
+            state["state_"] = np.concatenate(
+                [st, np.tile(np.array(rule, st.dtype), (len(st), 1))], 1
+            )
         self.__dict__.update(state)
+
+    def set_rule(self, i: int, bad_direction: Direction, resolution_always: bool) -> None:
+        """Series ``i`` (fresh: no value yet) alarms in ``bad_direction`` and learns its
+        resolution always or not (:attr:`resolution_always`), whatever the bank's: one bank
+        holds series of every direction and rule."""
+        self.state_[i, layout.ST_DIR] = _DIRECTIONS[bad_direction]
+        self.state_[i, layout.ST_RES_ALWAYS] = float(resolution_always)
+        which = np.zeros(self.n_series, np.bool_)
+        which[i] = True
+        self._refresh(which)
 
     @property
     def nbytes(self) -> int:
@@ -225,17 +245,20 @@ class EnsembleBank(EnsembleParams):
         q = self.target_rate * step / 86400.0
         share_p = 1.0 - self.shift_share - self.spread_share
         qp, qs = q * share_p, q * self.shift_share
-        both = self.bad_direction == "both"
+        both = self.state_[which, layout.ST_DIR] == _DIRECTIONS["both"]
         spread = self.spread_share > 0.0
         fp = np.empty(len(q))
         fs = np.empty(len(q))
         fd = np.full(len(q), np.inf)
         for u in np.unique(q):
-            sel = q == u
-            fp[sel] = gaussian_bar(float(u) * share_p, both)
-            fs[sel] = cusum_bar(float(u) * self.shift_share, self.shift_k, both)
+            at_q = q == u
             if spread:
-                fd[sel] = gaussian_bar(float(u) * self.spread_share)
+                fd[at_q] = gaussian_bar(float(u) * self.spread_share)
+            for two in (False, True):
+                sel = at_q & (both == two)
+                if sel.any():
+                    fp[sel] = gaussian_bar(float(u) * share_p, two)
+                    fs[sel] = cusum_bar(float(u) * self.shift_share, self.shift_k, two)
         tl = self.tails_
         self.t_dirty_[which] = True
         tl[which, layout.T_LOG_Q, layout.POINT] = np.log(qp)

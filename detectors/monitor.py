@@ -25,9 +25,11 @@ from detectors.counts import CountGate
 from detectors.ensemble import MEMBERS, Ensemble
 from detectors.robust_zscore import Direction
 
-#: one bank per bad direction, resolution rule (``Observation.counts``) and time zone
-#: (``Observation.tz``; None: the monitor's)
-_BankKey = tuple[Direction, bool, str | None]
+#: one bank per time zone (``Observation.tz``; None: the monitor's), keyed (None, None, zone):
+#: each series keeps its own bad direction and resolution rule (``Observation.counts``) in
+#: it (:meth:`EnsembleBank.set_rule`). A snapshot from before kept a bank per direction,
+#: rule and zone, keyed by them; its series stay there, new ones go to the zone's bank.
+_BankKey = tuple[Direction | None, bool | None, str | None]
 
 __all__ = ["Columns", "MonitorBank", "MonitorEvent", "Observation", "SeriesMonitor", "Slots"]
 
@@ -327,11 +329,12 @@ class MonitorBank:
     """Many :class:`SeriesMonitor` at once, on compiled :class:`~detectors.bank.EnsembleBank`
     steps: the same events as one monitor per key (tested), at bank speed.
 
-    Keys are added as they first appear (one bank per bad direction, grown by doubling).
-    ``monitor_kwargs`` are :class:`SeriesMonitor`'s keyword parameters; each observation
-    brings its own bad direction, minimum support, whether it counts events and, for a site
-    in another time zone, its zone (one bank per bad direction, resolution rule and zone).
-    All values of one :meth:`observe` share its timestamp (one evaluation tick).
+    Keys are added as they first appear (one bank per time zone, grown by doubling: one
+    compiled step a zone and tick). ``monitor_kwargs`` are :class:`SeriesMonitor`'s keyword
+    parameters; each observation brings its own bad direction, minimum support, whether it
+    counts events and, for a site in another time zone, its zone; a series keeps the
+    direction and resolution rule it first came with in its bank. All values of one
+    :meth:`observe` share its timestamp (one evaluation tick).
 
     >>> bank = MonitorBank(warmup=100)
     >>> for t in range(300):
@@ -391,22 +394,22 @@ class MonitorBank:
         found = self._slots.get(key)
         if found is not None:
             return found
-        which = (direction, counts, tz)
+        which: _BankKey = (None, None, tz)
         used = self._used.get(which, 0)
         bank = self._banks.get(which)
         if bank is None:
-            # a monitor-wide ``resolution_always`` holds for every bank
-            always = counts or bool(self._params["resolution_always"])
-            params = {**self._params, "resolution_always": always}
+            params = dict(self._params)
             if tz is not None:
                 params["tz"] = tz
-            bank = self._banks[which] = EnsembleBank(8, bad_direction=direction, **params)
+            bank = self._banks[which] = EnsembleBank(8, **params)
             self._reported[which] = np.full(8, np.nan)
         elif used == bank.n_series:
             self._reported[which] = np.concatenate(
                 [self._reported[which], np.full(bank.n_series, np.nan)]
             )
             bank.extend(bank.n_series, self._params["warmup"])
+        # a monitor-wide ``resolution_always`` holds for every series
+        bank.set_rule(used, direction, counts or bool(self._params["resolution_always"]))
         self._used[which] = used + 1
         self._slots[key] = (which, used)
         self._keys.setdefault(which, []).append(key)
