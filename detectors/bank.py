@@ -186,14 +186,16 @@ class EnsembleBank(EnsembleParams):
             )
         self.__dict__.update(state)
 
-    def set_rule(self, i: int, bad_direction: Direction, resolution_always: bool) -> None:
-        """Series ``i`` (fresh: no value yet) alarms in ``bad_direction`` and learns its
-        resolution always or not (:attr:`resolution_always`), whatever the bank's: one bank
-        holds series of every direction and rule."""
-        self.state_[i, layout.ST_DIR] = _DIRECTIONS[bad_direction]
-        self.state_[i, layout.ST_RES_ALWAYS] = float(resolution_always)
+    def set_rules(
+        self, series: list[int], bad_direction: list[Direction], resolution_always: list[bool]
+    ) -> None:
+        """Each of ``series`` (fresh: no value yet) alarms in its ``bad_direction`` and learns
+        its resolution always or not (:attr:`resolution_always`), whatever the bank's: one
+        bank holds series of every direction and rule."""
+        self.state_[series, layout.ST_DIR] = [_DIRECTIONS[d] for d in bad_direction]
+        self.state_[series, layout.ST_RES_ALWAYS] = np.asarray(resolution_always, np.float64)
         which = np.zeros(self.n_series, np.bool_)
-        which[i] = True
+        which[series] = True
         self._refresh(which)
 
     @property

@@ -388,32 +388,66 @@ class MonitorBank:
         gates = self._gates
         return [k for k in out if k not in gates or not gates[k].gated_]
 
-    def _slot(
-        self, key: Hashable, direction: Direction, counts: bool, tz: str | None
-    ) -> tuple[_BankKey, int]:
-        found = self._slots.get(key)
-        if found is not None:
-            return found
-        which: _BankKey = (None, None, tz)
-        used = self._used.get(which, 0)
+    def _bank(self, which: _BankKey, room: int) -> EnsembleBank:
+        """Bank ``which`` (made if new), with room for ``room`` more series: grown at once
+        to what a tick's new series need, by a quarter of its size at least (a large bank
+        doubled for a few new series would take twice the memory it needs)."""
         bank = self._banks.get(which)
         if bank is None:
             params = dict(self._params)
-            if tz is not None:
-                params["tz"] = tz
-            bank = self._banks[which] = EnsembleBank(8, **params)
-            self._reported[which] = np.full(8, np.nan)
-        elif used == bank.n_series:
-            self._reported[which] = np.concatenate(
-                [self._reported[which], np.full(bank.n_series, np.nan)]
-            )
-            bank.extend(bank.n_series, self._params["warmup"])
-        # a monitor-wide ``resolution_always`` holds for every series
-        bank.set_rule(used, direction, counts or bool(self._params["resolution_always"]))
+            if which[2] is not None:
+                params["tz"] = which[2]
+            size = max(8, room)
+            bank = self._banks[which] = EnsembleBank(size, **params)
+            self._reported[which] = np.full(size, np.nan)
+            return bank
+        short = self._used.get(which, 0) + room - bank.n_series
+        if short > 0:
+            extra = max(short, bank.n_series // 4, 8)
+            self._reported[which] = np.concatenate([self._reported[which], np.full(extra, np.nan)])
+            bank.extend(extra, self._params["warmup"])
+        return bank
+
+    def _slot(self, key: Hashable, tz: str | None) -> tuple[_BankKey, int, bool]:
+        """Where ``key`` sits: its bank, series, and whether the slot is new (its rule to be
+        set: :meth:`EnsembleBank.set_rules`)."""
+        found = self._slots.get(key)
+        if found is not None:
+            return (*found, False)
+        which: _BankKey = (None, None, tz)
+        self._bank(which, 1)
+        used = self._used.get(which, 0)
         self._used[which] = used + 1
         self._slots[key] = (which, used)
         self._keys.setdefault(which, []).append(key)
-        return which, used
+        return which, used, True
+
+    def _new_slots(self, cols: Columns, fresh: list[int], slots: Slots) -> None:
+        """Slots for the rows ``fresh`` of ``cols`` (first seen with a value in these
+        columns): each bank grown once for the tick's new keys, the new series' rules set
+        together."""
+        new: dict[_BankKey, set[Hashable]] = {}
+        for r in fresh:
+            if cols.keys[r] not in self._slots:
+                new.setdefault((None, None, cols.tz[r]), set()).add(cols.keys[r])
+        for which, keys in new.items():
+            self._bank(which, len(keys))
+        made: list[_BankKey] = []
+        rules: dict[_BankKey, tuple[list[int], list[Direction], list[bool]]] = {}
+        always = bool(self._params["resolution_always"])
+        for r in fresh:
+            which, i, is_new = self._slot(cols.keys[r], cols.tz[r])
+            slots.index[r] = i
+            made.append(which)
+            if is_new:  # a monitor-wide ``resolution_always`` holds for every series
+                idx, dirs, res = rules.setdefault(which, ([], [], []))
+                idx.append(i)
+                dirs.append(cols.direction[r])
+                res.append(bool(cols.counts[r]) or always)
+        for which, (idx, dirs, res) in rules.items():
+            self._banks[which].set_rules(idx, dirs, res)
+        ordinal = {which: n for n, which in enumerate(self._banks)}
+        slots.bank[fresh] = [ordinal[which] for which in made]
 
     def slots(self, rows: int) -> Slots:
         """Room for where ``rows`` rows of :class:`Columns` sit in this monitor's banks."""
@@ -462,15 +496,9 @@ class MonitorBank:
         if slots is None or slots.owner is not self or len(slots.bank) != len(cols.value):
             slots = self.slots(len(cols.value))
         fresh = rows[slots.bank[rows] < 0].tolist()
-        made: list[_BankKey] = []
-        for r in fresh:
-            key, direction, tz = cols.keys[r], cols.direction[r], cols.tz[r]
-            which, slots.index[r] = self._slot(key, direction, bool(cols.counts[r]), tz)
-            made.append(which)
-        names = list(self._banks)
         if fresh:
-            ordinal = {which: n for n, which in enumerate(names)}
-            slots.bank[fresh] = [ordinal[which] for which in made]
+            self._new_slots(cols, fresh, slots)
+        names = list(self._banks)
         in_bank = slots.bank[rows]
         tick = _TickColumns(
             cols,

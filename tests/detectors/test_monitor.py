@@ -134,9 +134,9 @@ def test_monitor_bank_gives_each_monitors_events(spread: float) -> None:
                 want.append((key, ev))
         got += [(str(k), e) for k, e in bank.observe(float(t[j]), obs)]
     assert len(bank) == n and {k for k, _ in want} >= {"s4", "s5"}
-    # one bank of every direction and rule, grown twice
+    # one bank of every direction and rule, grown as keys came (by a quarter at least)
     assert len(want) >= 4 and list(bank._banks) == [(None, None, None)]
-    assert bank._banks[None, None, None].n_series == 32
+    assert n <= bank._banks[None, None, None].n_series < 2 * n
     assert ("s5", "update") in {(k, e.kind) for k, e in want}
     assert [(k, e.kind, e.ts, e.direction, e.detector) for k, e in got] == [
         (k, e.kind, e.ts, e.direction, e.detector) for k, e in want
