@@ -184,7 +184,7 @@ def main() -> None:
     rows = [
         f"| sites × scale-8 networks | {args.sites} |",
         f"| series (stored) | {series:,} |",
-        f"| KPI series watched (bank slots, grown by doubling) | {kpi_series:,} |",
+        f"| monitor bank slots (room for the KPI series watched) | {kpi_series:,} |",
         f"| samples | {samples:,} |",
         f"| pipeline CPU s (feed only) | {cpu:.1f} |",
         f"| pipeline wall s (feed only) | {wall:.1f} |",
