@@ -27,7 +27,7 @@ from detectors.robust_zscore import Direction
 
 #: one bank per time zone (``Observation.tz``; None: the monitor's), keyed (None, None, zone):
 #: each series keeps its own bad direction and resolution rule (``Observation.counts``) in
-#: it (:meth:`EnsembleBank.set_rule`). A snapshot from before kept a bank per direction,
+#: it (:meth:`EnsembleBank.set_rules`). A snapshot from before kept a bank per direction,
 #: rule and zone, keyed by them; its series stay there, new ones go to the zone's bank.
 _BankKey = tuple[Direction | None, bool | None, str | None]
 
@@ -410,12 +410,12 @@ class MonitorBank:
 
     def _slot(self, key: Hashable, tz: str | None) -> tuple[_BankKey, int, bool]:
         """Where ``key`` sits: its bank, series, and whether the slot is new (its rule to be
-        set: :meth:`EnsembleBank.set_rules`)."""
+        set: :meth:`EnsembleBank.set_rules`). A new key's bank has room for it
+        (:meth:`_new_slots` grew it)."""
         found = self._slots.get(key)
         if found is not None:
             return (*found, False)
         which: _BankKey = (None, None, tz)
-        self._bank(which, 1)
         used = self._used.get(which, 0)
         self._used[which] = used + 1
         self._slots[key] = (which, used)
@@ -465,7 +465,7 @@ class MonitorBank:
             return np.array([math.nan if x is None else x for x in xs], np.float64)
 
         def flags(xs: Sequence[bool]) -> npt.NDArray[np.bool_]:
-            return np.array(xs, np.bool_).reshape(len(obs))
+            return np.array(xs, np.bool_)
 
         cols = Columns(
             keys=[ob.key for ob in obs],

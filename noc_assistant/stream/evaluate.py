@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from detectors import MonitorEvent
 from detectors.monitor import Columns
@@ -194,16 +195,16 @@ class KpiEvaluator:
         if not plans:
             return None
         tick = self._tick_plan(plans, step)
+        at_row = np.repeat(now, tick.entity_series)
+
+        def per_row(per_entity: list[float]) -> npt.NDArray[np.float64]:  # 2 rows a series
+            return np.repeat(np.repeat(per_entity, tick.entity_series), 2)
+
         out, ok = tick.program.run(
-            store.rings,
-            tick.windows,
-            np.repeat(now, tick.entity_rows),
-            np.repeat(since, tick.entity_rows),
-            np.repeat(grace, tick.entity_rows),
+            store.rings, tick.windows, np.repeat(at_row, 2), per_row(since), per_row(grace)
         )
         valued = ok[::2]
         value = np.where(valued, out[::2], np.nan)
-        at_row = np.repeat(now, tick.entity_series)
         self.kpi_history.append(tick.history[valued], at_row[valued], value[valued])
         has_support = ok[1::2]
         columns = Columns(

@@ -52,23 +52,20 @@ class EntityPlan:
     history: I64
     zone: str | None
     _step: float = field(default=np.nan, repr=False)
-    _windows: tuple[F64, F64, F64] | None = field(default=None, repr=False)
+    _windows: tuple[F64, F64] | None = field(default=None, repr=False)
 
-    def windows_for(self, step: float) -> tuple[F64, F64, F64]:
-        """At scrape interval ``step``: each program row's KPI window, and each series'
-        window and count scale (its value times that is a number of events; 0: not a
-        count), worked out once per interval."""
+    def windows_for(self, step: float) -> tuple[F64, F64]:
+        """At scrape interval ``step``: each series' KPI window and count scale (its value
+        times that is a number of events; 0: not a count), worked out once per interval."""
         if self._windows is None or step != self._step:
-            rows: list[float] = []
             windows: list[float] = []
             scales: list[float] = []
             for kpi, unit, _, groups in self.kpis:
                 window = kpi_window_s(step, kpi.window_s)
                 scale = 0.0 if unit is None else window if unit == "rate" else 1.0
-                rows += [window] * (2 * len(groups))
                 windows += [window] * len(groups)
                 scales += [scale] * len(groups)
-            self._windows = (np.array(rows), np.array(windows), np.array(scales))
+            self._windows = (np.array(windows), np.array(scales))
             self._step = step
         return self._windows
 
@@ -82,8 +79,7 @@ class TickPlan:
     program: Program
     #: each program row's KPI window (two rows a series: the value, the support)
     windows: F64
-    #: program rows and series of each plan
-    entity_rows: I64
+    #: the series of each plan
     entity_series: I64
     #: each series' KPI history row, monitor key, and (KPI, entity, label group)
     history: I64
@@ -106,15 +102,13 @@ class TickPlan:
     @classmethod
     def join(cls, plans: Sequence[EntityPlan], step: float) -> TickPlan:
         """The tick plan of ``plans`` at scrape interval ``step``."""
-        windows: list[F64] = []
         series_windows: list[F64] = []
         scales: list[F64] = []
         where: list[tuple[KpiDef, str, Group]] = []
         keys: list[Key] = []
         special: list[tuple[int, int, bool]] = []
         for e, plan in enumerate(plans):
-            rows, window, scale = plan.windows_for(step)
-            windows.append(rows)
+            window, scale = plan.windows_for(step)
             series_windows.append(window)
             scales.append(scale)
             for kpi, _, subscribers, groups in plan.kpis:
@@ -126,11 +120,11 @@ class TickPlan:
                     where.append((kpi, plan.entity, group))
                     keys.append(key)
         kpis = [kpi for kpi, *_ in where]
+        window = _joined(series_windows)
         return cls(
             plans=list(plans),
             program=Program.concat([p.program for p in plans]),
-            windows=_joined(windows),
-            entity_rows=np.array([len(p.program.row_ptr) - 1 for p in plans], np.int64),
+            windows=np.repeat(window, 2),
             entity_series=np.array([len(p.history) for p in plans], np.int64),
             history=np.concatenate([p.history for p in plans]).astype(np.int64),
             keys=keys,
@@ -140,7 +134,7 @@ class TickPlan:
             counts=np.array([k.counts_events for k in kpis], np.bool_),
             proportion=np.array([k.proportion for k in kpis], np.bool_),
             tz=[plan.zone for plan in plans for _ in range(len(plan.history))],
-            window=_joined(series_windows),
+            window=window,
             scale=_joined(scales),
             special=special,
         )
