@@ -5,55 +5,135 @@ The buffer holds points until the watermark (newest timestamp seen − ``latenes
 them, then releases them in time order. A repeat of an already released sample with the same
 value is counted as a duplicate; a conflicting repeat or a point older than what was already
 released for its series is quarantined with the reason — nothing disappears silently.
+
+A held point is three numbers: its time, its series' number
+(:class:`~noc_assistant.ingest.door.SeriesDoor`) and its value (NaN: a gap, as every reader
+makes a missing sample). They are held in arrays in arrival order, and a release is array
+work: the points at or before the watermark sorted by time (stably, so in arrival order
+within a time), then each compared with the previous point of its series, or with the
+series' last release (:meth:`ReorderBuffer.take`). So a chunk of a replay file is pushed as
+its columns (:meth:`ReorderBuffer.push_columns`), and one point at a time costs three list
+appends (:meth:`ReorderBuffer.push_one`).
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections import deque
-from collections.abc import Callable, Hashable, Iterator
-from typing import Any, cast
+import math
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
+import numpy as np
+from numpy.typing import NDArray
+
+from noc_assistant.ingest.door import SeriesDoor
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
 
-__all__ = ["ReorderBuffer"]
+__all__ = ["Released", "ReorderBuffer"]
 
-_Item = tuple[float, int, Point, Hashable]
-"""A held point: (time, arrival, point, its series' key)."""
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+_PLACEHOLDER = ("", (), None)
+"""The name of a number a restored buffer met only in its releases (its door names it)."""
+
+
+class Released(NamedTuple):
+    """Points released, in (time, arrival) order: times, series numbers, values (NaN: gap)."""
+
+    ts: F64
+    key: I64
+    value: F64
+
+
+_NONE = Released(np.zeros(0), np.zeros(0, np.int64), np.zeros(0))
 
 
 class ReorderBuffer:
-    """Time-ordering buffer.
+    """Time-ordering buffer (module doc); ``door`` numbers and names its series (its own if
+    None: a point pushed without a number is numbered by its metric and labels).
 
     >>> buf = ReorderBuffer(lateness_s=30)
     >>> def pt(ts, v): return Point(ts, "m", (("instance", "a"),), v, "gauge")
     >>> for p in [pt(0, 1.0), pt(30, 3.0), pt(15, 2.0), pt(15, 2.0), pt(60, 4.0)]:
     ...     buf.push(p)
     >>> [p.ts for p in buf.pop_ready()]
-    [0, 15, 30]
+    [0.0, 15.0, 30.0]
     >>> [p.ts for p in buf.drain()]
-    [60]
+    [60.0]
     >>> buf.duplicates
     1
     """
 
-    def __init__(self, lateness_s: float = 60.0, quarantine: Quarantine | None = None) -> None:
+    def __init__(
+        self,
+        lateness_s: float = 60.0,
+        quarantine: Quarantine | None = None,
+        door: SeriesDoor | None = None,
+    ) -> None:
         self.lateness_s = lateness_s
         self.quarantine = quarantine if quarantine is not None else Quarantine()
-        self._heap: list[_Item] = []
-        self._run: deque[_Item] = deque()
-        """Points pushed in time order (most of a feed): a queue, not the heap; the heap holds
-        the rest. Both are ordered by (time, arrival), and a release merges them."""
-        self._seq = itertools.count()
-        self._released: dict[Hashable, list[Any]] = {}
-        """Each series' last released [time, value] by its key, updated in place (one lookup
-        a point)."""
+        self.door = door if door is not None else SeriesDoor()
+        self._ts: list[float] = []
+        self._key: list[int] = []
+        self._val: list[float] = []
+        """Points pushed one at a time since the last release (:meth:`push_one`)."""
+        self._blocks: list[Released] = []
+        """The rest of what is held, in arrival order (before the lists)."""
+        self._low = math.inf
+        """The earliest time held (inf: nothing)."""
+        self._last_ts = np.full(0, -np.inf)
+        self._last_val = np.zeros(0)
+        """Each series' last released time and value, by number (-inf: none yet)."""
         self.watermark = float("-inf")
         self.duplicates = 0
         self.late = 0
         self.max_ts = float("-inf")
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A buffer of a snapshot from before it held arrays (a heap and a queue of
+        (time, arrival, point[, key]), each series' last release in a dict) restores as this
+        one: held in arrival order, numbered by its own door. A key that was a number names
+        a series of the pipeline's door: :meth:`rekey` with that door goes on."""
+        if "_heap" not in state:
+            self.__dict__.update(state)
+            return
+        items = sorted([*state.pop("_heap"), *state.pop("_run", ())], key=lambda it: it[1])
+        released: dict[Any, Any] = state.pop("_released")
+        state.pop("_seq", None)
+        self.__dict__.update(state)
+        door = self.door = SeriesDoor()
+
+        def number(key: Any, metric: str, labels: Any, type_: str | None) -> int:
+            if isinstance(key, int):  # the pipeline door's number: named at that number
+                while len(door.names) <= key:
+                    door.names.append(_PLACEHOLDER)
+                if door.names[key] == _PLACEHOLDER and metric:
+                    door.names[key] = (metric, labels, type_)
+                return key
+            return door.key_of(metric, labels, type_)
+
+        keys = [
+            number(it[3] if len(it) > 3 else None, it[2].metric, it[2].labels, it[2].type)
+            for it in items
+        ]
+        last: dict[int, Any] = {}
+        for key, pair in released.items():
+            if isinstance(key, int):
+                last[number(key, "", (), None)] = pair
+            else:
+                metric, labels = key
+                last[number(None, metric, labels, None)] = pair
+        self._ts = [float(it[0]) for it in items]
+        self._key = keys
+        self._val = [math.nan if it[2].value is None else float(it[2].value) for it in items]
+        self._blocks = []
+        self._low = min(self._ts, default=math.inf)
+        self._last_ts = np.full(len(door.names), -np.inf)
+        self._last_val = np.zeros(len(door.names))
+        for key, (ts, value) in last.items():
+            self._last_ts[key] = ts
+            self._last_val[key] = math.nan if value is None else value
 
     def allow(self, lateness_s: float) -> None:
         """Hold points for ``lateness_s`` from now on (the watermark moves back with it;
@@ -61,110 +141,230 @@ class ReorderBuffer:
         self.lateness_s = lateness_s
         self.watermark = self.max_ts - lateness_s
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """A snapshot of a version without :attr:`_run` restores with an empty one, one that
-        kept each series' last release as a tuple with lists, and one whose held points had
-        no key with their series' metric and labels as keys."""
-        self.__dict__.update(state)
-        if "_run" not in state:
-            self._run = deque()
-        self._released = {key: list(last) for key, last in self._released.items()}
-        if any(len(item) == 3 for item in (*self._heap[:1], *itertools.islice(self._run, 1))):
-            # held before points carried their series' key: keyed by metric and labels
-            self.rekey(lambda metric, labels: (metric, labels))
+    # -- in ----------------------------------------------------------------------------------
 
-    def push(self, point: Point, key: Hashable = None) -> None:
-        """Hold ``point``; ``key``: its series' key (default: its metric and labels; the
-        pipeline's :class:`~noc_assistant.ingest.door.SeriesDoor` numbers them, and a buffer
-        takes one kind of key or the other)."""
-        ts = point.ts
+    def push(self, point: Point, key: int | None = None) -> None:
+        """Hold ``point``; ``key``: its series' number at this buffer's door (None: numbered
+        here by its metric and labels)."""
+        if key is None:
+            key = self.door.key_of(point.metric, point.labels, point.type)
+        value = point.value
+        self.push_one(point.ts, key, math.nan if value is None else value)
+
+    def push_one(self, ts: float, key: int, value: float) -> None:
+        """Hold one point of series ``key`` (``value`` NaN: a gap)."""
         if ts > self.max_ts:
             self.max_ts = ts
             self.watermark = ts - self.lateness_s
-        run = self._run
-        item = (ts, next(self._seq), point, (point.metric, point.labels) if key is None else key)
-        if not run or run[-1][0] <= ts:
-            run.append(item)
-        else:
-            heapq.heappush(self._heap, item)
+        elif ts != ts:
+            self._timeless(key, value)
+            return
+        if ts < self._low:
+            self._low = ts
+        self._ts.append(ts)
+        self._key.append(key)
+        self._val.append(value)
+
+    def push_columns(self, ts: F64, key: I64, value: F64) -> None:
+        """Hold the points of three columns, in their order (:meth:`push_one` each)."""
+        if not len(ts):
+            return
+        timeless = np.isnan(ts)
+        if timeless.any():
+            for k, v in zip(key[timeless].tolist(), value[timeless].tolist(), strict=True):
+                self._timeless(k, v)
+            keep = ~timeless
+            ts, key, value = ts[keep], key[keep], value[keep]
+            if not len(ts):
+                return
+        self._settle()
+        self._blocks.append(Released(ts, key, value))
+        top = float(ts.max())
+        if top > self.max_ts:
+            self.max_ts = top
+            self.watermark = top - self.lateness_s
+        self._low = min(self._low, float(ts.min()))
+
+    def _timeless(self, key: int, value: float) -> None:
+        self.late += 1
+        point = self._point(math.nan, key, value)
+        self.quarantine.add("stream", None, "a sample without a time", repr(point))
+
+    def _settle(self) -> None:
+        """The points pushed one at a time as a block after the others."""
+        if self._ts:
+            block = Released(
+                np.array(self._ts, np.float64),
+                np.array(self._key, np.int64),
+                np.array(self._val, np.float64),
+            )
+            self._blocks.append(block)
+            self._ts, self._key, self._val = [], [], []
+
+    # -- out ---------------------------------------------------------------------------------
+
+    @property
+    def low(self) -> float:
+        """The earliest time held (inf: nothing)."""
+        return self._low
 
     def due(self) -> bool:
-        """Whether a point is held at or before the watermark (:meth:`pop_ready` has one)."""
-        until = self.watermark
-        run, heap = self._run, self._heap
-        return bool(run and run[0][0] <= until) or bool(heap and heap[0][0] <= until)
+        """Whether a point is held at or before the watermark (:meth:`take_ready` has one)."""
+        return self._low <= self.watermark
+
+    def held(self) -> int:
+        """How many points are held."""
+        return len(self._ts) + sum(len(b.ts) for b in self._blocks)
+
+    def take_ready(self) -> Released:
+        """Release every point at or before the watermark (:meth:`take`)."""
+        return self.take(self.watermark)
+
+    def take_all(self) -> Released:
+        """Release everything still held (end of input)."""
+        return self.take(math.inf)
 
     def pop_ready(self) -> Iterator[Point]:
-        """Release, in time order, every point at or before the watermark."""
-        return (point for point, _ in self._release(self.watermark))
+        """:meth:`take_ready`, as points (their labels as the door names them)."""
+        return self.points(self.take_ready())
 
     def drain(self) -> Iterator[Point]:
-        """Release everything still held (end of input)."""
-        return (point for point, _ in self._release(float("inf")))
+        """:meth:`take_all`, as points."""
+        return self.points(self.take_all())
 
-    def release_ready(self) -> Iterator[tuple[Point, Hashable]]:
-        """:meth:`pop_ready`, each point with its series' key."""
-        return self._release(self.watermark)
-
-    def release_all(self) -> Iterator[tuple[Point, Hashable]]:
-        """:meth:`drain`, each point with its series' key."""
-        return self._release(float("inf"))
-
-    def rekey(self, key_of: Callable[[str, tuple[tuple[str, str], ...]], Hashable]) -> None:
-        """Key every series by ``key_of(metric, labels)`` from now on (a buffer of a snapshot
-        from before the pipeline numbered series, which keyed them by metric and labels)."""
-        old = cast(dict[tuple[str, tuple[tuple[str, str], ...]], list[Any]], self._released)
-        self._released = {key_of(metric, labels): last for (metric, labels), last in old.items()}
-        held = [(ts, seq, p, key_of(p.metric, p.labels)) for ts, seq, p, *_ in self._heap]
-        heapq.heapify(held)
-        self._heap = held
-        self._run = deque((ts, seq, p, key_of(p.metric, p.labels)) for ts, seq, p, *_ in self._run)
-
-    def _next(self, until: float) -> _Item | None:
-        """The held item first in (time, arrival) order if it is at or before ``until``."""
-        heap, run = self._heap, self._run
-        if run and (not heap or run[0] < heap[0]):  # (time, arrival): never the point
-            return run.popleft() if run[0][0] <= until else None
-        if heap and heap[0][0] <= until:
-            return heapq.heappop(heap)
-        return None
-
-    def _release(self, until: float) -> Iterator[tuple[Point, Hashable]]:
-        released, run, heap = self._released, self._run, self._heap
-        while True:
-            if heap:  # the general merge of the queue and the heap
-                item = self._next(until)
-                if item is None:
-                    return
-            elif run and run[0][0] <= until:  # in-order points alone: the queue's head
-                item = run.popleft()
-            else:
-                return
-            _, _, point, key = item
-            ts, value = point.ts, point.value
-            last = released.get(key)
-            if last is None:
-                released[key] = [ts, value]
-            elif not ts <= last[0]:  # (as a NaN time always was: released)
-                last[0], last[1] = ts, value
-            else:
-                self._refuse(point, last)
-                continue
-            yield point, key
-
-    def _refuse(self, point: Point, last: list[Any]) -> None:
-        """A point at or before its series' last release: a duplicate, or quarantined."""
-        if point.ts == last[0] and _same(point.value, last[1]):
-            self.duplicates += 1
-            return
-        self.late += 1
-        reason = (
-            "conflicting repeat of an already processed sample"
-            if point.ts == last[0]
-            else f"arrived later than the allowed lateness ({self.lateness_s:g} s)"
+    def points(self, released: Released) -> Iterator[Point]:
+        """The points of ``released``."""
+        rows = zip(
+            released.ts.tolist(), released.key.tolist(), released.value.tolist(), strict=True
         )
-        self.quarantine.add("stream", None, reason, repr(point))
+        return (self._point(ts, key, value) for ts, key, value in rows)
 
+    def _point(self, ts: float, key: int, value: float) -> Point:
+        metric, labels, type_ = self.door.names[key]
+        return Point(ts, metric, labels, None if value != value else value, type_ or "gauge")
 
-def _same(a: float | None, b: float | None) -> bool:
-    return a == b or (a is None and b is None)
+    def take(self, until: float) -> Released:
+        """Release, in (time, arrival) order, every point held at or before ``until``: each
+        newer than its series' last release, the rest counted as duplicates or quarantined
+        (:meth:`_refuse`)."""
+        if self._low > until:
+            return _NONE
+        self._settle()
+        blocks = self._blocks
+        if not blocks:
+            return _NONE
+        held = (
+            blocks[0]
+            if len(blocks) == 1
+            else Released(*map(np.concatenate, zip(*blocks, strict=True)))
+        )
+        ready = held.ts <= until
+        if ready.all():
+            self._blocks, self._low = [], math.inf
+            order = np.argsort(held.ts, kind="stable")
+        else:
+            rest = ~ready
+            self._blocks = [Released(held.ts[rest], held.key[rest], held.value[rest])]
+            self._low = float(self._blocks[0].ts.min())
+            idx = np.flatnonzero(ready)
+            order = idx[np.argsort(held.ts[idx], kind="stable")]
+        out = Released(held.ts[order], held.key[order], held.value[order])
+        fresh = self._fresh(out)
+        if fresh.all():
+            return out
+        return Released(out.ts[fresh], out.key[fresh], out.value[fresh])
+
+    def _fresh(self, out: Released) -> NDArray[np.bool_]:
+        """Which points of ``out`` (in release order) are newer than their series' last
+        release, the one before them in ``out`` included; the last release of each series
+        moved on. A point is newer than every point of its series released before it exactly
+        when it is newer than the series' last release and than the point of its series just
+        before it in ``out`` (their times only grow)."""
+        n = len(out.ts)
+        self._room(int(out.key.max()) + 1)
+        by = np.argsort(out.key, kind="stable")  # each series' points, in release order
+        k, t, v = out.key[by], out.ts[by], out.value[by]
+        first = np.ones(n, np.bool_)
+        first[1:] = k[1:] != k[:-1]
+        newer = first.copy()
+        newer[1:] |= t[1:] > t[:-1]
+        stored_t = self._last_ts[k]
+        ok = newer & (t > stored_t)
+        fresh = np.empty(n, np.bool_)
+        fresh[by] = ok
+        if not ok.all():
+            self._refuse(out, by, ok, first, stored_t)
+        kept = np.flatnonzero(ok)
+        if len(kept):
+            ends = np.ones(len(kept), np.bool_)  # each series' last fresh point
+            ends[:-1] = k[kept[1:]] != k[kept[:-1]]
+            last = kept[ends]
+            self._last_ts[k[last]] = t[last]
+            self._last_val[k[last]] = v[last]
+        return fresh
+
+    def _refuse(
+        self,
+        out: Released,
+        by: I64,
+        ok: NDArray[np.bool_],
+        first: NDArray[np.bool_],
+        stored_t: F64,
+    ) -> None:
+        """Count the repeats of what was released (same time and value, a gap repeating a
+        gap) and quarantine the rest refused, in release order: a conflicting repeat, or a
+        point later than the allowed lateness."""
+        n = len(by)
+        pos = np.arange(n)
+        start = np.maximum.accumulate(np.where(first, pos, 0))
+        before = np.empty(n, np.int64)  # the fresh point of its series before each one
+        before[0] = -1
+        before[1:] = np.maximum.accumulate(np.where(ok, pos, -1))[:-1]
+        stored = before < start
+        k, t, v = out.key[by], out.ts[by], out.value[by]
+        last_t = np.where(stored, stored_t, t[before])
+        last_v = np.where(stored, self._last_val[k], v[before])
+        same = (v == last_v) | (np.isnan(v) & np.isnan(last_v))
+        repeat = ~ok & (t == last_t) & same
+        self.duplicates += int(repeat.sum())
+        bad = ~ok & ~repeat
+        where = np.empty(n, np.int64)  # release order → position in ``by``
+        where[by] = pos
+        for at in np.sort(by[bad]).tolist():
+            ts = float(out.ts[at])
+            j = int(where[at])
+            self.late += 1
+            reason = (
+                "conflicting repeat of an already processed sample"
+                if ts == last_t[j]
+                else f"arrived later than the allowed lateness ({self.lateness_s:g} s)"
+            )
+            point = self._point(ts, int(out.key[at]), float(out.value[at]))
+            self.quarantine.add("stream", None, reason, repr(point))
+
+    def _room(self, keys: int) -> None:
+        """Each series' last release kept for numbers below ``keys``."""
+        short = keys - len(self._last_ts)
+        if short > 0:
+            extra = max(short, len(self._last_ts))
+            self._last_ts = np.concatenate([self._last_ts, np.full(extra, -np.inf)])
+            self._last_val = np.concatenate([self._last_val, np.zeros(extra)])
+
+    def rekey(self, door: SeriesDoor) -> None:
+        """Number every series by ``door`` from now on (a restored buffer that numbered them
+        by its own door: :meth:`__setstate__`); its names and types go to ``door``."""
+        mapping = np.array(
+            [
+                key if name == _PLACEHOLDER else door.key_of(*name)
+                for key, name in enumerate(self.door.names)
+            ],
+            np.int64,
+        )
+        self._settle()
+        self._blocks = [Released(b.ts, mapping[b.key], b.value) for b in self._blocks]
+        old_ts, old_val = self._last_ts[: len(mapping)], self._last_val[: len(mapping)]
+        self._last_ts = np.full(len(door.names), -np.inf)
+        self._last_val = np.zeros(len(door.names))
+        self._last_ts[mapping[: len(old_ts)]] = old_ts
+        self._last_val[mapping[: len(old_val)]] = old_val
+        self.door = door

@@ -164,6 +164,13 @@ class Rings:
         self._sids: list[int] = []
         self._ts: list[float] = []
         self._values: list[float] = []
+        self._chunks: list[tuple[NDArray[np.int64], F64, F64]] = []
+        """Samples noted as columns (:meth:`note_many`), the lists' before them."""
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Rings of a snapshot from before they took columns restore with none noted."""
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_chunks", [])
 
     @property
     def capacity(self) -> int:
@@ -214,14 +221,34 @@ class Rings:
         self._ts.append(ts)
         self._values.append(value)
 
+    def note_many(self, sids: NDArray[np.int64], ts: F64, values: F64) -> None:
+        """:meth:`note` of each sample of three columns, in their order."""
+        self._columns()
+        self._chunks.append((sids, ts, values))
+
+    def _columns(self) -> None:
+        """The samples noted one at a time as a chunk after the others."""
+        if self._sids:
+            self._chunks.append(
+                (
+                    np.array(self._sids, np.int64),
+                    np.array(self._ts, np.float64),
+                    np.array(self._values, np.float64),
+                )
+            )
+            self._sids, self._ts, self._values = [], [], []
+
     def flush(self) -> None:
         """Store every noted sample, in the order noted."""
-        if not self._sids:
+        self._columns()
+        chunks = self._chunks
+        if not chunks:
             return
-        sids = np.array(self._sids, np.int64)
-        ts = np.array(self._ts, np.float64)
-        values = np.array(self._values, np.float64)
-        self._sids, self._ts, self._values = [], [], []
+        if len(chunks) == 1:
+            sids, ts, values = chunks[0]
+        else:
+            sids, ts, values = (np.concatenate(c) for c in zip(*chunks, strict=True))
+        self._chunks = []
         done = 0
         while done < len(sids):
             done = _take(

@@ -15,12 +15,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
 
 from knowledge.formula import LIVENESS
 from noc_assistant.ingest.point import Point, canonical_metric
 from noc_assistant.ingest.rings import Rings
 
 __all__ = ["EntityView", "SeriesState", "SeriesStore"]
+
+_T = TypeVar("_T", bound=np.generic)
 
 #: steps kept per entity for its scrape interval, and the fewest that give one
 _INTERVAL_STEPS = 16
@@ -82,9 +88,18 @@ class SeriesStore:
         self.rings = Rings(horizon_s)
         """The numbers of every series (a row each)."""
         self._series: dict[tuple[str, tuple[tuple[str, str], ...]], SeriesState] = {}
+        self._rows: list[SeriesState] = []
+        """Each series' state by its row."""
         #: each series' latest sample time with a value, by row (the time since it is what
-        #: :meth:`add` returns, without waiting for the rings)
-        self._last: list[float] = []
+        #: :meth:`add` returns, without waiting for the rings; rows allocated ahead)
+        self._last = np.full(0, -np.inf)
+        #: each series' entity, by row, as a number of :attr:`_entity_names`
+        self._row_entity = np.zeros(0, np.int64)
+        self._entity_names: list[str] = []
+        self._entity_number: dict[str, int] = {}
+        #: the numbers of the entities whose scrape interval is still being learned (fewer
+        #: steps than it keeps): :meth:`add_columns` follows their points one by one
+        self._learning: set[int] = set()
         self._by_entity: dict[str, dict[tuple[str, str], list[SeriesState]]] = {}
         self._entity_nf: dict[str, str] = {}
         #: entity → the canonical names of its metrics
@@ -121,7 +136,16 @@ class SeriesStore:
             for st in self._series.values():
                 _legacy(self.rings, st)
         if "_last" not in state:
-            self._last = self.rings.last_ts[: self.rings.n].tolist()
+            self._last = self.rings.last_ts[: self.rings.n].copy()
+        elif isinstance(self._last, list):
+            self._last = np.array(self._last, np.float64)
+        if "_rows" not in state:
+            self._rows = sorted(self._series.values(), key=lambda st: st.sid)
+        if "_row_entity" not in state:
+            self._entity_names, self._entity_number, self._learning = [], {}, set()
+            self._row_entity = np.zeros(0, np.int64)
+            for st in sorted(self._series.values(), key=lambda st: st.sid):
+                self._file_row(st.sid, st.entity)
         if "_metrics" not in state:
             self._metrics = {e: {n for n, _ in by} for e, by in self._by_entity.items()}
         if "_counts" not in state:
@@ -150,13 +174,20 @@ class SeriesStore:
             state = self._new_series(point.metric, point.labels, point.type)
         return state
 
+    def row(self, sid: int) -> SeriesState:
+        """The state of the series of row ``sid``."""
+        return self._rows[sid]
+
     def add_to(self, state: SeriesState, point: Point) -> float | None:
         """:meth:`add` of ``point`` to its series' ``state`` (:meth:`state_of`), found
         before: the pipeline keeps each series' state by its number
         (:class:`~noc_assistant.ingest.door.SeriesDoor`)."""
-        ts, value = point.ts, point.value
+        return self.add_value(state, point.ts, point.value)
+
+    def add_value(self, state: SeriesState, ts: float, value: float | None) -> float | None:
+        """:meth:`add_to` of a sample at ``ts`` of ``value`` (None: a gap)."""
         sid = state.sid
-        previous = self._last[sid]
+        previous = float(self._last[sid])
         entity = state.entity
         if value is not None:
             self._last[sid] = ts
@@ -173,10 +204,96 @@ class SeriesStore:
             if steps is None:
                 steps = self._steps[entity] = []
             if len(steps) < _INTERVAL_STEPS:
-                steps.append(delta)
-                if len(steps) >= _INTERVAL_MIN_STEPS:
-                    self._interval[entity] = statistics.median(steps)
+                self._step(entity, steps, delta)
         return delta
+
+    def _step(self, entity: str, steps: list[float], delta: float) -> None:
+        """One more step between samples of a series of ``entity`` (its interval)."""
+        steps.append(delta)
+        if len(steps) >= _INTERVAL_MIN_STEPS:
+            self._interval[entity] = statistics.median(steps)
+        if len(steps) == _INTERVAL_STEPS:
+            self._learning.discard(self._entity_number[entity])
+
+    def add_columns(
+        self, sids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64]
+    ) -> None:
+        """:meth:`add_value` of each sample of three columns (rows of series already met,
+        ``values`` NaN where a gap), sorted by time; what it returns is not kept. Entities
+        whose interval is still learned take their points one by one; for the rest, each
+        series' latest time, the rings and each entity's latest scrape are array work."""
+        if not len(sids):
+            return
+        entities = self._row_entity[sids]
+        if self._learning:
+            slow = np.isin(entities, np.fromiter(self._learning, np.int64))
+            if slow.any():
+                self._learn_steps(sids[slow], ts[slow], values[slow])
+        has = ~np.isnan(values)
+        if not has.all():
+            sids, ts, values, entities = sids[has], ts[has], values[has], entities[has]
+            if not len(sids):
+                return
+        self.rings.note_many(sids, ts, values)
+        _assign_last(self._last, sids, ts)
+        self._seen(entities, ts)
+
+    def _learn_steps(
+        self, sids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64]
+    ) -> None:
+        """The steps :meth:`add_value` would note for these samples (in time order)."""
+        last: dict[int, float] = {}
+        for sid, t, v in zip(sids.tolist(), ts.tolist(), values.tolist(), strict=True):
+            previous = last.get(sid)
+            if previous is None:
+                previous = float(self._last[sid])
+            if v == v:
+                last[sid] = t
+            if previous == -math.inf or not t - previous > 0:
+                continue
+            entity = self._entity_names[int(self._row_entity[sid])]
+            steps = self._steps.get(entity)
+            if steps is None:
+                steps = self._steps[entity] = []
+            if len(steps) < _INTERVAL_STEPS:
+                self._step(entity, steps, t - previous)
+
+    def _seen(self, entities: NDArray[np.int64], ts: NDArray[np.float64]) -> None:
+        """Each entity's latest scrape (:attr:`last_seen`, and :attr:`scrape_log`) after
+        samples with a value of ``entities`` at ``ts`` (sorted by time)."""
+        names, seen = self._entity_names, self.last_seen
+        if self.scrape_log is None:
+            flipped = entities[::-1]  # the last of each entity: its latest
+            found, at = np.unique(flipped, return_index=True)
+            for e, t in zip(found.tolist(), ts[::-1][at].tolist(), strict=True):
+                name = names[e]
+                if t > seen.get(name, -math.inf):
+                    seen[name] = t
+            return
+        log = self.scrape_log
+        order = np.lexsort((ts, entities))
+        e_s, t_s = entities[order], ts[order]
+        distinct = np.ones(len(e_s), np.bool_)
+        distinct[1:] = (e_s[1:] != e_s[:-1]) | (t_s[1:] != t_s[:-1])
+        for e, t in zip(e_s[distinct].tolist(), t_s[distinct].tolist(), strict=True):
+            name = names[e]
+            if t > seen.get(name, -math.inf):
+                seen[name] = t
+                log.setdefault(name, []).append(t)
+
+    def _file_row(self, sid: int, entity: str) -> None:
+        """Row ``sid`` belongs to ``entity`` (a new entity learns its interval)."""
+        number = self._entity_number.get(entity)
+        if number is None:
+            number = self._entity_number[entity] = len(self._entity_names)
+            self._entity_names.append(entity)
+            if len(self._steps.get(entity, ())) < _INTERVAL_STEPS:
+                self._learning.add(number)
+        if sid >= len(self._row_entity):
+            self._row_entity = _grown(self._row_entity, sid, 0)
+        if sid >= len(self._last):
+            self._last = _grown(self._last, sid, -math.inf)
+        self._row_entity[sid] = number
 
     def _new_series(
         self, metric: str, labels: tuple[tuple[str, str], ...], type_: str
@@ -185,7 +302,8 @@ class SeriesStore:
         named = dict(labels)
         entity = named.get("instance", "")
         state = SeriesState(named, entity, self.rings.new_series())
-        self._last.append(-math.inf)
+        self._rows.append(state)
+        self._file_row(state.sid, entity)
         self._series[(metric, labels)] = state
         canon = self._canon.get((metric, type_))
         if canon is None:
@@ -267,6 +385,23 @@ class SeriesStore:
             found = [st for st in states if _matches(st.labels, matchers)] if matchers else states
             self._matching[key] = found
         return found
+
+
+def _grown(rows: NDArray[_T], row: int, fill: float) -> NDArray[_T]:
+    """``rows`` with room for ``row`` (doubled at least), new rows ``fill``."""
+    extra = max(64, row + 1 - len(rows), len(rows))
+    return np.concatenate([rows, np.full(extra, fill, rows.dtype)])
+
+
+def _assign_last(
+    last: NDArray[np.float64], rows: NDArray[np.int64], ts: NDArray[np.float64]
+) -> None:
+    """``last[row] = t`` for each row's last sample of ``rows`` at ``ts``."""
+    order = np.argsort(rows, kind="stable")
+    r = rows[order]
+    ends = np.ones(len(r), np.bool_)
+    ends[:-1] = r[1:] != r[:-1]
+    last[r[ends]] = ts[order][ends]
 
 
 class EntityView:

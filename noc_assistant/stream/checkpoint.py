@@ -49,13 +49,13 @@ import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FunctionType, MethodType
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from knowledge.kpis import KpiDef
 from knowledge.pack import Pack
 from noc_assistant.errors import BadInputError, ConfigError
-from noc_assistant.ingest.door import SeriesDoor
+from noc_assistant.ingest.door import Labels, SeriesDoor
 from noc_assistant.settings import Settings
 from noc_assistant.stream.clock import ScrapeClock
 from noc_assistant.stream.evaluate import KpiEvaluator
@@ -138,6 +138,7 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("noc_assistant.ingest.quarantine", "Quarantine"),
         ("noc_assistant.ingest.quarantine", "QuarantineRecord"),
         ("noc_assistant.ingest.reorder", "ReorderBuffer"),
+        ("noc_assistant.ingest.reorder", "Released"),
         ("noc_assistant.ingest.door", "SeriesDoor"),
         ("noc_assistant.ingest.series", "SeriesState"),
         ("noc_assistant.ingest.series", "SeriesStore"),
@@ -419,14 +420,21 @@ def _split_up(pipe: Pipeline) -> None:
 
 
 def _add_door(pipe: Pipeline) -> None:
-    """A pipeline restored from a snapshot taken before it numbered series at the door
-    (:class:`SeriesDoor`): its buffer keyed series by metric and labels, and is keyed by
-    number now."""
-    if "door" in vars(pipe):
-        return
-    door = SeriesDoor()
-    pipe.buffer.rekey(door.key_of)
-    vars(pipe)["door"] = door
+    """A pipeline restored from a snapshot taken before its buffer held arrays: its buffer
+    numbered the series it held by a door of its own (:meth:`ReorderBuffer.__setstate__`),
+    and is numbered by the pipeline's door now, one made for a snapshot from before the
+    pipeline numbered series at the door (:class:`SeriesDoor`); a clock still probing keyed
+    its series by metric and labels, and by number now."""
+    state = vars(pipe)
+    if "door" not in state:
+        state["door"] = SeriesDoor()
+    door = pipe.door
+    if pipe.buffer.door is not door:
+        pipe.buffer.rekey(door)
+    probe = pipe.clock._probe
+    if probe and not isinstance(next(iter(probe)), int):
+        old = cast(dict[tuple[str, Labels], float], probe)
+        pipe.clock._probe = {door.key_of(m, labels): ts for (m, labels), ts in old.items()}
 
 
 def snapshot(pipe: Pipeline, key: bytes, meta: Mapping[str, Any] | None = None) -> bytes:

@@ -13,7 +13,7 @@ import math
 import statistics
 from collections.abc import Iterator
 
-from noc_assistant.ingest import Point, ReorderBuffer
+from noc_assistant.ingest import ReorderBuffer
 
 __all__ = ["ScrapeClock"]
 
@@ -38,9 +38,7 @@ class ScrapeClock:
         """The next evaluation tick (None until the interval is known)."""
         self._deltas: list[float] = []
         self._lateness = (lateness_s, lateness_intervals)
-        self._probe: dict[tuple[str, tuple[tuple[str, str], ...]], float] | None = (
-            {} if lateness_intervals > 0 else None
-        )
+        self._probe: dict[int, float] | None = {} if lateness_intervals > 0 else None
         self._probe_steps: list[float] = []
         if self._probe is not None:
             buffer.allow(math.inf)  # hold everything until the interval is guessed
@@ -50,7 +48,20 @@ class ScrapeClock:
         """Whether the interval is still being guessed from the points pushed (:meth:`probe`)."""
         return self._probe is not None
 
-    def probe(self, point: Point) -> None:
+    @property
+    def settled(self) -> bool:
+        """Whether nothing more is learned: the interval guessed and measured from every step
+        kept, and the ticks started. From then on a stored point only moves
+        :attr:`last_ts` (:meth:`stored`), and the buffer's lateness stays."""
+        return self.next_eval is not None and self._probe is None and len(self._deltas) >= 256
+
+    def stored(self, last: float) -> None:
+        """Points up to ``last`` were stored, the clock :attr:`settled` (:meth:`learn` of
+        each)."""
+        if self.last_ts is None or last > self.last_ts:
+            self.last_ts = last
+
+    def probe(self, ts: float, key: int) -> None:
         """Before anything is released, guess the scrape interval from the points pushed (the
         median of the first eight steps between a series' samples) so that a replay holds its
         lines for ``lateness_intervals`` from the start, not a minute (lines of the first
@@ -59,11 +70,10 @@ class ScrapeClock:
         probe = self._probe
         if probe is None:
             return
-        key = (point.metric, point.labels)
         last = probe.get(key)
-        probe[key] = point.ts if last is None else max(last, point.ts)
-        if last is not None and point.ts > last:
-            self._probe_steps.append(point.ts - last)
+        probe[key] = ts if last is None else max(last, ts)
+        if last is not None and ts > last:
+            self._probe_steps.append(ts - last)
             if len(self._probe_steps) >= 8:
                 self._hold_for(statistics.median(self._probe_steps))
                 self._probe = None

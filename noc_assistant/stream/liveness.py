@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from detectors import MonitorEvent
 from detectors.params import liveness_grace_s
 from knowledge.kpis import KpiDef
@@ -25,6 +28,8 @@ from noc_assistant.stream.correlate import Correlator
 from noc_assistant.stream.topology_guess import TopologyGuess
 
 __all__ = ["Answered", "LivenessWatch", "Silent", "silence"]
+
+F64 = NDArray[np.float64]
 
 
 def silence(ts: float, observed: float, expected: float, score: float) -> MonitorEvent:
@@ -76,6 +81,18 @@ class LivenessWatch:
         ``feed_gap`` before, the feed itself was silent (or it starts)."""
         if last_ts is None or ts - last_ts > feed_gap:
             self.alive_since = ts
+
+    def heard_all(self, ts: F64, last_ts: float | None, feed_gap: float) -> None:
+        """:meth:`heard` of each point released at ``ts`` (sorted), ``last_ts`` the newest
+        time released before them."""
+        if not len(ts):
+            return
+        before = ts[:-1] if last_ts is None else np.maximum(ts[:-1], last_ts)
+        jumps = np.flatnonzero(ts[1:] - before > feed_gap)
+        if len(jumps):
+            self.alive_since = float(ts[jumps[-1] + 1])
+        elif last_ts is None or float(ts[0]) - last_ts > feed_gap:
+            self.alive_since = float(ts[0])
 
     def judge(
         self, at: float, store: SeriesStore, correlator: Correlator, guess: TopologyGuess

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from knowledge.kpis import KpiDef
@@ -437,8 +438,11 @@ def test_a_snapshot_taken_before_the_pipeline_split_carries_on_unchanged(
     _in_parts(pipe)
     assert len(pipe.findings) == meta["findings"] and pipe.network is None
     # its buffer keyed series by metric and labels; they are numbered at the door now
-    held = {item[3] for item in pipe.buffer._heap}
-    assert held and held <= set(pipe.buffer._released) == set(range(len(pipe.door)))
+    assert pipe.buffer.door is pipe.door
+    pipe.buffer._settle()
+    held = set(pipe.buffer._blocks[0].key.tolist())
+    released = set(np.flatnonzero(pipe.buffer._last_ts > -np.inf).tolist())
+    assert held and held <= released == set(range(len(pipe.door)))
     taken = pipe.last_ts
     pipe.replay(quarter_hourly[meta["cut"] :])
     whole = Pipeline(lateness_intervals=REPLAY_LATENESS_INTERVALS).replay(quarter_hourly)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import pickle
 import random
-from collections import deque
 from pathlib import Path
 
 import pytest
@@ -275,10 +273,9 @@ def _arrivals(seed: int) -> list[Point]:
 def _run(
     buf: ReorderBuffer, points: list[Point], numbered: bool = False, drain: bool = True
 ) -> list[Point]:
-    keys: dict[tuple[str, object], int] = {}
     out: list[Point] = []
     for p in points:
-        buf.push(p, keys.setdefault((p.metric, p.labels), len(keys)) if numbered else None)
+        buf.push(p, buf.door.key_of(p.metric, p.labels, p.type) if numbered else None)
         out.extend(buf.pop_ready())
     return out + list(buf.drain()) if drain else out
 
@@ -296,19 +293,3 @@ def test_series_numbered_at_the_door_release_as_keyed_by_labels(seed: int) -> No
     assert [r.reason for r in numbered.quarantine.records] == [
         r.reason for r in by_labels.quarantine.records
     ]
-
-
-def test_a_buffer_pickled_before_points_carried_keys_restores() -> None:
-    """A snapshot's buffer from before points carried their series' key (items of three,
-    keyed by metric and labels) carries on as one that never stopped."""
-    points = _arrivals(7)
-    whole = _run(ReorderBuffer(lateness_s=60), points)
-    buf = ReorderBuffer(lateness_s=60)
-    cut = len(points) // 2
-    first = _run(buf, points[:cut], drain=False)
-    state = buf.__dict__
-    state["_heap"] = [item[:3] for item in state["_heap"]]
-    state["_run"] = deque(item[:3] for item in state["_run"])
-    assert state["_heap"] or state["_run"]
-    restored: ReorderBuffer = pickle.loads(pickle.dumps(buf))
-    assert first + _run(restored, points[cut:]) == whole
