@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import numpy as np
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from noc_assistant.cli._console import console
-from noc_assistant.ingest import Point
 from noc_assistant.ingest.replay import parse_ts
 from noc_assistant.models import Finding, Maintenance
 from noc_assistant.settings import get_settings
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.settings import Settings
     from noc_assistant.simulate import Scenario
+    from noc_assistant.simulate.series import SeriesDef
     from noc_assistant.store import Store
     from noc_assistant.stream.pipeline import Pipeline
 
@@ -236,21 +236,26 @@ def _stream_scenario(pipe: Pipeline, scenario: Scenario, days: float) -> float:
     ) as progress:
         task = progress.add_task("simulated day", total=span)
 
-        def points() -> Iterator[Point]:
-            nonlocal t0
-            last = 0.0
-            for s in scenario.iter_samples():
-                yield Point(s.ts, s.metric, tuple(sorted(s.labels.items())), s.value, s.type)
-                if t0 is None:
-                    t0 = s.ts
-                if s.ts - last >= 900:
-                    last = s.ts
-                    progress.update(task, completed=s.ts - t0, description=f"sim {_utc(s.ts)}")
-
-        pipe.feed_all(points())
+        keys = np.array([pipe.number(*_series_of(s)) for s in scenario.series], np.int64)
+        last = 0.0
+        for cols in scenario.iter_columns():
+            pipe.feed_columns(cols.ts, keys[cols.series], cols.value)
+            if not len(cols.ts):
+                continue
+            if t0 is None:
+                t0 = float(cols.ts[0])
+            now = float(cols.ts[-1])
+            if now - last >= 900:
+                last = now
+                progress.update(task, completed=now - t0, description=f"sim {_utc(now)}")
         pipe.finish()
         progress.update(task, completed=span)
     return time.perf_counter() - started
+
+
+def _series_of(series: SeriesDef) -> tuple[str, tuple[tuple[str, str], ...], str]:
+    """A simulated series' metric, labels (as a point carries them) and type."""
+    return series.metric, tuple(sorted(dict(series.labels).items())), series.type
 
 
 def _print_summary(pipe: Pipeline, scenario: Scenario, elapsed: float) -> None:

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from noc_assistant.ingest import replay
-from noc_assistant.ingest.columnar import read_jsonl_points
+from noc_assistant.ingest.columnar import ColumnChunk, read_jsonl_columns, read_jsonl_points
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
 from noc_assistant.ingest.window import REPLAY_WINDOW, TimeWindow
 
-__all__ = ["read_replay"]
+__all__ = ["read_replay", "read_replay_columns"]
 
 
 def read_replay(
@@ -37,7 +37,20 @@ def read_replay(
     False; a ``.gz`` or CSV file, and a path that is not a file (its error named), go line by
     line.
     """
-    suffixes = [s.lower() for s in path.suffixes]
-    if not columnar or ".csv" in suffixes or path.suffix == ".gz" or not path.is_file():
+    if not columnar or not _columnar(path):
         return replay.read_replay(path, quarantine, window)
     return read_jsonl_points(path, quarantine if quarantine is not None else Quarantine(), window)
+
+
+def read_replay_columns(
+    path: Path, quarantine: Quarantine, window: TimeWindow | None = REPLAY_WINDOW
+) -> Iterator[ColumnChunk] | None:
+    """The samples of a plain JSONL file as columns (:func:`read_jsonl_columns`: the points
+    and quarantine records :func:`read_replay` gives); None for a file it reads line by
+    line."""
+    return read_jsonl_columns(path, quarantine, window) if _columnar(path) else None
+
+
+def _columnar(path: Path) -> bool:
+    suffixes = [s.lower() for s in path.suffixes]
+    return ".csv" not in suffixes and path.suffix != ".gz" and path.is_file()

@@ -46,6 +46,7 @@ __all__ = [
     "FAULT_IDS",
     "Scenario",
     "ScenarioConfig",
+    "SimColumns",
     "SimSample",
     "build_scenario",
     "scrape_offset",
@@ -142,6 +143,15 @@ def _parse_faults(v: str | list[str]) -> tuple[str, ...]:
         items = list(v)
     seen = dict.fromkeys(items)
     return tuple(f for f in FAULT_IDS if f in seen) + tuple(f for f in seen if f not in FAULTS)
+
+
+class SimColumns(NamedTuple):
+    """Samples as columns: ``ts``, ``series`` (an index of :attr:`Scenario.series`),
+    ``value`` (NaN: a gap)."""
+
+    ts: npt.NDArray[np.float64]
+    series: npt.NDArray[np.int64]
+    value: npt.NDArray[np.float64]
 
 
 class SimSample(NamedTuple):
@@ -290,6 +300,36 @@ class Scenario:
                     yield sample
                     if dups and (j, i) in dups:
                         yield sample._replace(labels=dict(labels))
+
+    def iter_columns(self) -> Iterator[SimColumns]:
+        """The samples of :meth:`iter_samples`, in its order and with its times, as columns
+        per chunk of ticks (for a pipeline's :meth:`feed_columns`, without a point each)."""
+        offsets = np.asarray(self.offsets, np.float64)
+        n = len(self.series)
+        for k, (times, values, dups) in enumerate(self.iter_chunks()):
+            jit = self.jitter(k, len(times))
+            rows = values.T  # (tick, series)
+            if jit is None:
+                order = np.broadcast_to(np.argsort(offsets, kind="stable"), rows.shape)
+                ts = times[:, None] + offsets[order]
+            else:
+                late = jit.T
+                order = np.argsort(offsets[None, :] + late, axis=1, kind="stable")
+                ts = times[:, None] + offsets[order] + np.take_along_axis(late, order, 1)
+            cols = SimColumns(
+                ts.ravel(), np.ascontiguousarray(order).ravel(),
+                np.take_along_axis(rows, order, 1).ravel(),
+            )  # fmt: skip
+            if dups:
+                where = np.argsort(order, axis=1)  # each series' place in its tick's order
+                at = sorted(j * n + int(where[j, i]) for j, i in dups)
+                after = [a + 1 for a in at]
+                cols = SimColumns(
+                    np.insert(cols.ts, after, cols.ts[at]),
+                    np.insert(cols.series, after, cols.series[at]),
+                    np.insert(cols.value, after, cols.value[at]),
+                )
+            yield cols
 
     def _defects(self, chunk: int, values: npt.NDArray[np.float64]) -> frozenset[tuple[int, int]]:
         rng = np.random.default_rng([self.config.seed, 404, chunk])

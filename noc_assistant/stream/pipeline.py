@@ -41,7 +41,8 @@ from knowledge.pack import Pack, load_pack
 from knowledge.topology import Topology
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore
-from noc_assistant.ingest.door import SeriesDoor
+from noc_assistant.ingest.columnar import ColumnChunk
+from noc_assistant.ingest.door import Labels, SeriesDoor
 from noc_assistant.ingest.reorder import Released
 from noc_assistant.ingest.scrub import label_scrubber
 from noc_assistant.ingest.series import SeriesState
@@ -275,8 +276,10 @@ class Pipeline:
 
     def feed_all(self, points: Iterable[Point]) -> None:
         """:meth:`feed` each of ``points``: each point's series is looked up once, at the
-        door (:class:`SeriesDoor`: its labels masked, and its number), and the points go on
-        as columns of :data:`FEED_CHUNK` (:meth:`feed_columns`)."""
+        door (:meth:`number`), and the points go on as columns of :data:`FEED_CHUNK`
+        (:meth:`feed_columns`). A source that quarantines as it is read (a replay file's bad
+        lines) may add its records before the pipeline's of points read before them: each
+        source's records stay in their order."""
         scrub = label_scrubber(self.pack)
         door = self.door
         seen = door.seen
@@ -297,6 +300,26 @@ class Pipeline:
                 times, keys, values = [], [], []
         if times:
             self.feed_columns(*_columns(times, keys, values))
+
+    def number(self, metric: str, labels: Labels, type_: str) -> int:
+        """The number at the door of a series as it comes (its labels masked there, once:
+        :class:`SeriesDoor`), for :meth:`feed_columns`."""
+        found = self.door.seen.get((metric, labels))
+        if found is None:
+            found = self.door.admit(metric, labels, label_scrubber(self.pack), type_)
+        return found[1]
+
+    def feed_chunks(self, chunks: Iterable[ColumnChunk]) -> None:
+        """:meth:`feed_columns` of the chunks of a replay file read as columns
+        (:func:`~noc_assistant.ingest.columnar.read_jsonl_columns`, the series of one
+        table): each series of the table numbered at the door once."""
+        keys = np.zeros(0, np.int64)
+        for chunk in chunks:
+            table = chunk.table
+            if len(keys) < len(table):
+                new = [self.number(*table[i]) for i in range(len(keys), len(table))]
+                keys = np.concatenate([keys, np.array(new, np.int64)])
+            self.feed_columns(chunk.ts, keys[chunk.series], chunk.value)
 
     def feed_columns(self, ts: F64, keys: I64, values: F64) -> None:
         """Push points as columns: their times, their series' numbers at the door

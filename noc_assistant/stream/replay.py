@@ -11,6 +11,7 @@ from pathlib import Path
 from knowledge.pack import PackError, load_pack
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Quarantine, read_replay
+from noc_assistant.ingest.reader import read_replay_columns
 from noc_assistant.inventory import load_topology
 from noc_assistant.models import Finding, Incident
 from noc_assistant.stream.correlate import MaintenanceWindow
@@ -87,7 +88,12 @@ def run_replay(
     )
     pipe.correlator.maintenance.extend(maintenance)
     pipe.store.scrape_log = {}
-    pipe.replay(read_replay(telemetry, quarantine))
+    chunks = read_replay_columns(telemetry, quarantine)
+    if chunks is None:
+        pipe.replay(read_replay(telemetry, quarantine))
+    else:
+        pipe.feed_chunks(chunks)
+        pipe.finish()
     return ReplayResult(
         incidents=list(pipe.correlator.incidents.values()),
         findings=pipe.findings,

@@ -12,20 +12,25 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import pickle
 import random
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from noc_assistant.ingest import Point, Quarantine, ReorderBuffer
+from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, columnar, reader
 from noc_assistant.ingest.door import SeriesDoor
+from noc_assistant.ingest.reader import read_replay
+from noc_assistant.ingest.replay import write_replay
 from noc_assistant.inventory import topology_from_dict
 from noc_assistant.simulate import ScenarioConfig, build_scenario
 from noc_assistant.stream.clock import ScrapeClock
 from noc_assistant.stream.pipeline import REPLAY_LATENESS_INTERVALS, Pipeline
+from noc_assistant.stream.replay import run_replay
 
 
 class Model:
@@ -245,3 +250,49 @@ def test_the_pipeline_on_columns_finds_what_it_finds_a_point_at_a_time(
     one_at_a_time = _outcome(_fed(inventory, points, 0))
     assert columns == one_at_a_time
     assert columns["findings"] and columns["quarantine"] and columns["counts"][0]
+
+
+@pytest.mark.slow
+def test_a_replay_file_read_as_columns_finds_what_its_points_find(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_replay`` feeds a JSONL file's chunks as columns (:meth:`Pipeline.feed_chunks`):
+    the findings, incidents, counts and quarantine (the reader's bad lines and the
+    pipeline's late points) of the same file fed as points, read in small chunks."""
+    inventory, points = _messy_day(6)
+    path = tmp_path / "t.jsonl"
+    write_replay(points, path)
+    with path.open("a") as fh:  # a bad line near the end
+        fh.write('{"ts":"yesterday","metric":"up","labels":{},"value":1}\n')
+    inv = tmp_path / "inventory.json"
+    inv.write_text(json.dumps(inventory))
+    want = Pipeline(
+        topology=topology_from_dict(inventory),
+        quarantine=Quarantine(),
+        lateness_intervals=REPLAY_LATENESS_INTERVALS,
+    )
+    want.store.scrape_log = {}
+    want.replay(read_replay(path, want.quarantine))
+    chunks: list[int] = []
+
+    def small(*args: Any, **kwargs: Any) -> Any:
+        for chunk in columnar.read_jsonl_columns(*args, **kwargs, chunk_bytes=1 << 18):
+            chunks.append(len(chunk))
+            yield chunk
+
+    monkeypatch.setattr(reader, "read_jsonl_columns", small)
+    got = run_replay(path, inventory=inv, quarantine_path=tmp_path / "q.jsonl")
+    assert len(chunks) > 20
+    assert [f.model_dump() for f in got.findings] == [f.model_dump() for f in want.findings]
+    assert [i.model_dump() for i in got.incidents] == [
+        i.model_dump() for i in want.correlator.incidents.values()
+    ]
+    assert (got.samples, got.duplicates) == (want.samples, want.buffer.duplicates)
+    # each source's records in their order (the reader's chunks set how they interleave)
+    for source in {r.source for r in want.quarantine.records}:
+        assert [r for r in got.quarantine.records if r.source == source] == [
+            r for r in want.quarantine.records if r.source == source
+        ]
+    assert len(got.quarantine.records) == len(want.quarantine.records)
+    assert got.scrapes == want.store.scrape_log
+    assert got.findings and got.quarantined > 1

@@ -22,6 +22,7 @@ from noc_assistant.simulate import (
     FAULT_IDS,
     Scenario,
     ScenarioConfig,
+    SimSample,
     build_scenario,
     write_scenario,
 )
@@ -744,3 +745,33 @@ def test_a_weekend_lowers_the_days_traffic_and_leaves_the_nights() -> None:
     assert all(0.93 < r < 1.07 for r in ratios[1.0]), ratios
     noon, night = ratios[0.7]
     assert 0.63 < noon < 0.77 and 0.9 < night < 1.1, ratios
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        ScenarioConfig(days=0.05, seed=3, **FAST),
+        ScenarioConfig(days=0.05, seed=5, defects=True, scrape_phases=True, **FAST),
+        ScenarioConfig(days=0.05, seed=3, vary=11, defects=True),
+    ],
+    ids=["plain", "defects-phases", "vary"],
+)
+def test_columns_are_the_samples_in_their_order(config: ScenarioConfig) -> None:
+    """``iter_columns`` (what ``noc demo`` feeds) gives every sample of ``iter_samples``, in
+    its order, with its time to the bit, repeats and scrape jitter included."""
+    sc = build_scenario(config)
+    cols = list(sc.iter_columns())
+    ts = np.concatenate([c.ts for c in cols]).tolist()
+    series = np.concatenate([c.series for c in cols]).tolist()
+    values = np.concatenate([c.value for c in cols]).tolist()
+    meta = [(s.metric, dict(s.labels), s.type) for s in sc.series]
+    got = [
+        SimSample(t, *meta[i][:2], None if v != v else v, meta[i][2])
+        for t, i, v in zip(ts, series, values, strict=True)
+    ]
+    samples = list(sc.iter_samples())
+    assert got == samples
+    assert not config.defects or (
+        any(s.value is None for s in samples)
+        and len({(s.ts, s.metric, *s.labels.items()) for s in samples}) < len(samples)
+    )
