@@ -8,12 +8,12 @@ released for its series is quarantined with the reason — nothing disappears si
 
 A held point is three numbers: its time, its series' number
 (:class:`~noc_assistant.ingest.door.SeriesDoor`) and its value (NaN: a gap, as every reader
-makes a missing sample). They are held in arrays in arrival order, and a release is array
-work: the points at or before the watermark sorted by time (stably, so in arrival order
-within a time), then each compared with the previous point of its series, or with the
-series' last release (:meth:`ReorderBuffer.take`). So a chunk of a replay file is pushed as
-its columns (:meth:`ReorderBuffer.push_columns`), and one point at a time costs three list
-appends (:meth:`ReorderBuffer.push_one`).
+makes a missing sample). They are held in arrays in arrival order, and a release is one
+compiled pass (:func:`_release`): the points at or before the watermark sorted by time
+(stably, so in arrival order within a time), each taken if it is newer than its series' last
+release, which is kept by number. So a chunk of a replay file is pushed as its columns
+(:meth:`ReorderBuffer.push_columns`), and one point at a time costs three list appends
+(:meth:`ReorderBuffer.push_one`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from noc_assistant.ingest.door import SeriesDoor
 from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
+from noc_assistant.ingest.rings import kernel
 
 __all__ = ["Released", "ReorderBuffer"]
 
@@ -36,6 +37,50 @@ I64 = NDArray[np.int64]
 
 _PLACEHOLDER = ("", (), None)
 """The name of a number a restored buffer met only in its releases (its door names it)."""
+
+
+#: why a point was refused (:func:`_release`)
+_REPEAT, _CONFLICT, _LATE = 0, 1, 2
+
+
+@kernel
+def _release(
+    ts: F64, key: I64, value: F64, until: float, last_ts: F64, last_val: F64, out_ts: F64,
+    out_key: I64, out_val: F64, refused: I64, kinds: Any, rest: Any,
+) -> tuple[int, int]:  # fmt: skip
+    """Release the held points (arrival order) at or before ``until``: sorted by time, stably
+    (so by arrival within a time), each taken into ``out_*`` if it is newer than its series'
+    last release (``last_ts``/``last_val`` by number, moved on), else its position in
+    ``refused`` with why in ``kinds``. ``rest``: the points still held. Returns how many were
+    taken and how many refused."""
+    ready = np.flatnonzero(ts <= until)
+    for i in range(len(ts)):
+        rest[i] = True
+    order = ready[np.argsort(ts[ready], kind="mergesort")]
+    taken = 0
+    n_refused = 0
+    for p in order:
+        rest[p] = False
+        k = key[p]
+        t = ts[p]
+        v = value[p]
+        last = last_ts[k]
+        if t > last:
+            last_ts[k] = t
+            last_val[k] = v
+            out_ts[taken] = t
+            out_key[taken] = k
+            out_val[taken] = v
+            taken += 1
+            continue
+        kind = _LATE
+        if t == last:
+            w = last_val[k]
+            kind = _REPEAT if v == w or (v != v and w != w) else _CONFLICT
+        refused[n_refused] = p
+        kinds[n_refused] = kind
+        n_refused += 1
+    return taken, n_refused
 
 
 class Released(NamedTuple):
@@ -258,88 +303,38 @@ class ReorderBuffer:
             if len(blocks) == 1
             else Released(*map(np.concatenate, zip(*blocks, strict=True)))
         )
-        ready = held.ts <= until
-        if ready.all():
+        self._room(int(held.key.max()) + 1)
+        n = len(held.ts)
+        out_ts, out_key, out_val = np.empty(n), np.empty(n, np.int64), np.empty(n)
+        refused, kinds, rest = np.empty(n, np.int64), np.empty(n, np.int8), np.empty(n, np.bool_)
+        taken, n_refused = _release(
+            held.ts, held.key, held.value, until, self._last_ts, self._last_val,
+            out_ts, out_key, out_val, refused, kinds, rest,
+        )  # fmt: skip
+        if taken + n_refused == n:
             self._blocks, self._low = [], math.inf
-            order = np.argsort(held.ts, kind="stable")
         else:
-            rest = ~ready
             self._blocks = [Released(held.ts[rest], held.key[rest], held.value[rest])]
             self._low = float(self._blocks[0].ts.min())
-            idx = np.flatnonzero(ready)
-            order = idx[np.argsort(held.ts[idx], kind="stable")]
-        out = Released(held.ts[order], held.key[order], held.value[order])
-        fresh = self._fresh(out)
-        if fresh.all():
-            return out
-        return Released(out.ts[fresh], out.key[fresh], out.value[fresh])
+        if n_refused:
+            self._refuse(held, refused[:n_refused], kinds[:n_refused])
+        return Released(out_ts[:taken], out_key[:taken], out_val[:taken])
 
-    def _fresh(self, out: Released) -> NDArray[np.bool_]:
-        """Which points of ``out`` (in release order) are newer than their series' last
-        release, the one before them in ``out`` included; the last release of each series
-        moved on. A point is newer than every point of its series released before it exactly
-        when it is newer than the series' last release and than the point of its series just
-        before it in ``out`` (their times only grow)."""
-        n = len(out.ts)
-        self._room(int(out.key.max()) + 1)
-        by = np.argsort(out.key, kind="stable")  # each series' points, in release order
-        k, t, v = out.key[by], out.ts[by], out.value[by]
-        first = np.ones(n, np.bool_)
-        first[1:] = k[1:] != k[:-1]
-        newer = first.copy()
-        newer[1:] |= t[1:] > t[:-1]
-        stored_t = self._last_ts[k]
-        ok = newer & (t > stored_t)
-        fresh = np.empty(n, np.bool_)
-        fresh[by] = ok
-        if not ok.all():
-            self._refuse(out, by, ok, first, stored_t)
-        kept = np.flatnonzero(ok)
-        if len(kept):
-            ends = np.ones(len(kept), np.bool_)  # each series' last fresh point
-            ends[:-1] = k[kept[1:]] != k[kept[:-1]]
-            last = kept[ends]
-            self._last_ts[k[last]] = t[last]
-            self._last_val[k[last]] = v[last]
-        return fresh
-
-    def _refuse(
-        self,
-        out: Released,
-        by: I64,
-        ok: NDArray[np.bool_],
-        first: NDArray[np.bool_],
-        stored_t: F64,
-    ) -> None:
+    def _refuse(self, held: Released, at: I64, kinds: NDArray[np.int8]) -> None:
         """Count the repeats of what was released (same time and value, a gap repeating a
-        gap) and quarantine the rest refused, in release order: a conflicting repeat, or a
-        point later than the allowed lateness."""
-        n = len(by)
-        pos = np.arange(n)
-        start = np.maximum.accumulate(np.where(first, pos, 0))
-        before = np.empty(n, np.int64)  # the fresh point of its series before each one
-        before[0] = -1
-        before[1:] = np.maximum.accumulate(np.where(ok, pos, -1))[:-1]
-        stored = before < start
-        k, t, v = out.key[by], out.ts[by], out.value[by]
-        last_t = np.where(stored, stored_t, t[before])
-        last_v = np.where(stored, self._last_val[k], v[before])
-        same = (v == last_v) | (np.isnan(v) & np.isnan(last_v))
-        repeat = ~ok & (t == last_t) & same
-        self.duplicates += int(repeat.sum())
-        bad = ~ok & ~repeat
-        where = np.empty(n, np.int64)  # release order → position in ``by``
-        where[by] = pos
-        for at in np.sort(by[bad]).tolist():
-            ts = float(out.ts[at])
-            j = int(where[at])
+        gap) and quarantine the rest refused (``kinds``: :data:`_REPEAT`, :data:`_CONFLICT`,
+        :data:`_LATE`), in release order."""
+        self.duplicates += int(np.count_nonzero(kinds == _REPEAT))
+        for p, kind in zip(at.tolist(), kinds.tolist(), strict=True):
+            if kind == _REPEAT:
+                continue
             self.late += 1
             reason = (
                 "conflicting repeat of an already processed sample"
-                if ts == last_t[j]
+                if kind == _CONFLICT
                 else f"arrived later than the allowed lateness ({self.lateness_s:g} s)"
             )
-            point = self._point(ts, int(out.key[at]), float(out.value[at]))
+            point = self._point(float(held.ts[p]), int(held.key[p]), float(held.value[p]))
             self.quarantine.add("stream", None, reason, repr(point))
 
     def _room(self, keys: int) -> None:

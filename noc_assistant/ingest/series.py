@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from knowledge.formula import LIVENESS
 from noc_assistant.ingest.point import Point, canonical_metric
-from noc_assistant.ingest.rings import Rings
+from noc_assistant.ingest.rings import Rings, kernel
 
 __all__ = ["EntityView", "SeriesState", "SeriesStore"]
 
@@ -97,6 +97,8 @@ class SeriesStore:
         self._row_entity = np.zeros(0, np.int64)
         self._entity_names: list[str] = []
         self._entity_number: dict[str, int] = {}
+        #: :attr:`last_seen` by entity number (-inf: none yet), for :func:`_store_rows`
+        self._entity_seen = np.full(0, -np.inf)
         #: the numbers of the entities whose scrape interval is still being learned (fewer
         #: steps than it keeps): :meth:`add_columns` follows their points one by one
         self._learning: set[int] = set()
@@ -146,6 +148,11 @@ class SeriesStore:
             self._row_entity = np.zeros(0, np.int64)
             for st in sorted(self._series.values(), key=lambda st: st.sid):
                 self._file_row(st.sid, st.entity)
+        if "_entity_seen" not in state:
+            self._entity_seen = np.full(len(self._entity_names), -np.inf)
+            for name, t in self.last_seen.items():
+                if name in self._entity_number:
+                    self._entity_seen[self._entity_number[name]] = t
         if "_metrics" not in state:
             self._metrics = {e: {n for n, _ in by} for e, by in self._by_entity.items()}
         if "_counts" not in state:
@@ -194,6 +201,7 @@ class SeriesStore:
             self.rings.note(sid, ts, value)
             if ts > self.last_seen.get(entity, -math.inf):
                 self.last_seen[entity] = ts
+                self._entity_seen_at(entity, ts)
                 if self.scrape_log is not None:
                     self.scrape_log.setdefault(entity, []).append(ts)
         if previous == -math.inf:
@@ -229,14 +237,20 @@ class SeriesStore:
             slow = np.isin(entities, np.fromiter(self._learning, np.int64))
             if slow.any():
                 self._learn_steps(sids[slow], ts[slow], values[slow])
-        has = ~np.isnan(values)
-        if not has.all():
-            sids, ts, values, entities = sids[has], ts[has], values[has], entities[has]
-            if not len(sids):
-                return
-        self.rings.note_many(sids, ts, values)
-        _assign_last(self._last, sids, ts)
-        self._seen(entities, ts)
+        rows = len(self._entity_names)
+        if len(self._entity_seen) < rows:
+            self._entity_seen = _grown(self._entity_seen, rows - 1, -math.inf)
+        log_e = np.empty(len(sids), np.int64)
+        log_t = np.empty(len(sids))
+        kept, logged = _store_rows(
+            sids, ts, values, self._row_entity, self._last, self._entity_seen, log_e, log_t
+        )
+        if kept == len(sids):
+            self.rings.note_many(sids, ts, values)
+        elif kept:
+            has = ~np.isnan(values)
+            self.rings.note_many(sids[has], ts[has], values[has])
+        self._seen(log_e[:logged], log_t[:logged])
 
     def _learn_steps(
         self, sids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64]
@@ -259,27 +273,20 @@ class SeriesStore:
                 self._step(entity, steps, t - previous)
 
     def _seen(self, entities: NDArray[np.int64], ts: NDArray[np.float64]) -> None:
-        """Each entity's latest scrape (:attr:`last_seen`, and :attr:`scrape_log`) after
-        samples with a value of ``entities`` at ``ts`` (sorted by time)."""
-        names, seen = self._entity_names, self.last_seen
-        if self.scrape_log is None:
-            flipped = entities[::-1]  # the last of each entity: its latest
-            found, at = np.unique(flipped, return_index=True)
-            for e, t in zip(found.tolist(), ts[::-1][at].tolist(), strict=True):
-                name = names[e]
-                if t > seen.get(name, -math.inf):
-                    seen[name] = t
-            return
-        log = self.scrape_log
-        order = np.lexsort((ts, entities))
-        e_s, t_s = entities[order], ts[order]
-        distinct = np.ones(len(e_s), np.bool_)
-        distinct[1:] = (e_s[1:] != e_s[:-1]) | (t_s[1:] != t_s[:-1])
-        for e, t in zip(e_s[distinct].tolist(), t_s[distinct].tolist(), strict=True):
+        """Each entity's new latest scrapes, in order (:func:`_store_rows`), into
+        :attr:`last_seen` and :attr:`scrape_log`."""
+        names, seen, log = self._entity_names, self.last_seen, self.scrape_log
+        for e, t in zip(entities.tolist(), ts.tolist(), strict=True):
             name = names[e]
-            if t > seen.get(name, -math.inf):
-                seen[name] = t
+            seen[name] = t
+            if log is not None:
                 log.setdefault(name, []).append(t)
+
+    def _entity_seen_at(self, entity: str, ts: float) -> None:
+        number = self._entity_number[entity]
+        if number >= len(self._entity_seen):
+            self._entity_seen = _grown(self._entity_seen, number, -math.inf)
+        self._entity_seen[number] = ts
 
     def _file_row(self, sid: int, entity: str) -> None:
         """Row ``sid`` belongs to ``entity`` (a new entity learns its interval)."""
@@ -393,15 +400,32 @@ def _grown(rows: NDArray[_T], row: int, fill: float) -> NDArray[_T]:
     return np.concatenate([rows, np.full(extra, fill, rows.dtype)])
 
 
-def _assign_last(
-    last: NDArray[np.float64], rows: NDArray[np.int64], ts: NDArray[np.float64]
-) -> None:
-    """``last[row] = t`` for each row's last sample of ``rows`` at ``ts``."""
-    order = np.argsort(rows, kind="stable")
-    r = rows[order]
-    ends = np.ones(len(r), np.bool_)
-    ends[:-1] = r[1:] != r[:-1]
-    last[r[ends]] = ts[order][ends]
+@kernel
+def _store_rows(
+    sids: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64],
+    row_entity: NDArray[np.int64], last: NDArray[np.float64], seen: NDArray[np.float64],
+    log_e: NDArray[np.int64], log_t: NDArray[np.float64],
+) -> tuple[int, int]:  # fmt: skip
+    """Samples sorted by time into each series' latest time with a value (``last``) and each
+    entity's latest scrape (``seen``); every scrape newer than its entity's latest is logged
+    (``log_e``, ``log_t``, in order). Returns how many had a value, and how many logged."""
+    kept = 0
+    n_log = 0
+    for p in range(len(sids)):
+        v = values[p]
+        if v != v:
+            continue
+        kept += 1
+        s = sids[p]
+        t = ts[p]
+        last[s] = t
+        e = row_entity[s]
+        if t > seen[e]:
+            seen[e] = t
+            log_e[n_log] = e
+            log_t[n_log] = t
+            n_log += 1
+    return kept, n_log
 
 
 class EntityView:

@@ -654,7 +654,7 @@ def _release_at(ts: F64, i: int, buffer: ReorderBuffer, tick: float) -> tuple[in
     ``tick`` with a point held at or before it), else ``len(ts)`` and False. Read in
     windows that double, so a release near ``i`` costs little."""
     top, low, lateness = buffer.max_ts, buffer.low, buffer.lateness_s
-    start, width, n = i, 4096, len(ts)
+    start, width, n = i, 512, len(ts)
     while start < n:
         part = ts[start : start + width]
         timeless = np.isnan(part)
