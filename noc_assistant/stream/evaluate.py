@@ -20,7 +20,6 @@ from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 
 from detectors import MonitorEvent
 from detectors.monitor import Columns
@@ -195,13 +194,15 @@ class KpiEvaluator:
         if not plans:
             return None
         tick = self._tick_plan(plans, step)
-        at_row = np.repeat(now, tick.entity_series)
-
-        def per_row(per_entity: list[float]) -> npt.NDArray[np.float64]:  # 2 rows a series
-            return np.repeat(np.repeat(per_entity, tick.entity_series), 2)
-
+        now_e = np.array(now)
+        at_row = now_e[tick.series_entity]
+        rows = tick.row_entity  # two program rows a series
         out, ok = tick.program.run(
-            store.rings, tick.windows, np.repeat(at_row, 2), per_row(since), per_row(grace)
+            store.rings,
+            tick.windows,
+            now_e[rows],
+            np.array(since)[rows],
+            np.array(grace)[rows],
         )
         valued = ok[::2]
         value = np.where(valued, out[::2], np.nan)
@@ -215,7 +216,7 @@ class KpiEvaluator:
             direction=tick.direction,
             min_support=tick.min_support,
             counts=tick.counts,
-            hold=np.repeat(hold, tick.entity_series),
+            hold=np.array(hold)[tick.series_entity],
             proportion=tick.proportion,
             ts=at_row,
             tz=tick.tz,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -138,6 +139,16 @@ class TickPlan:
             scale=_joined(scales),
             special=special,
         )
+
+    @cached_property
+    def series_entity(self) -> I64:
+        """Each series' plan (its entity's position)."""
+        return np.repeat(np.arange(len(self.plans)), self.entity_series)
+
+    @cached_property
+    def row_entity(self) -> I64:
+        """Each program row's plan (two rows a series)."""
+        return np.repeat(self.series_entity, 2)
 
     def slots_in(self, monitors: MonitorBank) -> Slots:
         """Where this plan's series sit in ``monitors``, kept while they are the same."""
