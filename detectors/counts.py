@@ -346,7 +346,9 @@ class CountGate:
         bar."""
         if not firing:
             self.clip_alarm_ = False
-        if not self.sparse_ or k <= self.mean_:
+        n = self.n_
+        mean = (PRIOR_EVENTS + self.s1_) / (PRIOR_WINDOWS + self.s0_)  # mean_, sparse_
+        if not (n > 0 and self.whole_ >= WHOLE_SHARE * n and mean <= SPARSE_MEAN) or k <= mean:
             return k
         if firing and self.clip_alarm_:
             return k if k <= self.clip_ else None
@@ -366,6 +368,9 @@ class CountGate:
         firing: bool,
     ) -> Literal["open", "update", "close"] | None:
         """:meth:`judge` the monitor's ``transition``, then :meth:`learn` ``count``."""
-        shown = self.judge(count, transition, firing, window_s)
+        if transition != "open" and not self.gated_:
+            shown = transition  # what judge shows: nothing withheld, nothing to test
+        else:
+            shown = self.judge(count, transition, firing, window_s)
         self.learn(t, count, window_s, firing)
         return shown
