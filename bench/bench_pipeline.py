@@ -68,6 +68,7 @@ class Timings:
     mem_s: float
     alone_s: float
     parse_s: float
+    columns_s: float
     eval_s: float
     samples: int
     scores: dict[str, Any]
@@ -167,6 +168,18 @@ def time_parse(telemetry: Path, samples: int) -> float:
     return parse_s
 
 
+def time_parse_columns(telemetry: Path, samples: int) -> float:
+    """The parser alone, to columns (what `noc eval run` reads a plain JSONL file with since
+    the columnar ingest: no point made)."""
+    from noc_assistant.ingest.columnar import read_jsonl_columns
+
+    t = time.perf_counter()
+    parsed = sum(len(chunk) for chunk in read_jsonl_columns(telemetry, Quarantine()))
+    parse_s = time.perf_counter() - t
+    assert parsed == samples, (parsed, samples)
+    return parse_s
+
+
 def time_eval(paths: dict[str, Path], report: Path) -> float:
     """The file path, parsing included: the `noc eval run` command itself."""
     t = time.perf_counter()
@@ -204,10 +217,11 @@ def measure(args: argparse.Namespace) -> Timings:
         samples = pipe.samples
         alone_s = time_alone(scenario)
         parse_s = time_parse(paths["telemetry"], samples)
+        columns_s = time_parse_columns(paths["telemetry"], samples)
         report = out / "report.json"
         eval_s = time_eval(paths, report)
         scores = json.loads(report.read_text())
-    return Timings(sim_s, mem_s, alone_s, parse_s, eval_s, samples, scores)
+    return Timings(sim_s, mem_s, alone_s, parse_s, columns_s, eval_s, samples, scores)
 
 
 def report_lines(args: argparse.Namespace, m: Timings) -> list[str]:
@@ -232,6 +246,8 @@ def report_lines(args: argparse.Namespace, m: Timings) -> list[str]:
         f"{m.alone_s:.1f} | {samples / m.alone_s:,.0f} |",
         f"| parse the JSONL replay only (`read_replay`) | {m.parse_s:.1f} | "
         f"{samples / m.parse_s:,.0f} |",
+        f"| parse the JSONL replay to columns only (`read_jsonl_columns`) | {m.columns_s:.1f} | "
+        f"{samples / m.columns_s:,.0f} |",
         f"| `noc eval run` (parse + pipeline + scoring, process start included) | "
         f"{m.eval_s:.1f} | {samples / m.eval_s:,.0f} |",
         "",
@@ -261,6 +277,7 @@ def baseline_lines(args: argparse.Namespace, now: Timings, base: Timings) -> lis
         ("pipeline in memory", base.mem_s, now.mem_s),
         ("the pipeline alone (CPU s)", base.alone_s, now.alone_s),
         ("parse the JSONL replay only", base.parse_s, now.parse_s),
+        ("parse to columns only", base.columns_s, now.columns_s),
         ("`noc eval run`", base.eval_s, now.eval_s),
     ]
     same = {k: base.scores.get(k) == now.scores.get(k) for k in SCORE_KEYS}
@@ -300,7 +317,7 @@ def main() -> None:
         return
     lines = report_lines(args, timings)
     if args.baseline:
-        lines[14:14] = baseline_lines(args, timings, measure_baseline(args))
+        lines[15:15] = baseline_lines(args, timings, measure_baseline(args))
     (ROOT / "bench" / "pipeline_results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
