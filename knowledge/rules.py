@@ -241,16 +241,24 @@ _Matched = tuple[list[Finding], dict[str, list[Finding]]]
 _Cache = tuple[dict[int, _Matched], dict[tuple[int, int], tuple[Finding, ...]]]
 
 
-#: the series of a tuple of findings, by the tuple's id (the tuple kept with them)
-_Keys = dict[int, tuple[tuple[Finding, ...], frozenset[_Series]]]
+#: the series of a tuple of findings (as numbers: :func:`_numbered`), by the tuple's id (the
+#: tuple kept with them)
+_Keys = dict[int, tuple[tuple[Finding, ...], frozenset[int]]]
 
 
-def _series_of(found: tuple[Finding, ...], keys: _Keys) -> frozenset[_Series]:
-    """The series of ``found`` (:func:`_series`), worked out once per tuple: the findings a
-    condition holds for an anchor are one tuple for all its roots (:func:`_seen`)."""
+def _numbered(findings: Sequence[Finding]) -> dict[int, int]:
+    """Each finding's series (:func:`_series`) as a number, by the finding's id: one series
+    one number, so sets of series are sets of small numbers."""
+    numbers: dict[_Series, int] = {}
+    return {id(f): numbers.setdefault(_series(f), len(numbers)) for f in findings}
+
+
+def _series_of(found: tuple[Finding, ...], keys: _Keys, number: dict[int, int]) -> frozenset[int]:
+    """The series of ``found`` (numbered by ``number``), worked out once per tuple: the
+    findings a condition holds for an anchor are one tuple for all its roots (:func:`_seen`)."""
     kept = keys.get(id(found))
     if kept is None:
-        kept = keys[id(found)] = (found, frozenset(_series(f) for f in found))
+        kept = keys[id(found)] = (found, frozenset(number[id(f)] for f in found))
     return kept[1]
 
 
@@ -304,23 +312,32 @@ def _pool(
 
 
 def _evaluate_rule(
-    rule: Rule, findings: Sequence[Finding], topology: Topology, pack: Pack
+    rule: Rule,
+    findings: Sequence[Finding],
+    topology: Topology,
+    pack: Pack,
+    number: dict[int, int] | None = None,
 ) -> list[Match]:
+    """The rule's matches (``number``: the series of ``findings`` numbered by
+    :func:`_numbered`, when the caller has them)."""
     anchored = [f for f in findings if _matches(rule.anchor, f, pack)]
     anchors: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = {}
+    alike: dict[tuple[str, tuple[tuple[str, str], ...]], list[Finding]] = {}
     for f in anchored:
         key = (f.entity, tuple(sorted(f.labels)))
         if key not in anchors or f.ts < anchors[key].ts:
             anchors[key] = f
+        alike.setdefault((f.entity, tuple(f.labels)), []).append(f)
     matched: _Cache = ({}, {})
-    every_series = {_series(f) for f in findings}
+    if number is None:
+        number = _numbered(findings)
+    every_series = frozenset(number.values())
     coverage_weight = pack.param("coverage_weight", 0.5)
     out: list[Match] = []
     keys: _Keys = {}
     for anchor in anchors.values():
-        own_found = tuple(
-            f for f in anchored if f.entity == anchor.entity and f.labels == anchor.labels
-        )
+        # the anchored findings of the anchor's entity and labels, in the incident's order
+        own_found = tuple(alike[(anchor.entity, tuple(anchor.labels))])
         for root, partner, via, penalty in _roots(rule, anchor, findings, topology, pack):
             anchor_hit = ConditionHit("anchor", 0, rule.anchor, own_found)
             match = Match(rule, root, partner, 0.0, anchor, via, hits=[anchor_hit])
@@ -350,9 +367,11 @@ def _evaluate_rule(
             # coverage: the share of the incident's *other* series (beyond the anchor's own)
             # the hypothesis explains; a lone anchor is not corroborated by anything. Series,
             # not findings: a KPI reported again as it grew is one symptom, not several
-            own = _series_of(own_found, keys)
+            own = _series_of(own_found, keys, number)
             others = every_series - own
-            explained = set().union(*(_series_of(h.findings, keys) for h in match.hits)) - own
+            explained = (
+                set().union(*(_series_of(h.findings, keys, number) for h in match.hits)) - own
+            )
             match.coverage = len(explained) / len(others) if others else 0.0
             match.score = score + coverage_weight * match.coverage
             if rule.candidate:  # a weak sign never outranks the no-fault answer
@@ -370,9 +389,10 @@ def evaluate(
     """Every rule's best match per (fault, root entity), best first."""
     best: dict[tuple[str, str], Match] = {}
     order: dict[str, int] = {}
+    number = _numbered(findings)
     for n, rule in enumerate(rules if rules is not None else pack.rules.values()):
         order[rule.id] = n
-        for match in _evaluate_rule(rule, findings, topology, pack):
+        for match in _evaluate_rule(rule, findings, topology, pack, number):
             key = (match.fault, match.root)
             if key not in best or match.score > best[key].score:
                 best[key] = match
