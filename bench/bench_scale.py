@@ -13,7 +13,7 @@ collector is set as the ``noc`` command sets it (:mod:`noc_assistant.stream.coll
 left at CPython's default with ``--default-collector``; its time is reported.
 
 Usage: .venv/bin/python bench/bench_scale.py [--sites 4] [--days 1] [--interval 60]
-       [--seed 23] [--default-collector] [--out bench/scale_results.md]
+       [--seed 23] [--default-collector] [--columns] [--out bench/scale_results.md]
 """
 
 from __future__ import annotations
@@ -26,17 +26,18 @@ import json
 import platform
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from _machine import cpu_name  # bench/ helper, found beside this script
 
 from knowledge.pack import load_pack
 from noc_assistant.ingest import Point
 from noc_assistant.inventory import topology_from_dict
-from noc_assistant.simulate import ScenarioConfig, build_scenario
+from noc_assistant.simulate import Scenario, ScenarioConfig, build_scenario
 from noc_assistant.stream.collector import tune_collector
 from noc_assistant.stream.pipeline import Pipeline
 
@@ -72,8 +73,11 @@ def _types_of(entity: str, entities: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in entities if e["id"] == entity]
 
 
-def _site(k: int, args: argparse.Namespace) -> tuple[list[dict[str, Any]], Iterator[Point]]:
-    """Site ``k``: its inventory entities and its samples as points, renamed."""
+def _site(
+    k: int, args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], Scenario, Iterator[Point]]:
+    """Site ``k``: its inventory entities, its scenario and its samples as points, renamed
+    (made as they are taken)."""
     cfg = ScenarioConfig(
         days=args.days, faults="all", seed=args.seed + k, interval_s=args.interval, scale=8
     )
@@ -87,7 +91,26 @@ def _site(k: int, args: argparse.Namespace) -> tuple[list[dict[str, Any]], Itera
             labels["instance"] += suffix
             yield Point(s.ts, s.metric, tuple(sorted(labels.items())), s.value, s.type)
 
-    return entities, points()
+    return entities, scenario, points()
+
+
+def _renamed(series: Any, suffix: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
+    """A site's simulated series as a point carries it: metric, labels renamed, type."""
+    labels = dict(series.labels)
+    labels["instance"] += suffix
+    return series.metric, tuple(sorted(labels.items())), series.type
+
+
+def _merged_columns(scenarios: list[Scenario], keys: list[Any]) -> Iterator[tuple[Any, Any, Any]]:
+    """The sites' columns merged in time order (each site's in its order, sites in turn at
+    one time: what ``heapq.merge`` of their points gives), a simulator chunk at a time; the
+    series as the pipeline numbered them (``keys`` by site)."""
+    for parts in zip(*(sc.iter_columns() for sc in scenarios), strict=True):
+        ts = np.concatenate([c.ts for c in parts])
+        key = np.concatenate([k[c.series] for k, c in zip(keys, parts, strict=True)])
+        value = np.concatenate([c.value for c in parts])
+        order = np.argsort(ts, kind="stable")
+        yield ts[order], key[order], value[order]
 
 
 class _CollectorClock:
@@ -133,6 +156,12 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=23)
     ap.add_argument("--chunk-s", type=float, default=600.0)
+    ap.add_argument(
+        "--columns",
+        action="store_true",
+        help="feed the simulator's columns (what `noc demo` and a replay file feed) instead "
+        "of points",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "scale_results.md")
     ap.add_argument(
         "--default-collector",
@@ -145,25 +174,35 @@ def main() -> None:
     collector = _CollectorClock()
     gc.callbacks.append(collector)
     sites = [_site(k, args) for k in range(args.sites)]
-    inventory = {"entities": [e for ents, _ in sites for e in ents]}
+    inventory = {"entities": [e for ents, _, _ in sites for e in ents]}
     pipe = Pipeline(topology=topology_from_dict(inventory), rca=True)
-    merged = heapq.merge(*(pts for _, pts in sites), key=lambda p: p.ts)
     cpu = wall = 0.0
     samples = 0
-    for chunk in _chunks(merged, args.chunk_s):
+
+    def timed(feed: Callable[[], None]) -> None:
+        nonlocal cpu, wall
         c, w = time.process_time(), time.perf_counter()
         collector.on = True
-        pipe.feed_all(chunk)
+        feed()
         collector.on = False
         cpu += time.process_time() - c
         wall += time.perf_counter() - w
-        samples += len(chunk)
-    c, w = time.process_time(), time.perf_counter()
-    collector.on = True
-    pipe.finish()
-    collector.on = False
-    cpu += time.process_time() - c
-    wall += time.perf_counter() - w
+
+    if args.columns:
+        keys: list[Any] = []
+        timed(lambda: keys.extend(
+            np.array([pipe.number(*_renamed(s, f"-s{k}")) for s in sc.series], np.int64)
+            for k, (_, sc, _) in enumerate(sites)
+        ))  # fmt: skip
+        for ts, key, value in _merged_columns([sc for _, sc, _ in sites], keys):
+            timed(lambda: pipe.feed_columns(ts, key, value))  # noqa: B023 (called at once)
+            samples += len(ts)
+    else:
+        merged = heapq.merge(*(pts for _, _, pts in sites), key=lambda p: p.ts)
+        for chunk in _chunks(merged, args.chunk_s):
+            timed(lambda: pipe.feed_all(chunk))  # noqa: B023 (called at once)
+            samples += len(chunk)
+    timed(pipe.finish)
     gc.callbacks.remove(collector)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     series = len(pipe.store._series)
@@ -209,10 +248,12 @@ def main() -> None:
         "",
         f"- command: `.venv/bin/python bench/bench_scale.py --sites {args.sites} --days "
         f"{args.days:g} --interval {args.interval:g} --seed {args.seed}"
-        f"{' --default-collector' if args.default_collector else ''}`",
+        f"{' --default-collector' if args.default_collector else ''}"
+        f"{' --columns' if args.columns else ''}`",
         f"- machine: {cpu_name()}, Python {platform.python_version()}; written {now}",
         "- each site is the simulator's scale-8 network on its own seed, every fault class; "
-        "entities renamed per site; RCA on; only `feed_all`/`finish` timed",
+        "entities renamed per site; RCA on; only the feeding (`feed_all`, or the numbering of "
+        "the series and `feed_columns` with `--columns`) and `finish` timed",
         "",
         "| figure | value |",
         "|---|---|",
