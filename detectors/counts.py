@@ -368,9 +368,8 @@ class CountGate:
         firing: bool,
     ) -> Literal["open", "update", "close"] | None:
         """:meth:`judge` the monitor's ``transition``, then :meth:`learn` ``count``."""
-        if transition != "open" and not self.gated_:
-            shown = transition  # what judge shows: nothing withheld, nothing to test
-        else:
+        shown: Literal["open", "update", "close"] | None = transition
+        if transition == "open" or self.gated_:  # else judge shows it: nothing to test
             shown = self.judge(count, transition, firing, window_s)
         self.learn(t, count, window_s, firing)
         return shown
