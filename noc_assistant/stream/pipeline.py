@@ -22,16 +22,11 @@ network-wide correlator of detector workers instead (:mod:`~noc_assistant.stream
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-import numpy as np
-from numpy.typing import NDArray
-
 from detectors import MonitorBank, MonitorEvent
 from detectors.params import (
-    liveness_grace_s,
     monitor_alpha,
     monitor_min_duration,
     monitor_settle,
@@ -41,11 +36,7 @@ from knowledge.pack import Pack, load_pack
 from knowledge.topology import Topology
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Point, Quarantine, ReorderBuffer, SeriesStore
-from noc_assistant.ingest.columnar import ColumnChunk
-from noc_assistant.ingest.door import Labels, SeriesDoor
-from noc_assistant.ingest.reorder import Released
-from noc_assistant.ingest.scrub import label_scrubber
-from noc_assistant.ingest.series import SeriesState
+from noc_assistant.ingest.door import SeriesDoor
 from noc_assistant.models import Finding, Incident
 from noc_assistant.settings import get_settings
 from noc_assistant.stream.clock import ScrapeClock
@@ -53,18 +44,13 @@ from noc_assistant.stream.correlate import Correlator, IncidentEvent, series_id
 from noc_assistant.stream.evaluate import Group, KpiEvaluator
 from noc_assistant.stream.fanin import Batch, FanIn
 from noc_assistant.stream.history import KpiHistory
+from noc_assistant.stream.intake import Intake
 from noc_assistant.stream.liveness import Answered, LivenessWatch
 from noc_assistant.stream.network import NetworkCorrelator
 from noc_assistant.stream.topology_guess import TopologyGuess
 from noc_assistant.triage.rca import Diagnosis, diagnose, held
 
-__all__ = ["FEED_CHUNK", "REPLAY_LATENESS_INTERVALS", "Outbox", "Pipeline"]
-
-F64 = NDArray[np.float64]
-I64 = NDArray[np.int64]
-
-FEED_CHUNK = 1 << 16
-"""Points :meth:`Pipeline.feed_all` gathers into columns before it pushes them."""
+__all__ = ["REPLAY_LATENESS_INTERVALS", "Outbox", "Pipeline"]
 
 FindingSink = Callable[[Finding], None]
 IncidentSink = Callable[[IncidentEvent], None]
@@ -81,7 +67,7 @@ class Outbox(Protocol):
     def tick(self, at: float, step: float) -> None: ...
 
 
-class Pipeline:
+class Pipeline(Intake):
     """Streaming detection over any source of points (see module docstring).
 
     Within a tick the correlator takes the detectors' events in a fixed order, whatever order
@@ -268,90 +254,6 @@ class Pipeline:
 
     # -- input -----------------------------------------------------------------------------
 
-    def feed(self, point: Point) -> None:
-        """Push one point; evaluation happens as the data's clock advances. Subscriber
-        identifiers in its label values are masked here, before anything keeps them
-        (:mod:`noc_assistant.ingest.scrub`)."""
-        self.feed_all((point,))
-
-    def feed_all(self, points: Iterable[Point]) -> None:
-        """:meth:`feed` each of ``points``: each point's series is looked up once, at the
-        door (:meth:`number`), and the points go on as columns of :data:`FEED_CHUNK`
-        (:meth:`feed_columns`). A source that quarantines as it is read (a replay file's bad
-        lines) may add its records before the pipeline's of points read before them: each
-        source's records stay in their order."""
-        scrub = label_scrubber(self.pack)
-        door = self.door
-        seen = door.seen
-        times: list[float] = []
-        keys: list[int] = []
-        values: list[float] = []
-        nan = math.nan
-        for p in points:
-            found = seen.get((p.metric, p.labels))
-            if found is None:
-                found = door.admit(p.metric, p.labels, scrub, p.type)
-            times.append(p.ts)
-            keys.append(found[1])
-            value = p.value
-            values.append(nan if value is None else value)
-            if len(times) == FEED_CHUNK:
-                self.feed_columns(*_columns(times, keys, values))
-                times, keys, values = [], [], []
-        if times:
-            self.feed_columns(*_columns(times, keys, values))
-
-    def number(self, metric: str, labels: Labels, type_: str) -> int:
-        """The number at the door of a series as it comes (its labels masked there, once:
-        :class:`SeriesDoor`), for :meth:`feed_columns`."""
-        found = self.door.seen.get((metric, labels))
-        if found is None:
-            found = self.door.admit(metric, labels, label_scrubber(self.pack), type_)
-        return found[1]
-
-    def feed_chunks(self, chunks: Iterable[ColumnChunk]) -> None:
-        """:meth:`feed_columns` of the chunks of a replay file read as columns
-        (:func:`~noc_assistant.ingest.columnar.read_jsonl_columns`, the series of one
-        table): each series of the table numbered at the door once."""
-        keys = np.zeros(0, np.int64)
-        for chunk in chunks:
-            table = chunk.table
-            if len(keys) < len(table):
-                new = [self.number(*table[i]) for i in range(len(keys), len(table))]
-                keys = np.concatenate([keys, np.array(new, np.int64)])
-            self.feed_columns(chunk.ts, keys[chunk.series], chunk.value)
-
-    def feed_columns(self, ts: F64, keys: I64, values: F64) -> None:
-        """Push points as columns: their times, their series' numbers at the door
-        (:meth:`SeriesDoor.admit`) and their values (NaN: a gap), in arrival order. What
-        follows is what pushing each in turn does: the buffer released before the point
-        with which the watermark passes the next tick (:meth:`_released`). Until the clock
-        has :attr:`ScrapeClock.settled`, one point at a time."""
-        self.samples += len(ts)
-        clock, buffer = self.clock, self.buffer
-        i, n = 0, len(ts)
-        while i < n:
-            if not clock.settled:
-                self._push_one(float(ts[i]), int(keys[i]), float(values[i]))
-                i += 1
-                continue
-            assert clock.next_eval is not None
-            j, fires = _release_at(ts, i, buffer, clock.next_eval)
-            buffer.push_columns(ts[i:j], keys[i:j], values[i:j])
-            if fires:
-                self._apply(buffer.take_ready())
-            i = j
-
-    def _push_one(self, ts: float, key: int, value: float) -> None:
-        """One point pushed, and the buffer released if the watermark passed the next tick."""
-        clock, buffer = self.clock, self.buffer
-        if clock.probing:
-            clock.probe(ts, key)
-        buffer.push_one(ts, key, value)
-        nxt = clock.next_eval
-        if (nxt is None or buffer.watermark >= nxt) and buffer.due():
-            self._apply(buffer.take_ready())
-
     def finish(self) -> None:
         """End of input: release the buffer, evaluate the last tick, resolve quiet incidents.
         The network-wide correlator takes every tick it holds, then resolves."""
@@ -375,65 +277,6 @@ class Pipeline:
         self.feed_all(points)
         self.finish()
         return self
-
-    def _apply(self, released: Released) -> None:
-        """Store the points released, evaluating each tick of the clock they pass: the
-        points up to the next tick stored as columns once the clock has settled
-        (:meth:`_store`), one at a time before (:meth:`_apply_one`)."""
-        clock, liveness = self.clock, self.liveness
-        feed_gap = liveness_grace_s(clock.interval_s or 0.0, on_clock=True)
-        ts, keys, values = released
-        i, n = 0, len(ts)
-        while i < n:
-            if not clock.settled:
-                self._apply_one(float(ts[i]), int(keys[i]), float(values[i]), feed_gap)
-                i += 1
-                continue
-            assert clock.next_eval is not None
-            j = i + int(np.searchsorted(ts[i:], clock.next_eval, side="right"))
-            # the point that passes the tick is heard before it (again after: the same)
-            liveness.heard_all(ts[i : j + 1], clock.last_ts, feed_gap)
-            if j > i:
-                self._store(ts[i:j], keys[i:j], values[i:j])
-                clock.stored(float(ts[j - 1]))
-            if j < n:
-                for at in clock.ticks_before(float(ts[j])):
-                    self._evaluate(at)
-            i = j
-
-    def _apply_one(self, ts: float, key: int, value: float, feed_gap: float) -> None:
-        clock = self.clock
-        self.liveness.heard(ts, clock.last_ts, feed_gap)
-        nxt = clock.next_eval
-        if nxt is not None and ts > nxt:  # a tick passed (no generator made per point)
-            for at in clock.ticks_before(ts):
-                self._evaluate(at)
-        state = self._state(key)
-        clock.learn(ts, self.store.add_value(state, ts, None if value != value else value))
-
-    def _state(self, key: int) -> SeriesState:
-        """The store's state of the series numbered ``key`` at the door (made at its first
-        point)."""
-        sids = self.door.grow()
-        sid = int(sids[key])
-        if sid >= 0:
-            return self.store.row(sid)
-        metric, labels, type_ = self.door.names[key]
-        state = self.store.state_of(Point(0.0, metric, labels, None, type_ or "gauge"))
-        sids[key] = state.sid
-        return state
-
-    def _store(self, ts: F64, keys: I64, values: F64) -> None:
-        """Store points sorted by time, none passing a tick (:meth:`SeriesStore.add_columns`);
-        a series met for the first time made first, in the order of its first point."""
-        sids = self.door.grow()[keys]
-        new = sids < 0
-        if new.any():
-            fresh, first = np.unique(keys[new], return_index=True)
-            for key in fresh[np.argsort(first)].tolist():
-                self._state(key)
-            sids = self.door.sids[keys]
-        self.store.add_columns(sids, ts, values)
 
     # -- evaluation ------------------------------------------------------------------------
 
@@ -638,38 +481,6 @@ class Pipeline:
         )
         self.diagnoses[incident.id] = diag
         return diag
-
-
-def _columns(times: list[float], keys: list[int], values: list[float]) -> tuple[F64, I64, F64]:
-    return (
-        np.array(times, np.float64),
-        np.array(keys, np.int64),
-        np.array(values, np.float64),
-    )
-
-
-def _release_at(ts: F64, i: int, buffer: ReorderBuffer, tick: float) -> tuple[int, bool]:
-    """Pushing ``ts[i:]`` one at a time, where the buffer would first be released: the end
-    of what to push before (exclusive), and whether it is (the watermark at or past
-    ``tick`` with a point held at or before it), else ``len(ts)`` and False. Read in
-    windows that double, so a release near ``i`` costs little."""
-    top, low, lateness = buffer.max_ts, buffer.low, buffer.lateness_s
-    start, width, n = i, 512, len(ts)
-    while start < n:
-        part = ts[start : start + width]
-        timeless = np.isnan(part)
-        high = np.maximum.accumulate(np.where(timeless, -np.inf, part) if timeless.any() else part)
-        np.maximum(high, top, out=high)
-        least = np.minimum.accumulate(np.where(timeless, np.inf, part) if timeless.any() else part)
-        np.minimum(least, low, out=least)
-        mark = high - lateness
-        fires = (mark >= tick) & (least <= mark)
-        if fires.any():
-            return start + int(fires.argmax()) + 1, True
-        top, low = float(high[-1]), float(least[-1])
-        start += len(part)
-        width *= 2
-    return n, False
 
 
 def _widens(event: IncidentEvent) -> bool:
