@@ -27,6 +27,7 @@ from noc_assistant.ingest import Point, ReorderBuffer, SeriesStore
 from noc_assistant.ingest.columnar import ColumnChunk
 from noc_assistant.ingest.door import Labels, SeriesDoor
 from noc_assistant.ingest.reorder import Released
+from noc_assistant.ingest.rings import kernel
 from noc_assistant.ingest.scrub import label_scrubber
 from noc_assistant.ingest.series import SeriesState
 from noc_assistant.stream.clock import ScrapeClock
@@ -211,22 +212,24 @@ def _columns(times: list[float], keys: list[int], values: list[float]) -> tuple[
 def _release_at(ts: F64, i: int, buffer: ReorderBuffer, tick: float) -> tuple[int, bool]:
     """Pushing ``ts[i:]`` one at a time, where the buffer would first be released: the end
     of what to push before (exclusive), and whether it is (the watermark at or past
-    ``tick`` with a point held at or before it), else ``len(ts)`` and False. Read in
-    windows that double, so a release near ``i`` costs little."""
-    top, low, lateness = buffer.max_ts, buffer.low, buffer.lateness_s
-    start, width, n = i, 512, len(ts)
-    while start < n:
-        part = ts[start : start + width]
-        timeless = np.isnan(part)
-        high = np.maximum.accumulate(np.where(timeless, -np.inf, part) if timeless.any() else part)
-        np.maximum(high, top, out=high)
-        least = np.minimum.accumulate(np.where(timeless, np.inf, part) if timeless.any() else part)
-        np.minimum(least, low, out=least)
-        mark = high - lateness
-        fires = (mark >= tick) & (least <= mark)
-        if fires.any():
-            return start + int(fires.argmax()) + 1, True
-        top, low = float(high[-1]), float(least[-1])
-        start += len(part)
-        width *= 2
-    return n, False
+    ``tick`` with a point held at or before it), else ``len(ts)`` and False."""
+    end = _fires_at(ts, i, buffer.max_ts, buffer.low, buffer.lateness_s, tick)
+    return (end, True) if end >= 0 else (len(ts), False)
+
+
+@kernel
+def _fires_at(ts: F64, i: int, top: float, low: float, lateness: float, tick: float) -> int:
+    """:func:`_release_at`'s scan: one past the point after which the watermark (the newest
+    time less ``lateness``) is at or past ``tick`` with a point held at or before it (``top``
+    and ``low``: the newest and earliest times held before ``i``), else -1. A point without
+    a time is quarantined as it is pushed: it moves neither."""
+    for p in range(i, len(ts)):
+        t = ts[p]
+        if t > top:
+            top = t
+        if t < low:
+            low = t
+        mark = top - lateness
+        if mark >= tick and low <= mark:
+            return p + 1
+    return -1

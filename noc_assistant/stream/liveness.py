@@ -13,6 +13,7 @@ what it judges (:class:`Silent`, :class:`Answered`) into findings and clears.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from detectors import MonitorEvent
 from detectors.params import liveness_grace_s
 from knowledge.kpis import KpiDef
 from noc_assistant.ingest import SeriesStore
+from noc_assistant.ingest.rings import kernel
 from noc_assistant.models import LIVENESS_DETECTOR
 from noc_assistant.stream.correlate import Correlator
 from noc_assistant.stream.topology_guess import TopologyGuess
@@ -64,6 +66,20 @@ class Answered:
     ts: float
 
 
+@kernel
+def _last_start(ts: F64, last: float, feed_gap: float) -> float:
+    """The last of ``ts`` (sorted) more than ``feed_gap`` after the newest time before it
+    (``last`` before the first; NaN: none, the feed starts), else NaN."""
+    found = math.nan
+    for p in range(len(ts)):
+        t = ts[p]
+        if last != last or t - last > feed_gap:
+            found = t
+        if last != last or t > last:
+            last = t
+    return found
+
+
 class LivenessWatch:
     """The liveness KPIs of ``kpis``, and the entities found down and not answering yet."""
 
@@ -85,14 +101,9 @@ class LivenessWatch:
     def heard_all(self, ts: F64, last_ts: float | None, feed_gap: float) -> None:
         """:meth:`heard` of each point released at ``ts`` (sorted), ``last_ts`` the newest
         time released before them."""
-        if not len(ts):
-            return
-        before = ts[:-1] if last_ts is None else np.maximum(ts[:-1], last_ts)
-        jumps = np.flatnonzero(ts[1:] - before > feed_gap)
-        if len(jumps):
-            self.alive_since = float(ts[jumps[-1] + 1])
-        elif last_ts is None or float(ts[0]) - last_ts > feed_gap:
-            self.alive_since = float(ts[0])
+        since = _last_start(ts, math.nan if last_ts is None else last_ts, feed_gap)
+        if since == since:
+            self.alive_since = since
 
     def judge(
         self, at: float, store: SeriesStore, correlator: Correlator, guess: TopologyGuess
