@@ -120,13 +120,17 @@ class KpiFile(BaseModel):
     kpis: list[KpiDef]
 
 
+#: libyaml's safe loader where PyYAML was built with it (the pack's, :mod:`knowledge.pack`)
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_kpis(directory: Path | None = None) -> dict[str, KpiDef]:
     """Load every ``*.yaml`` under ``directory`` (default: the pack's own ``kpis/``)."""
     root = directory if directory is not None else Path(str(resources.files("knowledge") / "kpis"))
     out: dict[str, KpiDef] = {}
     for path in sorted(root.glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
             parsed = KpiFile.model_validate(data)
         except yaml.YAMLError as exc:
             raise KpiLoadError(f"{path}: not valid YAML: {exc}") from None
