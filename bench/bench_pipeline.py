@@ -28,12 +28,15 @@ from typing import Any
 
 from _machine import cpu_name  # bench/ helper, found beside this script
 
-from noc_assistant.ingest import Point
+from noc_assistant.ingest import Point, read_replay
 from noc_assistant.ingest.quarantine import Quarantine
-from noc_assistant.ingest.reader import read_replay
 from noc_assistant.inventory import topology_from_dict
 from noc_assistant.simulate import Scenario, ScenarioConfig, build_scenario, write_scenario
-from noc_assistant.stream.pipeline import Pipeline
+
+try:
+    from noc_assistant.stream.pipeline import Pipeline
+except ImportError:  # a baseline from before the package was grouped by role
+    from noc_assistant.pipeline import Pipeline  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -171,8 +174,10 @@ def time_parse(telemetry: Path, samples: int) -> float:
 def time_parse_columns(telemetry: Path, samples: int) -> float:
     """The parser alone, to columns (what `noc eval run` reads a plain JSONL file with since
     the columnar ingest: no point made)."""
-    from noc_assistant.ingest.columnar import read_jsonl_columns
-
+    try:
+        from noc_assistant.ingest.columnar import read_jsonl_columns
+    except ImportError:  # a baseline from before the columnar reader
+        return math.nan
     t = time.perf_counter()
     parsed = sum(len(chunk) for chunk in read_jsonl_columns(telemetry, Quarantine()))
     parse_s = time.perf_counter() - t
@@ -287,7 +292,12 @@ def baseline_lines(args: argparse.Namespace, now: Timings, base: Timings) -> lis
         "",
         "| stage | baseline wall s | now wall s | speed-up |",
         "|---|---|---|---|",
-        *[f"| {name} | {b:.1f} | {n:.1f} | {b / n:.2f}× |" for name, b, n in rows],
+        *[
+            f"| {name} | {b:.1f} | {n:.1f} | {b / n:.2f}× |"
+            if math.isfinite(b)
+            else f"| {name} | n/a (not in that revision) | {n:.1f} | |"
+            for name, b, n in rows
+        ],
         "",
         "Scenario scores equal to the baseline's: "
         + (
