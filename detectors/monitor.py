@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from detectors.bank import EnsembleBank
+from detectors.count_bank import CountGates
 from detectors.counts import CountGate
 from detectors.ensemble import MEMBERS, Ensemble
 from detectors.robust_zscore import Direction
@@ -325,6 +326,10 @@ class Slots:
     index: npt.NDArray[np.int64]
 
 
+#: a count gate's transition code (:mod:`detectors.count_bank`) as the event kind
+_SHOWN: tuple[Literal["open", "update", "close"] | None, ...] = (None, "open", "update", "close")
+
+
 class MonitorBank:
     """Many :class:`SeriesMonitor` at once, on compiled :class:`~detectors.bank.EnsembleBank`
     steps: the same events as one monitor per key (tested), at bank speed.
@@ -358,13 +363,16 @@ class MonitorBank:
         self._used: dict[_BankKey, int] = {}
         self._keys: dict[_BankKey, list[Hashable]] = {}
         self._target_rate = float(self._params["target_rate"])
-        #: the count gate of each count series (``Observation.count_scale``)
-        self._gates: dict[Hashable, CountGate] = {}
+        #: the count gate of each count series (``Observation.count_scale``), as arrays
+        self._gates = CountGates(self._target_rate)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """A snapshot from before the count gates restores with none."""
-        state.setdefault("_gates", {})
+        """A snapshot from before the count gates restores with none, and one that kept a
+        :class:`CountGate` per key with them as arrays (:meth:`CountGates.of`)."""
         state.setdefault("_target_rate", float(state["_params"]["target_rate"]))
+        gates = state.get("_gates", {})
+        if not isinstance(gates, CountGates):
+            state["_gates"] = CountGates.of(gates, state["_target_rate"])
         self.__dict__.update(state)
 
     def __len__(self) -> int:
@@ -376,8 +384,7 @@ class MonitorBank:
     def firing(self, key: Hashable) -> bool:
         """Whether ``key``'s alarm is open."""
         which, i = self._slots[key]
-        gate = self._gates.get(key)
-        return bool(self._banks[which].firing_[i]) and not (gate is not None and gate.gated_)
+        return bool(self._banks[which].firing_[i]) and not self._gates.gated(key)
 
     def firing_keys(self) -> list[Hashable]:
         """The keys whose alarm is open (and shown: not withheld by a count gate)."""
@@ -385,8 +392,8 @@ class MonitorBank:
         for which, keys in self._keys.items():
             firing = self._banks[which].firing_
             out.extend(keys[i] for i in np.flatnonzero(firing[: len(keys)]).tolist())
-        gates = self._gates
-        return [k for k in out if k not in gates or not gates[k].gated_]
+        gated = self._gates.gated
+        return [k for k in out if not gated(k)]
 
     def _bank(self, which: _BankKey, room: int) -> EnsembleBank:
         """Bank ``which`` (made if new), with room for ``room`` more series: grown at once
@@ -550,38 +557,33 @@ class MonitorBank:
         grew = seen & bank.firing_ & ~opened & (score >= self._update_factor * reported)
         reported[grew] = score[grew]
         scale = cols.count_scale[sel]
-        hit = (opened | closed | grew)[idx] | (scale > 0.0)
+        counted = scale > 0.0
+        shown: dict[int, int] = {}
+        if counted.any():  # each count series' gate judges its transition, then learns
+            g_rows, g_idx = sel[counted], idx[counted]
+            gated = self._gates.judge(
+                [cols.keys[r] for r in g_rows.tolist()],
+                cols.ts[g_rows],
+                cols.value[g_rows] * cols.count_scale[g_rows],
+                cols.window_s[g_rows],
+                (opened[g_idx], closed[g_idx], grew[g_idx]),
+                bank.firing_[g_idx],
+            )
+            shown = dict(zip(g_rows.tolist(), gated.tolist(), strict=True))
+        hit = (opened | closed | grew)[idx] | counted
         events: list[tuple[int, MonitorEvent]] = []
         for r, i in zip(sel[hit].tolist(), idx[hit].tolist(), strict=True):
             kind: Literal["open", "update", "close"] | None = (
                 "open" if opened[i] else "close" if closed[i] else "update" if grew[i] else None
             )
-            v, at = float(cols.value[r]), float(cols.ts[r])
-            if cols.count_scale[r] > 0.0:
-                kind = self._gate(cols, r, at, v, kind, bool(bank.firing_[i]))
+            if r in shown:
+                kind = _SHOWN[shown[r]]
                 if kind == "open":
                     reported[i] = score[i]
             if kind is not None:
+                v, at = float(cols.value[r]), float(cols.ts[r])
                 events.append((r, self._event(which, i, kind, at, v, score)))
         return events
-
-    def _gate(
-        self,
-        cols: Columns,
-        row: int,
-        at: float,
-        value: float,
-        kind: Literal["open", "update", "close"] | None,
-        firing: bool,
-    ) -> Literal["open", "update", "close"] | None:
-        """The transition a count series shows: its :class:`~detectors.counts.CountGate`
-        judges the bank's, then learns the count."""
-        key = cols.keys[row]
-        gate = self._gates.get(key)
-        if gate is None:
-            gate = self._gates[key] = CountGate(self._target_rate)
-        count = value * float(cols.count_scale[row])
-        return gate.step(at, count, float(cols.window_s[row]), kind, firing)
 
     def _event(
         self,

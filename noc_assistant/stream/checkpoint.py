@@ -158,6 +158,7 @@ _ALLOWED: frozenset[tuple[str, str]] = frozenset(
         ("detectors.clock", "LocalClock"),
         ("detectors.monitor", "MonitorBank"),
         ("detectors.counts", "CountGate"),
+        ("detectors.count_bank", "CountGates"),
         ("detectors.monitor", "SeriesMonitor"),
         ("detectors.monitor", "Observation"),
         ("detectors.monitor", "MonitorEvent"),
