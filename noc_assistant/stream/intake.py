@@ -60,8 +60,16 @@ class Intake:
     def feed(self, point: Point) -> None:
         """Push one point; evaluation happens as the data's clock advances. Subscriber
         identifiers in its label values are masked here, before anything keeps them
-        (:mod:`noc_assistant.ingest.scrub`)."""
-        self.feed_all((point,))
+        (:mod:`noc_assistant.ingest.scrub`). One point goes straight to the buffer
+        (:meth:`_push_one`): what :meth:`feed_columns` of it would do, without the arrays."""
+        found = self.door.seen.get((point.metric, point.labels))
+        if found is None:
+            found = self.door.admit(
+                point.metric, point.labels, label_scrubber(self.pack), point.type
+            )
+        self.samples += 1
+        value = point.value
+        self._push_one(point.ts, found[1], math.nan if value is None else value)
 
     def feed_all(self, points: Iterable[Point]) -> None:
         """:meth:`feed` each of ``points``: each point's series is looked up once, at the

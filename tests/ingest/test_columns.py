@@ -241,11 +241,18 @@ def test_the_pipeline_on_columns_finds_what_it_finds_a_point_at_a_time(
 ) -> None:
     """The columnar path (the store, liveness and ticks a tick's points at a time) gives the
     findings, incidents, KPI histories, quarantine and counts of the same pipeline taking
-    one point at a time (the path it takes until its clock has settled), fed in chunks or
-    whole."""
+    one point at a time (the path it takes until its clock has settled), fed in chunks,
+    whole, or a point at a time with ``feed``."""
     inventory, points = _messy_day(4)
     columns = _outcome(_fed(inventory, points, 0))
     assert _outcome(_fed(inventory, points, 25)) == columns
+    fed_singly = Pipeline(
+        topology=topology_from_dict(inventory), lateness_intervals=REPLAY_LATENESS_INTERVALS
+    )
+    for p in points:  # Pipeline.feed: one point straight to the buffer
+        fed_singly.feed(p)
+    fed_singly.finish()
+    assert _outcome(fed_singly) == columns
     monkeypatch.setattr(ScrapeClock, "settled", property(lambda self: False))
     one_at_a_time = _outcome(_fed(inventory, points, 0))
     assert columns == one_at_a_time
