@@ -423,6 +423,29 @@ def test_a_snapshot_taken_before_the_package_regroup_restores(
     assert pipe.findings
 
 
+def test_a_snapshot_taken_before_the_buffer_held_arrays_carries_on_unchanged(
+    quarter_hourly: list[Point],
+) -> None:
+    """``data/snapshot_pre_arrays.bin`` was written at 099eca4, when the reorder buffer held a
+    heap and a queue of points, each with the number the door gave its series, and the door
+    kept each series' store state in a list: the first ``cut`` points of the same day, without
+    an inventory. Restored (the held points as arrays, numbered by the pipeline's door) and
+    fed the rest, it finds and groups what an uninterrupted replay does."""
+    blob = read_file(DATA / "snapshot_pre_arrays.bin")
+    payload = zlib.decompress(checkpoint._split(blob, "test")[3])
+    assert b"_heap" in payload and b"_last_val" not in payload
+    pipe, meta = restore(blob, KEY, pack=load_pack())
+    assert pipe.buffer.door is pipe.door
+    assert pipe.buffer.held() == meta["held"] > 0 and len(pipe.findings) == meta["findings"]
+    pipe.replay(quarter_hourly[meta["cut"] :])
+    whole = Pipeline(lateness_intervals=REPLAY_LATENESS_INTERVALS).replay(quarter_hourly)
+    assert [f.model_dump() for f in pipe.findings] == [f.model_dump() for f in whole.findings]
+    assert [i.model_dump() for i in pipe.correlator.incidents.values()] == [
+        i.model_dump() for i in whole.correlator.incidents.values()
+    ]
+    assert pipe.samples == whole.samples and pipe.buffer.duplicates == whole.buffer.duplicates
+
+
 def test_a_snapshot_taken_before_the_pipeline_split_carries_on_unchanged(
     quarter_hourly: list[Point],
 ) -> None:
