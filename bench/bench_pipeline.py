@@ -112,7 +112,7 @@ def _series_keys(scenario: Scenario, pipe: Pipeline) -> Any:
     import numpy as np
 
     return np.array(
-        [pipe.number(s.metric, tuple(sorted(s.labels.items())), s.type) for s in scenario.series],
+        [pipe.number(s.metric, s.point_labels, s.type) for s in scenario.series],
         np.int64,
     )
 

@@ -87,15 +87,15 @@ def _site(
 
     def points() -> Iterator[Point]:
         for s in scenario.iter_samples():
-            labels = dict(s.labels)
-            labels["instance"] += suffix
-            yield Point(s.ts, s.metric, tuple(sorted(labels.items())), s.value, s.type)
+            metric, labels, type_ = _renamed(s, suffix)
+            yield Point(s.ts, metric, labels, s.value, type_)
 
     return entities, scenario, points()
 
 
 def _renamed(series: Any, suffix: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
-    """A site's simulated series as a point carries it: metric, labels renamed, type."""
+    """A site's simulated series (or sample) as a point carries it: metric, labels renamed,
+    type."""
     labels = dict(series.labels)
     labels["instance"] += suffix
     return series.metric, tuple(sorted(labels.items())), series.type

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.settings import Settings
     from noc_assistant.simulate import Scenario
-    from noc_assistant.simulate.series import SeriesDef
     from noc_assistant.store import Store
     from noc_assistant.stream.pipeline import Pipeline
 
@@ -236,7 +235,9 @@ def _stream_scenario(pipe: Pipeline, scenario: Scenario, days: float) -> float:
     ) as progress:
         task = progress.add_task("simulated day", total=span)
 
-        keys = np.array([pipe.number(*_series_of(s)) for s in scenario.series], np.int64)
+        keys = np.array(
+            [pipe.number(s.metric, s.point_labels, s.type) for s in scenario.series], np.int64
+        )
         last = 0.0
         for cols in scenario.iter_columns():
             pipe.feed_columns(cols.ts, keys[cols.series], cols.value)
@@ -251,11 +252,6 @@ def _stream_scenario(pipe: Pipeline, scenario: Scenario, days: float) -> float:
         pipe.finish()
         progress.update(task, completed=span)
     return time.perf_counter() - started
-
-
-def _series_of(series: SeriesDef) -> tuple[str, tuple[tuple[str, str], ...], str]:
-    """A simulated series' metric, labels (as a point carries them) and type."""
-    return series.metric, tuple(sorted(dict(series.labels).items())), series.type
 
 
 def _print_summary(pipe: Pipeline, scenario: Scenario, elapsed: float) -> None:

@@ -88,6 +88,12 @@ class SeriesDef:
     decimals: int = 0
     """Rounding of the written value (gauges and histogram sums)."""
 
+    @property
+    def point_labels(self) -> tuple[tuple[str, str], ...]:
+        """The labels as a :class:`~noc_assistant.ingest.point.Point` carries them (sorted
+        pairs): what a pipeline numbers the series by at its door."""
+        return tuple(sorted(self.labels.items()))
+
 
 class _Builder:
     def __init__(self) -> None:

@@ -62,14 +62,10 @@ class Intake:
         identifiers in its label values are masked here, before anything keeps them
         (:mod:`noc_assistant.ingest.scrub`). One point goes straight to the buffer
         (:meth:`_push_one`): what :meth:`feed_columns` of it would do, without the arrays."""
-        found = self.door.seen.get((point.metric, point.labels))
-        if found is None:
-            found = self.door.admit(
-                point.metric, point.labels, label_scrubber(self.pack), point.type
-            )
+        key = self.number(point.metric, point.labels, point.type)
         self.samples += 1
         value = point.value
-        self._push_one(point.ts, found[1], math.nan if value is None else value)
+        self._push_one(point.ts, key, math.nan if value is None else value)
 
     def feed_all(self, points: Iterable[Point]) -> None:
         """:meth:`feed` each of ``points``: each point's series is looked up once, at the
@@ -122,7 +118,7 @@ class Intake:
         """Push points as columns: their times, their series' numbers at the door
         (:meth:`SeriesDoor.admit`) and their values (NaN: a gap), in arrival order. What
         follows is what pushing each in turn does: the buffer released before the point
-        with which the watermark passes the next tick (:meth:`_released`). Until the clock
+        with which the watermark passes the next tick (:func:`_release_at`). Until the clock
         has :attr:`ScrapeClock.settled`, one point at a time."""
         self.samples += len(ts)
         clock, buffer = self.clock, self.buffer
