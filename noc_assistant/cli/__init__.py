@@ -13,61 +13,66 @@ Each command group lives in its own module (``simulate``, ``demo``, ``eval``, ``
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 
 import typer
 
-from noc_assistant.cli import bus as bus_cmd
-from noc_assistant.cli import email as email_cmd
-from noc_assistant.cli import eval as eval_cmd
-from noc_assistant.cli import incident as incident_cmd
-from noc_assistant.cli import llm as llm_cmd
-from noc_assistant.cli import maintenance as maintenance_cmd
-from noc_assistant.cli import pack as pack_cmd
-from noc_assistant.cli import pm as pm_cmd
-from noc_assistant.cli import prom as prom_cmd
-from noc_assistant.cli import run as run_cmd
-from noc_assistant.cli import serve as serve_cmd
-from noc_assistant.cli import simulate as simulate_cmd
-from noc_assistant.cli import tune as tune_cmd
-from noc_assistant.cli import user as user_cmd
-from noc_assistant.cli import watch as watch_cmd
 from noc_assistant.cli._console import err_console
 from noc_assistant.errors import NocError, UnreachableError
 from noc_assistant.stream.collector import tune_collector
 
-__all__ = ["app", "main", "run"]
+__all__ = ["build_app", "main", "run"]
 
-app = typer.Typer(
-    name="noc",
-    help="noc-assistant: streaming anomaly detection and root-cause triage for a NOC.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-run_cmd.register(app)
-serve_cmd.register(app)
-simulate_cmd.register(app)
-watch_cmd.register(app)
-app.add_typer(eval_cmd.app, name="eval")
-app.add_typer(incident_cmd.app, name="incident")
-app.add_typer(email_cmd.app, name="email")
-app.add_typer(maintenance_cmd.app, name="maintenance")
-app.add_typer(tune_cmd.app, name="tune")
-app.add_typer(pack_cmd.app, name="pack")
-app.add_typer(llm_cmd.app, name="llm")
-app.add_typer(bus_cmd.app, name="bus")
-app.add_typer(prom_cmd.app, name="prom")
-app.add_typer(pm_cmd.app, name="pm")
-app.add_typer(user_cmd.app, name="user")
+#: command groups (``noc NAME ...``): the module of each, whose ``app`` is the group
+GROUPS = (
+    "eval", "incident", "email", "maintenance", "tune", "pack", "llm", "bus", "prom", "pm", "user",
+)  # fmt: skip
+#: top-level commands: the module whose ``register`` adds each
+COMMANDS = {
+    "demo": "run",
+    "check": "run",
+    "serve": "serve",
+    "replay": "serve",
+    "simulate": "simulate",
+    "watch": "watch",
+}
+
+
+def build_app(argv: Sequence[str] = ()) -> typer.Typer:
+    """The ``noc`` application. Where ``argv`` starts with a command or group, only its
+    module is imported and added: a command pays for its own imports (numba, polars, the
+    web stack...), not every command's (``noc eval run`` starts about a third of a second
+    sooner). Help with no command, or an unknown name, assembles them all."""
+    app = typer.Typer(
+        name="noc",
+        help="noc-assistant: streaming anomaly detection and root-cause triage for a NOC.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    first = argv[0] if argv else ""
+    if first in GROUPS:
+        groups: Sequence[str] = (first,)
+        commands: Sequence[str] = ()
+    elif first in COMMANDS:
+        groups, commands = (), (COMMANDS[first],)
+    else:
+        groups, commands = GROUPS, tuple(dict.fromkeys(COMMANDS.values()))
+    for name in commands:
+        importlib.import_module(f"noc_assistant.cli.{name}").register(app)
+    for name in groups:
+        app.add_typer(importlib.import_module(f"noc_assistant.cli.{name}").app, name=name)
+    return app
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` and return the exit status instead of exiting."""
     try:
         # standalone mode: usage errors print their message and exit 2, --help exits 0
-        app(args=list(argv) if argv is not None else None, prog_name="noc")
+        args = list(sys.argv[1:] if argv is None else argv)
+        build_app(args)(args=args, prog_name="noc")
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)

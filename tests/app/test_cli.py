@@ -178,3 +178,24 @@ def test_llm_train_drafter_rejects_a_negative_alignment_weight(tmp_path: Path) -
     args = ["llm", "train-drafter", "--tiny", "--out", str(tmp_path / "d")]
     assert run([*args, "--alignment-weight", "-1"]) == 2
     assert not (tmp_path / "d").exists()
+
+
+def test_a_command_assembles_only_its_own_module() -> None:
+    """`noc eval ...` imports the eval group alone; `noc` with no command lists them all."""
+    from noc_assistant.cli import COMMANDS, GROUPS, build_app
+
+    def names(app: object) -> set[str]:
+        groups = {g.name for g in getattr(app, "registered_groups", [])}
+        return groups | {c.name for c in getattr(app, "registered_commands", [])}
+
+    assert names(build_app(["eval", "run", "--help"])) == {"eval"}
+    assert names(build_app(["replay", "--help"])) == {"serve", "replay"}
+    assert names(build_app([])) == set(GROUPS) | set(COMMANDS)
+    assert names(build_app(["no-such-command"])) == set(GROUPS) | set(COMMANDS)
+
+
+def test_help_for_a_group_and_an_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["eval", "--help"]) == 0
+    assert "nab" in capsys.readouterr().out
+    assert run(["no-such-command"]) == 2
+    assert "no-such-command" in capsys.readouterr().err
