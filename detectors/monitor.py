@@ -20,8 +20,9 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from detectors import _monitor_kernel as _kernel
 from detectors.bank import EnsembleBank
-from detectors.count_bank import CountGates
+from detectors.count_bank import OPEN, CountGates
 from detectors.counts import CountGate
 from detectors.ensemble import MEMBERS, Ensemble
 from detectors.robust_zscore import Direction
@@ -304,26 +305,16 @@ class Columns(NamedTuple):
     window_s: npt.NDArray[np.float64]
 
 
-class _TickColumns(NamedTuple):
-    """A tick's :class:`Columns` with what every bank's step reads of all its rows, found
-    once: each support (NaN where none), and whether any value is held, a declared share, or
-    off the tick's time."""
-
-    cols: Columns
-    support: npt.NDArray[np.float64]
-    any_hold: bool
-    any_proportion: bool
-    off_tick: bool
-
-
 @dataclass(eq=False)
 class Slots:
     """Where each row of :class:`Columns` sits in ``owner``'s banks (which bank, in their
-    order of creation, and which series of it; bank -1: not yet seen with a value)."""
+    order of creation, and which series of it; bank -1: not yet seen with a value), and
+    the row of its count gate (-1: none yet)."""
 
     owner: MonitorBank
     bank: npt.NDArray[np.int64]
     index: npt.NDArray[np.int64]
+    gate: npt.NDArray[np.int64]
 
 
 #: a count gate's transition code (:mod:`detectors.count_bank`) as the event kind
@@ -458,7 +449,9 @@ class MonitorBank:
 
     def slots(self, rows: int) -> Slots:
         """Room for where ``rows`` rows of :class:`Columns` sit in this monitor's banks."""
-        return Slots(self, np.full(rows, -1, np.int64), np.zeros(rows, np.int64))
+        return Slots(
+            self, np.full(rows, -1, np.int64), np.zeros(rows, np.int64), np.full(rows, -1, np.int64)
+        )
 
     def observe(
         self, ts: float, observations: Sequence[Observation]
@@ -507,83 +500,72 @@ class MonitorBank:
             self._new_slots(cols, fresh, slots)
         names = list(self._banks)
         in_bank = slots.bank[rows]
-        tick = _TickColumns(
-            cols,
-            np.where(cols.has_support, cols.support, np.nan),
-            bool(cols.hold.any()),
-            bool(cols.proportion.any()),
-            bool((cols.ts != ts).any()),
-        )
         events: list[tuple[int, MonitorEvent]] = []
         for b in range(len(names)):
-            sel = rows[in_bank == b]
+            sel = rows[in_bank == b] if len(names) > 1 else rows
             if len(sel):
-                events += self._step_bank(names[b], ts, tick, sel, slots.index[sel])
+                events += self._step_bank(names[b], ts, cols, sel, slots)
         events.sort(key=lambda e: e[0])
         return events
 
     def _step_bank(
-        self,
-        which: _BankKey,
-        ts: float,
-        tick: _TickColumns,
-        sel: npt.NDArray[np.int64],
-        idx: npt.NDArray[np.int64],
+        self, which: _BankKey, ts: float, cols: Columns, sel: npt.NDArray[np.int64], slots: Slots
     ) -> list[tuple[int, MonitorEvent]]:
-        """One step of bank ``which`` on rows ``sel`` of a tick (at its series ``idx``)."""
-        cols = tick.cols
+        """One step of bank ``which`` on rows ``sel`` of a tick (compiled passes around the
+        step, :mod:`detectors._monitor_kernel`): its alarm transitions, each count series'
+        judged by its gate."""
         bank = self._banks[which]
         n = bank.n_series
-        x = np.full(n, np.nan)
-        x[idx] = cols.value[sel]
-        sup_arr = np.full(n, np.nan)
-        sup_arr[idx] = tick.support[sel]
-        hold = prop = t_arr = None
-        if tick.any_hold and cols.hold[sel].any():
-            hold = np.zeros(n, np.bool_)
-            hold[idx] = cols.hold[sel]
-        if tick.any_proportion and cols.proportion[sel].any():
-            prop = np.zeros(n, np.bool_)
-            prop[idx] = cols.proportion[sel]
-        if tick.off_tick and (cols.ts[sel] != ts).any():
-            t_arr = np.full(n, ts)
-            t_arr[idx] = cols.ts[sel]
-        score, opened, closed = bank.step(x, ts if t_arr is None else t_arr, sup_arr, hold, prop)
+        idx = slots.index[sel]
+        x, sup, t = np.empty(n), np.empty(n), np.empty(n)
+        hold, prop = np.empty(n, np.bool_), np.empty(n, np.bool_)
+        any_hold, any_prop, off = _kernel.scatter(
+            sel, idx, cols.value, cols.support, cols.has_support, cols.hold, cols.proportion,
+            cols.ts, ts, x, sup, hold, prop, t,
+        )  # fmt: skip
+        score, opened, closed = bank.step(
+            x, t if off else ts, sup, hold if any_hold else None, prop if any_prop else None
+        )
         reported = self._reported[which]
-        reported[opened] = score[opened]
-        reported[closed] = np.nan
-        seen = np.zeros(n, np.bool_)
-        seen[idx] = True
-        grew = seen & bank.firing_ & ~opened & (score >= self._update_factor * reported)
-        reported[grew] = score[grew]
-        scale = cols.count_scale[sel]
-        counted = scale > 0.0
-        shown: dict[int, int] = {}
-        if counted.any():  # each count series' gate judges its transition, then learns
-            g_rows, g_idx = sel[counted], idx[counted]
-            gated = self._gates.judge(
-                [cols.keys[r] for r in g_rows.tolist()],
+        code = np.empty(len(sel), np.int8)
+        counted = np.empty(len(sel), np.bool_)
+        if _kernel.after_step(
+            score, opened, closed, bank.firing_, reported, self._update_factor, sel, idx,
+            cols.count_scale, code, counted,
+        ):  # fmt: skip  # each count series' gate judges its transition, then learns
+            g = np.flatnonzero(counted)
+            g_rows, g_idx = sel[g], idx[g]
+            gated = self._gates.step(
+                self._gate_rows(cols, g_rows, slots),
                 cols.ts[g_rows],
                 cols.value[g_rows] * cols.count_scale[g_rows],
                 cols.window_s[g_rows],
-                (opened[g_idx], closed[g_idx], grew[g_idx]),
+                code[g],
                 bank.firing_[g_idx],
             )
-            shown = dict(zip(g_rows.tolist(), gated.tolist(), strict=True))
-        hit = (opened | closed | grew)[idx] | counted
+            code[g] = gated
+            opening = g_idx[gated == OPEN]
+            reported[opening] = score[opening]
         events: list[tuple[int, MonitorEvent]] = []
-        for r, i in zip(sel[hit].tolist(), idx[hit].tolist(), strict=True):
-            kind: Literal["open", "update", "close"] | None = (
-                "open" if opened[i] else "close" if closed[i] else "update" if grew[i] else None
-            )
-            if r in shown:
-                kind = _SHOWN[shown[r]]
-                if kind == "open":
-                    reported[i] = score[i]
-            if kind is not None:
-                v, at = float(cols.value[r]), float(cols.ts[r])
-                events.append((r, self._event(which, i, kind, at, v, score)))
+        for j in np.flatnonzero(code).tolist():
+            r, i = int(sel[j]), int(idx[j])
+            kind = _SHOWN[code[j]]
+            assert kind is not None
+            v, at = float(cols.value[r]), float(cols.ts[r])
+            events.append((r, self._event(which, i, kind, at, v, score)))
         return events
+
+    def _gate_rows(
+        self, cols: Columns, rows: npt.NDArray[np.int64], slots: Slots
+    ) -> npt.NDArray[np.int64]:
+        """The count gate of each of ``rows`` (made for a key met the first time), kept in
+        ``slots`` from one tick to the next."""
+        found = slots.gate[rows]
+        missing = found < 0
+        if missing.any():
+            new = rows[missing]
+            found[missing] = slots.gate[new] = self._gates.rows([cols.keys[r] for r in new])
+        return found
 
     def _event(
         self,
