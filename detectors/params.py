@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from detectors import _bank_kernel_state as layout
 from detectors.robust_zscore import Direction
 
@@ -117,6 +120,20 @@ def liveness_grace_s(step: float, *, on_clock: bool = False) -> float:
     """
     missed = LIVENESS_MISSED + (0.5 if on_clock else -0.5)
     return max(missed * step, LIVENESS_MIN_S)
+
+
+def liveness_graces_s(
+    steps: npt.NDArray[np.float64], *, on_clock: bool = False
+) -> npt.NDArray[np.float64]:
+    """:func:`liveness_grace_s` of each of ``steps`` (NaN stays NaN), the same numbers.
+
+    >>> steps = [5.0, 15.0, 300.0, 900.0]
+    >>> liveness_graces_s(np.array(steps + [np.nan]), on_clock=True).tolist()[:4] == [
+    ...     liveness_grace_s(s, on_clock=True) for s in steps]
+    True
+    """
+    missed = LIVENESS_MISSED + (0.5 if on_clock else -0.5)
+    return np.maximum(missed * steps, LIVENESS_MIN_S)
 
 
 def monitor_min_duration(step: float, default: int = 2) -> int:

@@ -120,6 +120,8 @@ class SeriesStore:
         #: entity → the first steps between samples of its series (its scrape interval)
         self._steps: dict[str, list[float]] = {}
         self._interval: dict[str, float] = {}
+        #: :attr:`_interval` by entity number (NaN: not known yet)
+        self._entity_step = np.full(0, np.nan)
 
     @property
     def entities(self) -> list[str]:
@@ -153,6 +155,11 @@ class SeriesStore:
             for name, t in self.last_seen.items():
                 if name in self._entity_number:
                     self._entity_seen[self._entity_number[name]] = t
+        if "_entity_step" not in state:
+            self._entity_step = np.full(len(self._entity_names), np.nan)
+            for name, step in self._interval.items():
+                if name in self._entity_number:
+                    self._entity_step[self._entity_number[name]] = step
         if "_metrics" not in state:
             self._metrics = {e: {n for n, _ in by} for e, by in self._by_entity.items()}
         if "_counts" not in state:
@@ -219,7 +226,11 @@ class SeriesStore:
         """One more step between samples of a series of ``entity`` (its interval)."""
         steps.append(delta)
         if len(steps) >= _INTERVAL_MIN_STEPS:
-            self._interval[entity] = statistics.median(steps)
+            interval = self._interval[entity] = statistics.median(steps)
+            number = self._entity_number[entity]
+            if number >= len(self._entity_step):
+                self._entity_step = _grown(self._entity_step, number, math.nan)
+            self._entity_step[number] = interval
         if len(steps) == _INTERVAL_STEPS:
             self._learning.discard(self._entity_number[entity])
 
@@ -325,6 +336,25 @@ class SeriesStore:
         elif named.get("job"):
             self._entity_nf.setdefault(entity, named["job"].lower())
         return state
+
+    def entity_clock(self) -> tuple[list[str], NDArray[np.float64], NDArray[np.float64]]:
+        """Each entity's name, latest scrape (-inf: none yet) and scrape interval (NaN: not
+        known yet), by its number: what the liveness watch looks over every tick."""
+        n = len(self._entity_names)
+        if len(self._entity_seen) < n:
+            self._entity_seen = _grown(self._entity_seen, n - 1, -math.inf)
+        if len(self._entity_step) < n:
+            self._entity_step = _grown(self._entity_step, n - 1, math.nan)
+        return self._entity_names, self._entity_seen[:n], self._entity_step[:n]
+
+    def entity_number(self, entity: str) -> int | None:
+        """``entity``'s number (:meth:`entity_clock`); None: no series of it yet."""
+        return self._entity_number.get(entity)
+
+    @property
+    def series_total(self) -> int:
+        """How many series are stored (it only grows)."""
+        return len(self._rows)
 
     def entity_interval(self, entity: str) -> float | None:
         """The entity's scrape interval: the median step between samples of its series (each

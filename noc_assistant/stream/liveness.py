@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from detectors import MonitorEvent
-from detectors.params import liveness_grace_s
+from detectors.params import liveness_grace_s, liveness_graces_s
 from knowledge.kpis import KpiDef
 from noc_assistant.ingest import SeriesStore
 from noc_assistant.ingest.rings import kernel
@@ -112,7 +112,8 @@ class LivenessWatch:
         it is judged (the caller acts on it before the next is judged)."""
         if not self.kpis or self.alive_since is None:
             return
-        for entity, seen in sorted(store.last_seen.items()):
+        for entity in self._to_judge(at, store):
+            seen = store.last_seen[entity]
             interval = store.entity_interval(entity)
             if not entity or interval is None:  # too few scrapes to know when one is missed
                 continue
@@ -139,3 +140,14 @@ class LivenessWatch:
                     continue
                 self.down[key] = correlator.in_maintenance(entity, at)
                 yield Silent(kpi, entity, silence(at, 0.0, 1.0, silent_for / grace))
+
+    def _to_judge(self, at: float, store: SeriesStore) -> list[str]:
+        """The entities :meth:`judge` has something to judge on at ``at``, sorted: those found
+        down, and those silent for their grace (worked out for all entities at once)."""
+        assert self.alive_since is not None
+        names, seen, interval = store.entity_clock()
+        silent_for = at - np.maximum(seen, self.alive_since)
+        late = (seen > -math.inf) & (silent_for >= liveness_graces_s(interval, on_clock=True))
+        found = {names[e] for e in np.flatnonzero(late).tolist()}
+        found.update(entity for _, entity in self.down if entity in store.last_seen)
+        return sorted(found)
