@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from detectors import MonitorEvent
 from detectors.monitor import Columns
-from detectors.params import liveness_grace_s
+from detectors.params import liveness_graces_s
 from knowledge.formula import Formula
 from knowledge.kpis import KpiDef
 from noc_assistant.ingest import SeriesStore
@@ -68,6 +69,10 @@ def count_unit(formula: str) -> str | None:
     return fns.pop()
 
 
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+
 class Missed(NamedTuple):
     """At PM periods, a series of ``kpi`` on ``entity`` that missed one scrape: evidence
     (``event``)."""
@@ -87,6 +92,10 @@ class Tick(NamedTuple):
     columns: Columns
     now: list[float]
     grace: list[float]
+
+
+#: what :class:`KpiEvaluator` works out again after a restore
+_CACHES = ("_plans", "_ticks", "_due", "_sorted", "_last_at")
 
 
 class KpiEvaluator:
@@ -112,10 +121,20 @@ class KpiEvaluator:
         self._groups: dict[tuple[str, str], tuple[int, list[Group]]] = {}
         self._plans: dict[str, tuple[int, EntityPlan]] = {}
         self._ticks: dict[tuple[float, ...], TickPlan] = {}
+        self._due: dict[tuple[float, int, bytes], TickPlan] = {}
+        self._sorted: tuple[int, I64] | None = None
+        #: :attr:`_evaluated` by the store's entity numbers, while running
+        self._last_at: F64 | None = None
 
     def __getstate__(self) -> dict[str, object]:
-        """The state without the plans (caches, made again on use)."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_plans", "_ticks")}
+        """The state without the plans (caches, made again on use), the evaluation times
+        by entity name."""
+        state = {k: v for k, v in self.__dict__.items() if k not in _CACHES}
+        if self._last_at is not None:
+            names = self.store.entity_clock()[0]
+            at = self._last_at.tolist()
+            state["_evaluated"] = {n: at[e] for e, n in enumerate(names) if at[e] > -math.inf}
+        return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         """Restored with no plan made yet; a snapshot's history from before
@@ -128,6 +147,9 @@ class KpiEvaluator:
         """No plan made yet (after a restore: they are caches, not state)."""
         self._plans = {}
         self._ticks = {}
+        self._due = {}
+        self._sorted = None
+        self._last_at = None
 
     def adopt_history(self) -> None:
         """The history in a :class:`KpiHistory` if a snapshot held it as a dict of deques."""
@@ -163,46 +185,38 @@ class KpiEvaluator:
         self._groups[(entity, kpi.id)] = (size, groups)
         return groups
 
-    def evaluate(self, at: float, step: float, busy: Container[str]) -> Tick | None:
+    def evaluate(self, at: float, step: float, busy: Iterable[str]) -> Tick | None:
         """The KPIs of every entity with a scrape since its last evaluation, each at its
         latest scrape up to ``at`` (None: no entity due), each value kept in
         :attr:`kpi_history`; ``busy``: entities with a series alarming (their values are
         held out of the tails). Missed scrapes are found after, by :meth:`missed`."""
         store = self.store
-        plans: list[EntityPlan] = []
-        now: list[float] = []
-        since: list[float] = []
-        grace: list[float] = []
-        hold: list[bool] = []
-        for entity in store.entities:  # sorted
-            seen = store.last_seen.get(entity)
-            if not entity or seen is None:
-                continue
-            # the entity's own time: its latest scrape (targets are scraped at their own
-            # phases; a window ending on the tick would cut its last interval, and its newest
-            # sample would wait a tick); nothing new since the last evaluation, nothing to learn
-            t = min(at, seen)
-            last = self._evaluated.get(entity, -math.inf)
-            if t <= last:
-                continue
-            self._evaluated[entity] = t
-            plans.append(self._plan(entity))
-            now.append(t)
-            since.append(last)
-            grace.append(liveness_grace_s(store.entity_interval(entity) or step))
-            hold.append(entity in busy)
-        if not plans:
+        names, seen, interval = store.entity_clock()
+        order = self._order(names)
+        last = self._evaluated_at(names)
+        # the entity's own time: its latest scrape (targets are scraped at their own phases;
+        # a window ending on the tick would cut its last interval, and its newest sample
+        # would wait a tick); nothing new since the last evaluation, nothing to learn
+        t = np.minimum(at, seen[order])
+        due_mask = t > last[order]  # never seen: -inf
+        due = order[due_mask]
+        if not len(due):
             return None
-        tick = self._tick_plan(plans, step)
-        now_e = np.array(now)
+        now_e = t[due_mask]
+        since_e = last[due]
+        last[due] = now_e
+        step_e = interval[due]
+        grace_e = liveness_graces_s(np.where(np.isnan(step_e), step, step_e))
+        held = np.zeros(len(names), np.bool_)
+        for e in busy:
+            number = store.entity_number(e)
+            if number is not None:
+                held[number] = True
+        tick = self._due_plan(names, due, step)
         at_row = now_e[tick.series_entity]
         rows = tick.row_entity  # two program rows a series
         out, ok = tick.program.run(
-            store.rings,
-            tick.windows,
-            now_e[rows],
-            np.array(since)[rows],
-            np.array(grace)[rows],
+            store.rings, tick.windows, now_e[rows], since_e[rows], grace_e[rows]
         )
         valued = ok[::2]
         value = np.where(valued, out[::2], np.nan)
@@ -216,7 +230,7 @@ class KpiEvaluator:
             direction=tick.direction,
             min_support=tick.min_support,
             counts=tick.counts,
-            hold=np.array(hold)[tick.series_entity],
+            hold=held[due][tick.series_entity],
             proportion=tick.proportion,
             ts=at_row,
             tz=tick.tz,
@@ -224,7 +238,7 @@ class KpiEvaluator:
             count_scale=np.where(has_support, 0.0, tick.scale),
             window_s=tick.window,
         )
-        return Tick(tick, columns, now, grace)
+        return Tick(tick, columns, now_e.tolist(), grace_e.tolist())
 
     def missed(self, tick: Tick) -> Iterator[Missed]:
         """The series of ``tick`` that missed one scrape at PM periods, each yielded as it is
@@ -244,6 +258,37 @@ class KpiEvaluator:
                 event = self._missed_scrape(kpi, entity, group, tick.now[e], window, v)
                 if event is not None:
                     yield Missed(kpi, entity, group, event)
+
+    def _order(self, names: list[str]) -> I64:
+        """The numbers of the entities ``names`` (the store's, by number) sorted by name,
+        the nameless left out; made again when an entity is added."""
+        if self._sorted is None or self._sorted[0] != len(names):
+            order = sorted((n, e) for e, n in enumerate(names) if n)
+            self._sorted = (len(names), np.array([e for _, e in order], np.int64))
+        return self._sorted[1]
+
+    def _evaluated_at(self, names: list[str]) -> F64:
+        """When each entity (by number) was last evaluated (-inf: never), with room for
+        ``names``: :attr:`_evaluated` as an array, kept from one tick to the next."""
+        at = self._last_at
+        if at is None:  # new, or restored: the snapshot keeps the times by entity name
+            at = np.array([self._evaluated.get(n, -math.inf) for n in names], np.float64)
+        elif len(at) < len(names):
+            at = np.concatenate([at, np.full(len(names) - len(at), -math.inf)])
+        self._last_at = at
+        return at
+
+    def _due_plan(self, names: list[str], due: I64, step: float) -> TickPlan:
+        """The tick plan of the entities ``due`` (numbers, sorted by name), kept while the
+        same entities come due and no series is added (then no entity's plan changed)."""
+        key = (step, self.store.series_total, due.tobytes())
+        found = self._due.get(key)
+        if found is None:
+            if len(self._due) >= 32:
+                self._due.clear()
+            plans = [self._plan(names[e]) for e in due.tolist()]
+            found = self._due[key] = self._tick_plan(plans, step)
+        return found
 
     def _tick_plan(self, plans: list[EntityPlan], step: float) -> TickPlan:
         """The joined plan of ``plans`` at scrape interval ``step``, made once while the same
