@@ -175,11 +175,13 @@ def _roots(
     findings: Sequence[Finding],
     topology: Topology,
     pack: Pack,
+    memo: _Memo | None = None,
 ) -> list[tuple[str, str | None, str, float]]:
-    """(root entity, partner PLMN, how it was found, score penalty) candidates."""
+    """(root entity, partner PLMN, how it was found, score penalty) candidates (``memo``:
+    what the rule's other anchors worked out already)."""
+    memo = memo if memo is not None else _Memo(findings)
     kind = rule.root.kind
     penalty = pack.param("candidate_without_findings_penalty", 0.3)
-    with_findings = {f.entity for f in findings}
     if kind == "anchor":
         return [(anchor.entity, None, "anchor", 0.0)]
     if kind == "partner":
@@ -210,23 +212,27 @@ def _roots(
             return [(anchor.entity, None, "guess", 2 * penalty)]
         if len(cands) == 1:
             return [(cands[0], None, "topology", 0.0)]
+        with_findings = memo.entities()
         return [(c, None, "topology", 0.0 if c in with_findings else penalty) for c in cands]
     # target: the NF type the anchor's KPI calls
     target = pack.kpis[anchor.kpi].target_nf or ""
     cands = topology.upstream_candidates(anchor.entity, target, max_depth=2)
     if not cands:
         return [(target, None, "guess", penalty)]
-    symptomatic = {
-        f.entity
-        for f in findings
-        if _matches(rule.anchor, f, pack)
-        and pack.kpis.get(f.kpi) is not None
-        and pack.kpis[f.kpi].target_nf == target
-    }
-    ups = [set(topology.upstream_candidates(e, target)) for e in symptomatic]
+    ups = memo.symptomatic.get((id(rule.anchor), target))
+    if ups is None:
+        symptomatic = {
+            f.entity
+            for f in memo.matching(rule.anchor, pack)
+            if pack.kpis.get(f.kpi) is not None and pack.kpis[f.kpi].target_nf == target
+        }
+        ups = memo.symptomatic[(id(rule.anchor), target)] = [
+            set(topology.upstream_candidates(e, target)) for e in symptomatic
+        ]
+    n_symptomatic = len(ups)
     out: list[tuple[str, str | None, str, float]] = []
     for c in cands:
-        share = sum(1 for up in ups if c in up) / max(1, len(symptomatic))
+        share = sum(1 for up in ups if c in up) / max(1, n_symptomatic)
         out.append((c, None, "topology", penalty * (1.0 - share)))
     return out
 
@@ -236,9 +242,44 @@ def _roots(
 _Matched = tuple[list[Finding], dict[str, list[Finding]]]
 
 
-#: what one rule evaluation has matched: per condition (:data:`_Matched`), and per condition
-#: and anchor the findings a condition whose scope ignores the root holds
-_Cache = tuple[dict[int, _Matched], dict[tuple[int, int], tuple[Finding, ...]]]
+class _Memo:
+    """What one rule's evaluation over an incident's ``findings`` works out once, whatever
+    the anchor and root: per condition the findings it matches (:data:`_Matched`); per
+    condition and anchor the findings a condition whose scope ignores the root holds; the
+    entities with findings; per anchor condition and target NF the upstream candidates of
+    each symptomatic entity. ``by_kpi``: the findings' positions by KPI (shared by the
+    rules of one diagnosis: a condition reads only the findings of its KPIs)."""
+
+    def __init__(
+        self, findings: Sequence[Finding], by_kpi: Mapping[str, list[int]] | None = None
+    ) -> None:
+        self.findings = findings
+        self.by_kpi = by_kpi if by_kpi is not None else _by_kpi(findings)
+        self.matched: dict[int, _Matched] = {}
+        self.held: dict[tuple[int, int], tuple[Finding, ...]] = {}
+        self.symptomatic: dict[tuple[int, str], list[set[str]]] = {}
+        self._entities: set[str] | None = None
+
+    def entities(self) -> set[str]:
+        if self._entities is None:
+            self._entities = {f.entity for f in self.findings}
+        return self._entities
+
+    def matching(self, cond: Condition, pack: Pack) -> list[Finding]:
+        """The findings ``cond`` matches (:func:`_matches`), in the incident's order."""
+        at = [p for kpi in cond.kpis for p in self.by_kpi.get(kpi, ())]
+        if len(cond.kpis) > 1:
+            at = sorted(set(at))
+        findings = self.findings
+        return [findings[p] for p in at if _matches(cond, findings[p], pack)]
+
+
+def _by_kpi(findings: Sequence[Finding]) -> dict[str, list[int]]:
+    """Each KPI's findings' positions in ``findings``, in order."""
+    out: dict[str, list[int]] = {}
+    for p, f in enumerate(findings):
+        out.setdefault(f.kpi, []).append(p)
+    return out
 
 
 #: the series of a tuple of findings (as numbers: :func:`_numbered`), by the tuple's id (the
@@ -266,44 +307,38 @@ def _seen(
     cond: Condition,
     anchor: Finding,
     root: str,
-    findings: Sequence[Finding],
     topology: Topology,
     pack: Pack,
-    cache: _Cache,
+    memo: _Memo,
 ) -> tuple[Finding, ...]:
     """The findings that meet ``cond`` for this anchor and root, in the incident's order. A
     scope that does not name the root (``anchor``, ``any``, ``other``) gives every root of an
     anchor the same answer, so it is worked out once per anchor."""
     key = (id(cond), id(anchor))
     if cond.scope in ("anchor", "any", "other"):
-        kept = cache[1].get(key)
+        kept = memo.held.get(key)
         if kept is not None:
             return kept
-    pool = _pool(cond, anchor, root, findings, pack, cache[0])
+    pool = _pool(cond, anchor, root, pack, memo)
     out = tuple(f for f in pool if _in_scope(cond, f, anchor, root, topology, pack))
     if cond.scope in ("anchor", "any", "other"):
-        cache[1][key] = out
+        memo.held[key] = out
     return out
 
 
 def _pool(
-    cond: Condition,
-    anchor: Finding,
-    root: str,
-    findings: Sequence[Finding],
-    pack: Pack,
-    cache: dict[int, _Matched],
+    cond: Condition, anchor: Finding, root: str, pack: Pack, memo: _Memo
 ) -> Sequence[Finding]:
     """The findings ``cond`` matches that its scope can take (a superset, in the incident's
     order): those of the anchor's or the root's entity for those scopes, else all it
-    matches. Matched once per condition (``cache``), however many anchors and roots ask."""
-    hit = cache.get(id(cond))
+    matches. Matched once per condition (``memo``), however many anchors and roots ask."""
+    hit = memo.matched.get(id(cond))
     if hit is None:
-        found = [f for f in findings if _matches(cond, f, pack)]
+        found = memo.matching(cond, pack)
         by_entity: dict[str, list[Finding]] = {}
         for f in found:
             by_entity.setdefault(f.entity, []).append(f)
-        hit = cache[id(cond)] = (found, by_entity)
+        hit = memo.matched[id(cond)] = (found, by_entity)
     if cond.scope == "anchor":
         return hit[1].get(anchor.entity, ())
     if cond.scope == "root":
@@ -317,10 +352,12 @@ def _evaluate_rule(
     topology: Topology,
     pack: Pack,
     number: dict[int, int] | None = None,
+    by_kpi: Mapping[str, list[int]] | None = None,
 ) -> list[Match]:
     """The rule's matches (``number``: the series of ``findings`` numbered by
-    :func:`_numbered`, when the caller has them)."""
-    anchored = [f for f in findings if _matches(rule.anchor, f, pack)]
+    :func:`_numbered`, ``by_kpi``: their positions by KPI, when the caller has them)."""
+    memo = _Memo(findings, by_kpi)
+    anchored = memo.matching(rule.anchor, pack)
     anchors: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = {}
     alike: dict[tuple[str, tuple[tuple[str, str], ...]], list[Finding]] = {}
     for f in anchored:
@@ -328,7 +365,6 @@ def _evaluate_rule(
         if key not in anchors or f.ts < anchors[key].ts:
             anchors[key] = f
         alike.setdefault((f.entity, tuple(f.labels)), []).append(f)
-    matched: _Cache = ({}, {})
     if number is None:
         number = _numbered(findings)
     every_series = frozenset(number.values())
@@ -338,7 +374,7 @@ def _evaluate_rule(
     for anchor in anchors.values():
         # the anchored findings of the anchor's entity and labels, in the incident's order
         own_found = tuple(alike[(anchor.entity, tuple(anchor.labels))])
-        for root, partner, via, penalty in _roots(rule, anchor, findings, topology, pack):
+        for root, partner, via, penalty in _roots(rule, anchor, findings, topology, pack, memo):
             anchor_hit = ConditionHit("anchor", 0, rule.anchor, own_found)
             match = Match(rule, root, partner, 0.0, anchor, via, hits=[anchor_hit])
             score = rule.prior - penalty
@@ -346,7 +382,7 @@ def _evaluate_rule(
             for part in ("require", "support", "refute"):
                 conds: tuple[Condition, ...] = getattr(rule, part)
                 for i, cond in enumerate(conds):
-                    seen = _seen(cond, anchor, root, findings, topology, pack, matched)
+                    seen = _seen(cond, anchor, root, topology, pack, memo)
                     hit = ConditionHit(part, i, cond, seen)
                     if part == "refute":
                         if seen:
@@ -390,9 +426,10 @@ def evaluate(
     best: dict[tuple[str, str], Match] = {}
     order: dict[str, int] = {}
     number = _numbered(findings)
+    by_kpi = _by_kpi(findings)
     for n, rule in enumerate(rules if rules is not None else pack.rules.values()):
         order[rule.id] = n
-        for match in _evaluate_rule(rule, findings, topology, pack, number):
+        for match in _evaluate_rule(rule, findings, topology, pack, number, by_kpi):
             key = (match.fault, match.root)
             if key not in best or match.score > best[key].score:
                 best[key] = match

@@ -162,6 +162,8 @@ class Topology:
     _upstream: dict[tuple[str, str | None, int], tuple[str, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    #: :meth:`related` already answered, the same way
+    _near: dict[tuple[str, str, int], bool] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._reverse = {}
@@ -171,11 +173,11 @@ class Topology:
 
     def __getstate__(self) -> dict[str, Any]:
         """A snapshot leaves the walks out (they are redone on demand)."""
-        return {**self.__dict__, "_upstream": {}}
+        return {**self.__dict__, "_upstream": {}, "_near": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A snapshot from before the walks were kept restores with none."""
-        self.__dict__.update({"_upstream": {}, **state})
+        self.__dict__.update({"_upstream": {}, **state, "_near": {}})
 
     # ------------------------------------------------------------ building
 
@@ -343,6 +345,13 @@ class Topology:
         """Whether ``a`` and ``b`` are the same or within ``hops`` dependency links."""
         if a == b:
             return True
+        key = (a, b, hops)
+        found = self._near.get(key)
+        if found is None:
+            found = self._near[key] = self._within(a, b, hops)
+        return found
+
+    def _within(self, a: str, b: str, hops: int) -> bool:
         frontier, seen = {a}, {a}
         for _ in range(hops):
             frontier = {n for x in frontier for n in self.neighbours(x)} - seen
