@@ -40,6 +40,10 @@ COMMANDS = {
 }
 
 
+def _group() -> None:
+    """The ``noc`` group itself: nothing to do before a command."""
+
+
 def build_app(argv: Sequence[str] = ()) -> typer.Typer:
     """The ``noc`` application. Where ``argv`` starts with a command or group, only its
     module is imported and added: a command pays for its own imports (numba, polars, the
@@ -52,6 +56,8 @@ def build_app(argv: Sequence[str] = ()) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
     )
+    # a group even when one command is added: Typer runs a lone command as the app itself
+    app.callback()(_group)
     first = argv[0] if argv else ""
     if first in GROUPS:
         groups: Sequence[str] = (first,)

@@ -197,5 +197,8 @@ def test_a_command_assembles_only_its_own_module() -> None:
 def test_help_for_a_group_and_an_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["eval", "--help"]) == 0
     assert "nab" in capsys.readouterr().out
+    # a command added alone is still called by its name (not run as the app itself)
+    assert run(["simulate", "--help"]) == 0
+    assert "Usage: noc simulate" in capsys.readouterr().out
     assert run(["no-such-command"]) == 2
     assert "no-such-command" in capsys.readouterr().err
