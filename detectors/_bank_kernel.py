@@ -199,11 +199,12 @@ def interval_step(
     step_est: NDArray[np.float64],
     interval: NDArray[np.float64],
     moved: NDArray[np.bool_],
-) -> None:
+) -> int:
     """Streaming median of the timestamp steps; ``moved`` marks the series whose interval
     moved by more than ``STEP_MOVE`` (their risk must be refreshed). ``t``: one timestamp,
-    or one per series."""
+    or one per series. Returns how many moved."""
     shared = t.shape[0] == 1
+    n_moved = 0
     for i in range(valid.shape[0]):
         moved[i] = False
         if not valid[i]:
@@ -224,6 +225,8 @@ def interval_step(
         if not math.isfinite(cur) or abs(est - cur) > STEP_MOVE * cur:
             interval[i] = est
             moved[i] = True
+            n_moved += 1
+    return n_moved
 
 
 @inline

@@ -25,13 +25,29 @@ import numpy as np
 
 from detectors.count_bank import CLOSE, NONE, OPEN, UPDATE
 
-__all__ = ["after_step", "scatter"]
+__all__ = ["after_step", "scatter", "usable"]
 
 _F = TypeVar("_F")
 
 
 def _compiled(f: _F) -> _F:
     return cast(_F, numba.njit(cache=True, nogil=True)(f))
+
+
+@_compiled
+def usable(
+    value: Any, support: Any, has_support: Any, min_support: Any, bank: Any, rows: Any
+) -> tuple[int, int]:
+    """The rows with a value backed by enough events (where it has a support) into
+    ``rows``, in order. Returns how many, and how many of them sit in no ``bank`` yet."""
+    n = fresh = 0
+    for r in range(len(value)):
+        if value[r] != value[r] or (has_support[r] and not support[r] >= min_support[r]):
+            continue
+        rows[n] = r
+        n += 1
+        fresh += bank[r] < 0
+    return n, fresh
 
 
 @_compiled

@@ -299,10 +299,9 @@ class EnsembleBank(EnsembleParams):
             tt = np.ascontiguousarray(np.asarray(t, np.float64).reshape(-1))
             if tt.shape[0] not in (1, n):
                 raise ValueError(f"t: expected one timestamp or {n}, got {tt.shape[0]}")
-            kernel.interval_step(
+            if kernel.interval_step(
                 tt, valid, self.last_t_, self.step_est_, self.interval_, self._moved
-            )
-            if self._moved.any():
+            ):
                 self._refresh(self._moved)
             if not self.profiles_:
                 self.profiles_ = self._profiles(n)

@@ -490,16 +490,17 @@ class MonitorBank:
         """:meth:`observe` of a tick's values as columns: the alarm transitions as (row,
         event), in row order. ``slots`` (from :meth:`slots`) keeps where each row's key sits
         from one tick to the next, for a caller whose rows stay the same."""
-        # (a comparison with NaN is False, and numpy does not warn of it)
-        usable = ~np.isnan(cols.value) & (~cols.has_support | (cols.support >= cols.min_support))
-        rows = np.flatnonzero(usable)
         if slots is None or slots.owner is not self or len(slots.bank) != len(cols.value):
             slots = self.slots(len(cols.value))
-        fresh = rows[slots.bank[rows] < 0].tolist()
+        rows = np.empty(len(cols.value), np.int64)
+        n, fresh = _kernel.usable(
+            cols.value, cols.support, cols.has_support, cols.min_support, slots.bank, rows
+        )
+        rows = rows[:n]
         if fresh:
-            self._new_slots(cols, fresh, slots)
+            self._new_slots(cols, rows[slots.bank[rows] < 0].tolist(), slots)
         names = list(self._banks)
-        in_bank = slots.bank[rows]
+        in_bank = slots.bank[rows] if len(names) > 1 else rows
         events: list[tuple[int, MonitorEvent]] = []
         for b in range(len(names)):
             sel = rows[in_bank == b] if len(names) > 1 else rows
