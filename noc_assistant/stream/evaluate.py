@@ -220,7 +220,7 @@ class KpiEvaluator:
         )
         valued = ok[::2]
         value = np.where(valued, out[::2], np.nan)
-        self.kpi_history.append(tick.history[valued], at_row[valued], value[valued])
+        self.kpi_history.append(tick.history, at_row, value, valued)
         has_support = ok[1::2]
         columns = Columns(
             keys=tick.keys,
@@ -245,7 +245,10 @@ class KpiEvaluator:
         found (the caller acts on it before the next); subscribers per PLMN are counted on
         the way (:meth:`TopologyGuess.count_subscribers`), in the same order."""
         value = tick.columns.value
+        counting = self.guess.counts_subscribers
         for row, e, presence in tick.plan.special:
+            if not (presence or counting):
+                continue
             v = float(value[row])
             if math.isnan(v):
                 continue

@@ -26,10 +26,33 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from noc_assistant.ingest.rings import kernel
+
 __all__ = ["KpiHistory"]
 
 Key = tuple[str, str]
 """(series id, entity) of a KPI series (:func:`~noc_assistant.stream.correlate.series_id`)."""
+
+
+_ALL = np.ones(0, np.bool_)
+
+
+@kernel
+def _append(
+    rows: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64],
+    keep: NDArray[np.bool_], every: bool, t_rows: NDArray[np.float64],
+    v_rows: NDArray[np.float64], head: NDArray[np.int64], size: NDArray[np.int64], length: int,
+) -> None:  # fmt: skip
+    """:meth:`KpiHistory.append` into the rings ``t_rows``/``v_rows`` (``every``: keep all)."""
+    for k in range(len(rows)):
+        if not every and not keep[k]:
+            continue
+        r = rows[k]
+        at = head[r]
+        t_rows[r, at] = ts[k]
+        v_rows[r, at] = values[k]
+        head[r] = (at + 1) % length
+        size[r] = min(size[r] + 1, length)
 
 
 class KpiHistory(Mapping[Key, list[tuple[float, float]]]):
@@ -83,17 +106,23 @@ class KpiHistory(Mapping[Key, list[tuple[float, float]]]):
         self.size = np.concatenate([self.size, np.zeros(extra, np.int64)])
 
     def append(
-        self, rows: NDArray[np.int64], ts: float | NDArray[np.float64], values: NDArray[np.float64]
+        self,
+        rows: NDArray[np.int64],
+        ts: float | NDArray[np.float64],
+        values: NDArray[np.float64],
+        keep: NDArray[np.bool_] | None = None,
     ) -> None:
         """``values[k]`` at time ``ts`` (or ``ts[k]``) for row ``rows[k]`` (the rows
-        distinct), the oldest value of a full row dropped."""
+        distinct; where ``keep`` is given, only where it is true), the oldest value of a
+        full row dropped."""
         if not len(rows):
             return
-        at = self.head[rows]
-        self.ts[rows, at] = ts
-        self.vals[rows, at] = values
-        self.head[rows] = (at + 1) % self.length
-        self.size[rows] = np.minimum(self.size[rows] + 1, self.length)
+        times = np.full(len(rows), ts) if np.ndim(ts) == 0 else np.asarray(ts, np.float64)
+        every = _ALL if keep is None else keep
+        _append(
+            rows, times, np.asarray(values, np.float64), every, keep is None, self.ts, self.vals,
+            self.head, self.size, self.length,
+        )  # fmt: skip
 
     def __getitem__(self, key: Key) -> list[tuple[float, float]]:
         row = self._rows.get(key)

@@ -116,12 +116,17 @@ class TopologyGuess:
             self._inferred = known = topo
         return known
 
+    @property
+    def counts_subscribers(self) -> bool:
+        """Whether :meth:`count_subscribers` keeps counts (no inventory names home)."""
+        return self.topology is None
+
     def count_subscribers(
         self, kpi: KpiDef, entity: str, group: tuple[tuple[str, str], ...], value: float
     ) -> None:
         """Without an inventory, keep a per-PLMN count (a ``count`` KPI grouped by
         ``plmnid``) evaluated on ``entity``: the PLMN with the most is home."""
-        if self.topology is None and kpi.unit == "count" and "plmnid" in kpi.group_by:
+        if self.counts_subscribers and kpi.unit == "count" and "plmnid" in kpi.group_by:
             plmn = plmn_digits(dict(group).get("plmnid", ""))  # 26201, 262-01
             if len(plmn) in (5, 6):
                 self._plmn_counts[(plmn, entity)] = value
