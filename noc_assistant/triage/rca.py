@@ -276,6 +276,9 @@ class _EvidenceBuilder:
         return evidence.id
 
     def finding(self, f: Finding, note: str = "", against: str = "") -> str:
+        eid = f"ev-{f.id}-against-{against}" if against else f"ev-{f.id}"
+        if eid in self.items:  # cited by an earlier hypothesis: the first item stands
+            return eid
         # in the KPI's unit, clipped to what it can be; thousands not grouped: grounding
         # reads the numbers of a summary back as evidence, and would read 2,275 as two
         observed = present.value(f.kpi, f.observed, grouping=False)
@@ -288,7 +291,7 @@ class _EvidenceBuilder:
             summary += f"; refutes {against}: {note}"
         return self._add(
             Evidence(
-                id=f"ev-{f.id}-against-{against}" if against else f"ev-{f.id}",
+                id=eid,
                 kind="finding",
                 finding_id=f.id,
                 entity=f.entity,
