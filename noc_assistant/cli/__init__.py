@@ -31,8 +31,8 @@ GROUPS = (
 )  # fmt: skip
 #: top-level commands: the module whose ``register`` adds each
 COMMANDS = {
-    "demo": "run",
-    "check": "run",
+    "demo": "demo",
+    "check": "demo",
     "serve": "serve",
     "replay": "serve",
     "simulate": "simulate",

@@ -170,7 +170,7 @@ def _start(config: _WatchConfig, settings: Settings) -> _Watching:
     from noc_assistant.api.alert_intake import QueuedAlerts
     from noc_assistant.api.events import Broadcaster
     from noc_assistant.cli._live import IncidentOutput, console_app, load_pack_and_topology
-    from noc_assistant.cli.run import _serve, _utc
+    from noc_assistant.cli.demo import _serve, _utc
     from noc_assistant.ingest import Quarantine
     from noc_assistant.ingest.scrape import Scraper
     from noc_assistant.integrations.prometheus import PrometheusSource

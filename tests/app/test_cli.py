@@ -192,6 +192,10 @@ def test_a_command_assembles_only_its_own_module() -> None:
     assert names(build_app(["replay", "--help"])) == {"serve", "replay"}
     assert names(build_app([])) == set(GROUPS) | set(COMMANDS)
     assert names(build_app(["no-such-command"])) == set(GROUPS) | set(COMMANDS)
+    # importing a command's module late leaves the package's own names alone
+    import noc_assistant.cli as cli
+
+    assert cli.run is run and callable(cli.run)
 
 
 def test_help_for_a_group_and_an_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
