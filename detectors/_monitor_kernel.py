@@ -81,12 +81,17 @@ def scatter(
 @_compiled
 def after_step(
     score: Any, opened: Any, closed: Any, firing: Any, reported: Any, update_factor: float,
-    sel: Any, idx: Any, count_scale: Any, code: Any, counted: Any,
-) -> int:  # fmt: skip
+    sel: Any, idx: Any, cols: tuple[Any, Any, Any, Any], row_gate: Any, code: Any, g: Any,
+    g_gate: Any, g_t: Any, g_count: Any, g_window: Any, g_code: Any, g_firing: Any,
+) -> tuple[int, int]:  # fmt: skip
     """After a step: each series' reported score (an opening's score, NaN once closed, and
-    a firing series seen this tick whose score grew to ``update_factor`` times it), each
-    row's transition ``code`` in the order of precedence open, close, update, and whether
-    its series counts events (``count_scale`` > 0). Returns how many rows count."""
+    a firing series seen this tick whose score grew to ``update_factor`` times it), and each
+    row's transition ``code`` in the order of precedence open, close, update. The rows of
+    count series (``cols``: the tick's values, times, count scales and windows; a scale
+    > 0) are listed for their gates: position ``g``, gate (``row_gate`` of the row, -1:
+    none yet), time, count (value × scale), window, code and whether the series fires.
+    Returns how many rows count, and how many of them have no gate yet."""
+    value, ts, count_scale, window_s = cols
     n = len(score)
     for i in range(n):
         if opened[i]:
@@ -101,10 +106,20 @@ def after_step(
     for i in range(n):
         if grew[i]:
             reported[i] = score[i]
-    n_counted = 0
+    n_counted = n_missing = 0
     for j in range(len(sel)):
-        i = idx[j]
+        i, r = idx[j], sel[j]
         code[j] = OPEN if opened[i] else CLOSE if closed[i] else UPDATE if grew[i] else NONE
-        counted[j] = count_scale[sel[j]] > 0.0
-        n_counted += counted[j]
-    return n_counted
+        if not count_scale[r] > 0.0:
+            continue
+        k = n_counted
+        g[k] = j
+        g_gate[k] = row_gate[r]
+        n_missing += row_gate[r] < 0
+        g_t[k] = ts[r]
+        g_count[k] = value[r] * count_scale[r]
+        g_window[k] = window_s[r]
+        g_code[k] = code[j]
+        g_firing[k] = firing[i]
+        n_counted += 1
+    return n_counted, n_missing

@@ -528,24 +528,26 @@ class MonitorBank:
             x, t if off else ts, sup, hold if any_hold else None, prop if any_prop else None
         )
         reported = self._reported[which]
-        code = np.empty(len(sel), np.int8)
-        counted = np.empty(len(sel), np.bool_)
-        if _kernel.after_step(
+        m = len(sel)
+        code, g, gate = np.empty(m, np.int8), np.empty(m, np.int64), np.empty(m, np.int64)
+        g_t, g_count, g_window = np.empty(m), np.empty(m), np.empty(m)
+        g_code, g_firing = np.empty(m, np.int8), np.empty(m, np.bool_)
+        counted, missing = _kernel.after_step(
             score, opened, closed, bank.firing_, reported, self._update_factor, sel, idx,
-            cols.count_scale, code, counted,
-        ):  # fmt: skip  # each count series' gate judges its transition, then learns
-            g = np.flatnonzero(counted)
-            g_rows, g_idx = sel[g], idx[g]
+            (cols.value, cols.ts, cols.count_scale, cols.window_s), slots.gate, code, g, gate,
+            g_t, g_count, g_window, g_code, g_firing,
+        )  # fmt: skip
+        if counted:  # each count series' gate judges its transition, then learns
+            g, gate = g[:counted], gate[:counted]
+            if missing:  # a gate made for a key met the first time, kept in the slots
+                new = sel[g[gate < 0]]
+                gate[gate < 0] = slots.gate[new] = self._gates.rows([cols.keys[r] for r in new])
             gated = self._gates.step(
-                self._gate_rows(cols, g_rows, slots),
-                cols.ts[g_rows],
-                cols.value[g_rows] * cols.count_scale[g_rows],
-                cols.window_s[g_rows],
-                code[g],
-                bank.firing_[g_idx],
-            )
+                gate, g_t[:counted], g_count[:counted], g_window[:counted], g_code[:counted],
+                g_firing[:counted],
+            )  # fmt: skip
             code[g] = gated
-            opening = g_idx[gated == OPEN]
+            opening = idx[g[gated == OPEN]]
             reported[opening] = score[opening]
         events: list[tuple[int, MonitorEvent]] = []
         for j in np.flatnonzero(code).tolist():
@@ -555,18 +557,6 @@ class MonitorBank:
             v, at = float(cols.value[r]), float(cols.ts[r])
             events.append((r, self._event(which, i, kind, at, v, score)))
         return events
-
-    def _gate_rows(
-        self, cols: Columns, rows: npt.NDArray[np.int64], slots: Slots
-    ) -> npt.NDArray[np.int64]:
-        """The count gate of each of ``rows`` (made for a key met the first time), kept in
-        ``slots`` from one tick to the next."""
-        found = slots.gate[rows]
-        missing = found < 0
-        if missing.any():
-            new = rows[missing]
-            found[missing] = slots.gate[new] = self._gates.rows([cols.keys[r] for r in new])
-        return found
 
     def _event(
         self,
