@@ -46,21 +46,23 @@ _REPEAT, _CONFLICT, _LATE = 0, 1, 2
 @kernel
 def _release(
     ts: F64, key: I64, value: F64, until: float, last_ts: F64, last_val: F64, out_ts: F64,
-    out_key: I64, out_val: F64, refused: I64, kinds: Any, rest: Any,
-) -> tuple[int, int]:  # fmt: skip
+    out_key: I64, out_val: F64, refused: I64, kinds: Any, rest_ts: F64, rest_key: I64,
+    rest_val: F64,
+) -> tuple[int, int, int, float]:  # fmt: skip
     """Release the held points (arrival order) at or before ``until``: sorted by time, stably
     (so by arrival within a time), each taken into ``out_*`` if it is newer than its series'
     last release (``last_ts``/``last_val`` by number, moved on), else its position in
-    ``refused`` with why in ``kinds``. ``rest``: the points still held. Returns how many were
-    taken and how many refused."""
+    ``refused`` with why in ``kinds``; the points still held into ``rest_*``, in arrival
+    order. Returns how many were taken, refused and kept, and the earliest time kept (inf:
+    none); taken -1 and nothing done if a series' number is past ``last_ts``."""
+    for i in range(len(key)):
+        if key[i] >= len(last_ts):
+            return -1, 0, 0, math.inf
     ready = np.flatnonzero(ts <= until)
-    for i in range(len(ts)):
-        rest[i] = True
     order = ready[np.argsort(ts[ready], kind="mergesort")]
     taken = 0
     n_refused = 0
     for p in order:
-        rest[p] = False
         k = key[p]
         t = ts[p]
         v = value[p]
@@ -80,7 +82,16 @@ def _release(
         refused[n_refused] = p
         kinds[n_refused] = kind
         n_refused += 1
-    return taken, n_refused
+    n_rest = 0
+    low = math.inf
+    for i in range(len(ts)):
+        if not ts[i] <= until:
+            rest_ts[n_rest] = ts[i]
+            rest_key[n_rest] = key[i]
+            rest_val[n_rest] = value[i]
+            low = min(low, ts[i])
+            n_rest += 1
+    return taken, n_refused, n_rest, low
 
 
 class Released(NamedTuple):
@@ -303,19 +314,22 @@ class ReorderBuffer:
             if len(blocks) == 1
             else Released(*map(np.concatenate, zip(*blocks, strict=True)))
         )
-        self._room(int(held.key.max()) + 1)
         n = len(held.ts)
         out_ts, out_key, out_val = np.empty(n), np.empty(n, np.int64), np.empty(n)
-        refused, kinds, rest = np.empty(n, np.int64), np.empty(n, np.int8), np.empty(n, np.bool_)
-        taken, n_refused = _release(
-            held.ts, held.key, held.value, until, self._last_ts, self._last_val,
-            out_ts, out_key, out_val, refused, kinds, rest,
-        )  # fmt: skip
-        if taken + n_refused == n:
-            self._blocks, self._low = [], math.inf
-        else:
-            self._blocks = [Released(held.ts[rest], held.key[rest], held.value[rest])]
-            self._low = float(self._blocks[0].ts.min())
+        rest_ts, rest_key, rest_val = np.empty(n), np.empty(n, np.int64), np.empty(n)
+        refused, kinds = np.empty(n, np.int64), np.empty(n, np.int8)
+        while True:
+            taken, n_refused, n_rest, low = _release(
+                held.ts, held.key, held.value, until, self._last_ts, self._last_val,
+                out_ts, out_key, out_val, refused, kinds, rest_ts, rest_key, rest_val,
+            )  # fmt: skip
+            if taken >= 0:
+                break
+            self._room(int(held.key.max()) + 1)  # a series new to the buffer
+        self._low = low
+        self._blocks = (
+            [Released(rest_ts[:n_rest], rest_key[:n_rest], rest_val[:n_rest])] if n_rest else []
+        )
         if n_refused:
             self._refuse(held, refused[:n_refused], kinds[:n_refused])
         return Released(out_ts[:taken], out_key[:taken], out_val[:taken])
