@@ -94,6 +94,21 @@ def _release(
     return taken, n_refused, n_rest, low
 
 
+@kernel
+def _span(ts: F64) -> tuple[int, float, float]:
+    """How many of ``ts`` are NaN, and the earliest and latest of the others (inf and -inf:
+    none)."""
+    nan = 0
+    low, top = math.inf, -math.inf
+    for t in ts:
+        if t != t:
+            nan += 1
+        else:
+            low = min(low, t)
+            top = max(top, t)
+    return nan, low, top
+
+
 class Released(NamedTuple):
     """Points released, in (time, arrival) order: times, series numbers, values (NaN: gap)."""
 
@@ -225,21 +240,20 @@ class ReorderBuffer:
         """Hold the points of three columns, in their order (:meth:`push_one` each)."""
         if not len(ts):
             return
-        timeless = np.isnan(ts)
-        if timeless.any():
-            for k, v in zip(key[timeless].tolist(), value[timeless].tolist(), strict=True):
+        timeless, low, top = _span(ts)
+        if timeless:
+            keep = ~np.isnan(ts)
+            for k, v in zip(key[~keep].tolist(), value[~keep].tolist(), strict=True):
                 self._timeless(k, v)
-            keep = ~timeless
             ts, key, value = ts[keep], key[keep], value[keep]
             if not len(ts):
                 return
         self._settle()
         self._blocks.append(Released(ts, key, value))
-        top = float(ts.max())
         if top > self.max_ts:
             self.max_ts = top
             self.watermark = top - self.lateness_s
-        self._low = min(self._low, float(ts.min()))
+        self._low = min(self._low, low)
 
     def _timeless(self, key: int, value: float) -> None:
         self.late += 1

@@ -195,9 +195,9 @@ class Intake:
     def _store(self, ts: F64, keys: I64, values: F64) -> None:
         """Store points sorted by time, none passing a tick (:meth:`SeriesStore.add_columns`);
         a series met for the first time made first, in the order of its first point."""
-        sids = self.door.grow()[keys]
-        new = sids < 0
-        if new.any():
+        sids = np.empty(len(keys), np.int64)
+        if _gather(self.door.grow(), keys, sids):
+            new = sids < 0
             fresh, first = np.unique(keys[new], return_index=True)
             for key in fresh[np.argsort(first)].tolist():
                 self._state(key)
@@ -219,6 +219,16 @@ def _release_at(ts: F64, i: int, buffer: ReorderBuffer, tick: float) -> tuple[in
     ``tick`` with a point held at or before it), else ``len(ts)`` and False."""
     end = _fires_at(ts, i, buffer.max_ts, buffer.low, buffer.lateness_s, tick)
     return (end, True) if end >= 0 else (len(ts), False)
+
+
+@kernel
+def _gather(rows: I64, keys: I64, out: I64) -> int:
+    """``rows`` at ``keys`` into ``out``; how many are -1 (a series not stored yet)."""
+    missing = 0
+    for p in range(len(keys)):
+        out[p] = rows[keys[p]]
+        missing += out[p] < 0
+    return missing
 
 
 @kernel
