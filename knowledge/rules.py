@@ -130,21 +130,41 @@ def _matches(cond: Condition, f: Finding, pack: Pack) -> bool:
     return not (high is not None and f.observed > high)
 
 
-def _in_scope(
-    cond: Condition, f: Finding, anchor: Finding, root: str, topology: Topology, pack: Pack
+def _entity_in_scope(
+    cond: Condition, entity: str, anchor: Finding, root: str, topology: Topology
 ) -> bool:
-    if cond.scope == "anchor" and f.entity != anchor.entity:
-        return False
-    if cond.scope == "root" and f.entity != root:
-        return False
-    if cond.scope == "other" and f.entity == anchor.entity:
-        return False
-    if cond.scope == "related" and not (
-        f.entity in (anchor.entity, root)
-        or topology.related(f.entity, anchor.entity)
-        or topology.related(f.entity, root)
-    ):
-        return False
+    """Whether a finding of ``entity`` is within ``cond.scope`` for this anchor and root
+    (with :func:`_placed`, whether the finding meets the condition's scope)."""
+    scope = cond.scope
+    if scope == "anchor":
+        return entity == anchor.entity
+    if scope == "root":
+        return entity == root
+    if scope == "other":
+        return entity != anchor.entity
+    if scope == "related":
+        return (
+            entity in (anchor.entity, root)
+            or topology.related(entity, anchor.entity)
+            or topology.related(entity, root)
+        )
+    return True
+
+
+def _plain(cond: Condition) -> bool:
+    """Whether :func:`_placed` holds for every finding (no order, target or label test)."""
+    return (
+        cond.order not in ("before", "after")
+        and not cond.same_target
+        and not cond.differ_target
+        and not cond.same_labels
+        and not cond.differ_labels
+    )
+
+
+def _placed(cond: Condition, f: Finding, anchor: Finding, pack: Pack) -> bool:
+    """The part of a condition's scope the finding itself decides: its time against the
+    anchor's (``order``), its KPI's target NF and its labels against the anchor's."""
     if cond.order == "before" and f.ts > anchor.ts:
         return False
     if cond.order == "after" and f.ts < anchor.ts:
@@ -320,7 +340,17 @@ def _seen(
         if kept is not None:
             return kept
     pool = _pool(cond, anchor, root, pack, memo)
-    out = tuple(f for f in pool if _in_scope(cond, f, anchor, root, topology, pack))
+    # the scope's part decided by the entity, once per entity of the pool
+    near: dict[str, bool] = {}
+    plain = _plain(cond)
+    found: list[Finding] = []
+    for f in pool:
+        ok = near.get(f.entity)
+        if ok is None:
+            ok = near[f.entity] = _entity_in_scope(cond, f.entity, anchor, root, topology)
+        if ok and (plain or _placed(cond, f, anchor, pack)):
+            found.append(f)
+    out = tuple(found)
     if cond.scope in ("anchor", "any", "other"):
         memo.held[key] = out
     return out

@@ -162,8 +162,9 @@ class Topology:
     _upstream: dict[tuple[str, str | None, int], tuple[str, ...]] = field(
         default_factory=dict, repr=False, compare=False
     )
-    #: :meth:`related` already answered, the same way
+    #: :meth:`related` and :meth:`entities_of_type` already answered, the same way
     _near: dict[tuple[str, str, int], bool] = field(default_factory=dict, repr=False, compare=False)
+    _of_type: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._reverse = {}
@@ -173,11 +174,11 @@ class Topology:
 
     def __getstate__(self) -> dict[str, Any]:
         """A snapshot leaves the walks out (they are redone on demand)."""
-        return {**self.__dict__, "_upstream": {}, "_near": {}}
+        return {**self.__dict__, "_upstream": {}, "_near": {}, "_of_type": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A snapshot from before the walks were kept restores with none."""
-        self.__dict__.update({"_upstream": {}, **state, "_near": {}})
+        self.__dict__.update({"_upstream": {}, **state, "_near": {}, "_of_type": {}})
 
     # ------------------------------------------------------------ building
 
@@ -327,8 +328,13 @@ class Topology:
         return nf_type in played if played is not None else self.types.get(entity) == nf_type
 
     def entities_of_type(self, nf_type: str) -> list[str]:
-        """Entities of ``nf_type``, or acting as one."""
-        return sorted(e for e in self.types if self.plays(e, nf_type))
+        """Entities of ``nf_type``, or acting as one (a new list)."""
+        found = self._of_type.get(nf_type)
+        if found is None:
+            found = self._of_type[nf_type] = tuple(
+                sorted(e for e in self.types if self.plays(e, nf_type))
+            )
+        return list(found)
 
     def depends_on(self, entity: str) -> tuple[str, ...]:
         """Entities ``entity`` directly depends on (sorted)."""
