@@ -340,17 +340,19 @@ def _seen(
         if kept is not None:
             return kept
     pool = _pool(cond, anchor, root, pack, memo)
-    # the scope's part decided by the entity, once per entity of the pool
-    near: dict[str, bool] = {}
     plain = _plain(cond)
-    found: list[Finding] = []
-    for f in pool:
-        ok = near.get(f.entity)
-        if ok is None:
-            ok = near[f.entity] = _entity_in_scope(cond, f.entity, anchor, root, topology)
-        if ok and (plain or _placed(cond, f, anchor, pack)):
-            found.append(f)
-    out = tuple(found)
+    if cond.scope not in ("other", "related"):  # the pool holds only entities in scope
+        out = tuple(pool) if plain else tuple(f for f in pool if _placed(cond, f, anchor, pack))
+    else:  # the scope's part decided by the entity, once per entity of the pool
+        near: dict[str, bool] = {}
+        found: list[Finding] = []
+        for f in pool:
+            ok = near.get(f.entity)
+            if ok is None:
+                ok = near[f.entity] = _entity_in_scope(cond, f.entity, anchor, root, topology)
+            if ok and (plain or _placed(cond, f, anchor, pack)):
+                found.append(f)
+        out = tuple(found)
     if cond.scope in ("anchor", "any", "other"):
         memo.held[key] = out
     return out
