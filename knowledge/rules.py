@@ -20,7 +20,7 @@ layer); a rule fixture's findings are built as such too (:func:`fixture_findings
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,7 +134,7 @@ def _entity_in_scope(
     cond: Condition, entity: str, anchor: Finding, root: str, topology: Topology
 ) -> bool:
     """Whether a finding of ``entity`` is within ``cond.scope`` for this anchor and root
-    (with :func:`_placed`, whether the finding meets the condition's scope)."""
+    (with :func:`_placement`, whether the finding meets the condition's scope)."""
     scope = cond.scope
     if scope == "anchor":
         return entity == anchor.entity
@@ -151,42 +151,44 @@ def _entity_in_scope(
     return True
 
 
-def _plain(cond: Condition) -> bool:
-    """Whether :func:`_placed` holds for every finding (no order, target or label test)."""
-    return (
-        cond.order not in ("before", "after")
-        and not cond.same_target
-        and not cond.differ_target
-        and not cond.same_labels
-        and not cond.differ_labels
-    )
+def _placement(cond: Condition, anchor: Finding, pack: Pack) -> Callable[[Finding], bool] | None:
+    """The part of a condition's scope a finding itself decides, as a test of the finding
+    with what it reads of the anchor worked out once: its time against the anchor's
+    (``order``), its KPI's target NF against the anchor's KPI's, its labels against the
+    anchor's. None: the condition has no such test (every finding passes)."""
+    order, same_t, differ_t = cond.order, cond.same_target, cond.differ_target
+    same_l, differ_l = cond.same_labels, cond.differ_labels
+    if order not in ("before", "after") and not (same_t or differ_t or same_l or differ_l):
+        return None
+    kpis = pack.kpis
+    a_def = kpis.get(anchor.kpi)
+    a_target = a_def.target_nf if a_def is not None else None
+    al = _labels(anchor)
+    wanted = [(name, al.get(name)) for name in same_l]
+    unlike = [(name, al.get(name)) for name in differ_l]
+    at = anchor.ts
 
-
-def _placed(cond: Condition, f: Finding, anchor: Finding, pack: Pack) -> bool:
-    """The part of a condition's scope the finding itself decides: its time against the
-    anchor's (``order``), its KPI's target NF and its labels against the anchor's."""
-    if cond.order == "before" and f.ts > anchor.ts:
-        return False
-    if cond.order == "after" and f.ts < anchor.ts:
-        return False
-    if cond.same_target:
-        a_def, f_def = pack.kpis.get(anchor.kpi), pack.kpis.get(f.kpi)
-        if a_def is None or f_def is None or a_def.target_nf != f_def.target_nf:
+    def placed(f: Finding) -> bool:
+        if (order == "before" and f.ts > at) or (order == "after" and f.ts < at):
             return False
-    if cond.differ_target:
-        a_def, f_def = pack.kpis.get(anchor.kpi), pack.kpis.get(f.kpi)
-        if a_def is None or f_def is None or not f_def.target_nf:
-            return False
-        if f_def.target_nf == a_def.target_nf:
-            return False
-    if cond.same_labels or cond.differ_labels:
-        fl, al = _labels(f), _labels(anchor)
-        if any(fl.get(name) != al.get(name) for name in cond.same_labels):
-            return False
-        for name in cond.differ_labels:
-            if name not in fl or fl[name] == al.get(name):
+        if same_t or differ_t:
+            f_def = kpis.get(f.kpi)
+            if a_def is None or f_def is None:
                 return False
-    return True
+            if same_t and a_target != f_def.target_nf:
+                return False
+            if differ_t and (not f_def.target_nf or f_def.target_nf == a_target):
+                return False
+        if wanted or unlike:
+            fl = _labels(f)
+            if any(fl.get(name) != value for name, value in wanted):
+                return False
+            for name, value in unlike:
+                if name not in fl or fl[name] == value:
+                    return False
+        return True
+
+    return placed
 
 
 def _roots(
@@ -340,9 +342,9 @@ def _seen(
         if kept is not None:
             return kept
     pool = _pool(cond, anchor, root, pack, memo)
-    plain = _plain(cond)
+    placed = _placement(cond, anchor, pack)
     if cond.scope not in ("other", "related"):  # the pool holds only entities in scope
-        out = tuple(pool) if plain else tuple(f for f in pool if _placed(cond, f, anchor, pack))
+        out = tuple(pool) if placed is None else tuple(filter(placed, pool))
     else:  # the scope's part decided by the entity, once per entity of the pool
         near: dict[str, bool] = {}
         found: list[Finding] = []
@@ -350,7 +352,7 @@ def _seen(
             ok = near.get(f.entity)
             if ok is None:
                 ok = near[f.entity] = _entity_in_scope(cond, f.entity, anchor, root, topology)
-            if ok and (plain or _placed(cond, f, anchor, pack)):
+            if ok and (placed is None or placed(f)):
                 found.append(f)
         out = tuple(found)
     if cond.scope in ("anchor", "any", "other"):
