@@ -387,9 +387,11 @@ def _evaluate_rule(
     pack: Pack,
     number: dict[int, int] | None = None,
     by_kpi: Mapping[str, list[int]] | None = None,
+    every: frozenset[int] | None = None,
 ) -> list[Match]:
     """The rule's matches (``number``: the series of ``findings`` numbered by
-    :func:`_numbered`, ``by_kpi``: their positions by KPI, when the caller has them)."""
+    :func:`_numbered`, ``by_kpi``: their positions by KPI, ``every``: all their series
+    numbers, when the caller has them)."""
     memo = _Memo(findings, by_kpi)
     anchored = memo.matching(rule.anchor, pack)
     anchors: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = {}
@@ -401,7 +403,7 @@ def _evaluate_rule(
         alike.setdefault((f.entity, tuple(f.labels)), []).append(f)
     if number is None:
         number = _numbered(findings)
-    every_series = frozenset(number.values())
+    every_series = frozenset(number.values()) if every is None else every
     coverage_weight = pack.param("coverage_weight", 0.5)
     out: list[Match] = []
     keys: _Keys = {}
@@ -417,19 +419,18 @@ def _evaluate_rule(
                 conds: tuple[Condition, ...] = getattr(rule, part)
                 for i, cond in enumerate(conds):
                     seen = _seen(cond, anchor, root, topology, pack, memo)
-                    hit = ConditionHit(part, i, cond, seen)
                     if part == "refute":
                         if seen:
-                            match.refutations.append(hit)
+                            match.refutations.append(ConditionHit(part, i, cond, seen))
                             score -= cond.weight
                     elif seen:
-                        match.hits.append(hit)
+                        match.hits.append(ConditionHit(part, i, cond, seen))
                         score += cond.weight
                     elif part == "require":
                         ok = False
                         break
                     else:
-                        match.missing.append(hit)
+                        match.missing.append(ConditionHit(part, i, cond, seen))
                 if not ok:
                     break
             if not ok:
@@ -461,9 +462,10 @@ def evaluate(
     order: dict[str, int] = {}
     number = _numbered(findings)
     by_kpi = _by_kpi(findings)
+    every = frozenset(number.values())
     for n, rule in enumerate(rules if rules is not None else pack.rules.values()):
         order[rule.id] = n
-        for match in _evaluate_rule(rule, findings, topology, pack, number, by_kpi):
+        for match in _evaluate_rule(rule, findings, topology, pack, number, by_kpi, every):
             key = (match.fault, match.root)
             if key not in best or match.score > best[key].score:
                 best[key] = match
