@@ -130,29 +130,9 @@ def _matches(cond: Condition, f: Finding, pack: Pack) -> bool:
     return not (high is not None and f.observed > high)
 
 
-def _entity_in_scope(
-    cond: Condition, entity: str, anchor: Finding, root: str, topology: Topology
-) -> bool:
-    """Whether a finding of ``entity`` is within ``cond.scope`` for this anchor and root
-    (with :func:`_placement`, whether the finding meets the condition's scope)."""
-    scope = cond.scope
-    if scope == "anchor":
-        return entity == anchor.entity
-    if scope == "root":
-        return entity == root
-    if scope == "other":
-        return entity != anchor.entity
-    if scope == "related":
-        return (
-            entity in (anchor.entity, root)
-            or topology.related(entity, anchor.entity)
-            or topology.related(entity, root)
-        )
-    return True
-
-
 def _placement(cond: Condition, anchor: Finding, pack: Pack) -> Callable[[Finding], bool] | None:
-    """The part of a condition's scope a finding itself decides, as a test of the finding
+    """The part of a condition's scope a finding itself decides (the entity's part,
+    ``cond.scope``, is :func:`_seen`'s), as a test of the finding
     with what it reads of the anchor worked out once: its time against the anchor's
     (``order``), its KPI's target NF against the anchor's KPI's, its labels against the
     anchor's. None: the condition has no such test (every finding passes)."""
@@ -261,7 +241,7 @@ def _roots(
 
 #: the findings a condition matches whatever the anchor and root, in the incident's order,
 #: and the same by entity
-_Matched = tuple[list[Finding], dict[str, list[Finding]]]
+_Matched = tuple[tuple[Finding, ...], dict[str, tuple[Finding, ...]]]
 
 
 class _Memo:
@@ -342,19 +322,14 @@ def _seen(
         if kept is not None:
             return kept
     pool = _pool(cond, anchor, root, pack, memo)
+    if cond.scope == "related":  # an entity within one link of the anchor's or the root's
+        near = topology.around(anchor.entity) | topology.around(root)
+        pool = tuple(f for f in pool if f.entity in near)
+    elif cond.scope == "other":
+        pool = tuple(f for f in pool if f.entity != anchor.entity)
+    # (anchor, root, any: the pool holds only entities in scope)
     placed = _placement(cond, anchor, pack)
-    if cond.scope not in ("other", "related"):  # the pool holds only entities in scope
-        out = tuple(pool) if placed is None else tuple(filter(placed, pool))
-    else:  # the scope's part decided by the entity, once per entity of the pool
-        near: dict[str, bool] = {}
-        found: list[Finding] = []
-        for f in pool:
-            ok = near.get(f.entity)
-            if ok is None:
-                ok = near[f.entity] = _entity_in_scope(cond, f.entity, anchor, root, topology)
-            if ok and (placed is None or placed(f)):
-                found.append(f)
-        out = tuple(found)
+    out = pool if placed is None else tuple(filter(placed, pool))
     if cond.scope in ("anchor", "any", "other"):
         memo.held[key] = out
     return out
@@ -362,7 +337,7 @@ def _seen(
 
 def _pool(
     cond: Condition, anchor: Finding, root: str, pack: Pack, memo: _Memo
-) -> Sequence[Finding]:
+) -> tuple[Finding, ...]:
     """The findings ``cond`` matches that its scope can take (a superset, in the incident's
     order): those of the anchor's or the root's entity for those scopes, else all it
     matches. Matched once per condition (``memo``), however many anchors and roots ask."""
@@ -372,7 +347,10 @@ def _pool(
         by_entity: dict[str, list[Finding]] = {}
         for f in found:
             by_entity.setdefault(f.entity, []).append(f)
-        hit = memo.matched[id(cond)] = (found, by_entity)
+        hit = memo.matched[id(cond)] = (
+            tuple(found),
+            {e: tuple(fs) for e, fs in by_entity.items()},
+        )
     if cond.scope == "anchor":
         return hit[1].get(anchor.entity, ())
     if cond.scope == "root":

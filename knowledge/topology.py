@@ -165,6 +165,7 @@ class Topology:
     #: :meth:`related` and :meth:`entities_of_type` already answered, the same way
     _near: dict[tuple[str, str, int], bool] = field(default_factory=dict, repr=False, compare=False)
     _of_type: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False, compare=False)
+    _around: dict[str, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._reverse = {}
@@ -174,11 +175,11 @@ class Topology:
 
     def __getstate__(self) -> dict[str, Any]:
         """A snapshot leaves the walks out (they are redone on demand)."""
-        return {**self.__dict__, "_upstream": {}, "_near": {}, "_of_type": {}}
+        return {**self.__dict__, "_upstream": {}, "_near": {}, "_of_type": {}, "_around": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A snapshot from before the walks were kept restores with none."""
-        self.__dict__.update({"_upstream": {}, **state, "_near": {}, "_of_type": {}})
+        self.__dict__.update({"_upstream": {}, **state, "_near": {}, "_of_type": {}, "_around": {}})
 
     # ------------------------------------------------------------ building
 
@@ -355,6 +356,14 @@ class Topology:
         found = self._near.get(key)
         if found is None:
             found = self._near[key] = self._within(a, b, hops)
+        return found
+
+    def around(self, entity: str) -> frozenset[str]:
+        """``entity`` and its neighbours: every entity :meth:`related` to it at one link
+        (neighbours are symmetric: ``related(e, entity)`` is ``e in around(entity)``)."""
+        found = self._around.get(entity)
+        if found is None:
+            found = self._around[entity] = frozenset({entity, *self.neighbours(entity)})
         return found
 
     def _within(self, a: str, b: str, hops: int) -> bool:
