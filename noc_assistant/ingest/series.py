@@ -119,8 +119,7 @@ class SeriesStore:
         self.scrape_log: dict[str, list[float]] | None = None
         #: entity → the first steps between samples of its series (its scrape interval)
         self._steps: dict[str, list[float]] = {}
-        self._interval: dict[str, float] = {}
-        #: :attr:`_interval` by entity number (NaN: not known yet)
+        #: each entity's scrape interval by its number (NaN: not known yet)
         self._entity_step = np.full(0, np.nan)
 
     @property
@@ -155,11 +154,13 @@ class SeriesStore:
             for name, t in self.last_seen.items():
                 if name in self._entity_number:
                     self._entity_seen[self._entity_number[name]] = t
-        if "_entity_step" not in state:
+        interval: dict[str, float] = state.get("_interval", {})  # type: ignore[assignment]
+        if "_entity_step" not in state:  # a snapshot that kept the intervals by name
             self._entity_step = np.full(len(self._entity_names), np.nan)
-            for name, step in self._interval.items():
+            for name, step in interval.items():
                 if name in self._entity_number:
                     self._entity_step[self._entity_number[name]] = step
+        self.__dict__.pop("_interval", None)
         if "_metrics" not in state:
             self._metrics = {e: {n for n, _ in by} for e, by in self._by_entity.items()}
         if "_counts" not in state:
@@ -226,11 +227,10 @@ class SeriesStore:
         """One more step between samples of a series of ``entity`` (its interval)."""
         steps.append(delta)
         if len(steps) >= _INTERVAL_MIN_STEPS:
-            interval = self._interval[entity] = statistics.median(steps)
             number = self._entity_number[entity]
             if number >= len(self._entity_step):
                 self._entity_step = _grown(self._entity_step, number, math.nan)
-            self._entity_step[number] = interval
+            self._entity_step[number] = statistics.median(steps)
         if len(steps) == _INTERVAL_STEPS:
             self._learning.discard(self._entity_number[entity])
 
@@ -368,7 +368,11 @@ class SeriesStore:
         >>> store.entity_interval("a"), store.entity_interval("b")
         (30.0, None)
         """
-        return self._interval.get(entity)
+        number = self._entity_number.get(entity)
+        if number is None or number >= len(self._entity_step):
+            return None
+        step = float(self._entity_step[number])
+        return None if step != step else step
 
     def add_all(self, points: Iterable[Point]) -> None:
         for p in points:
