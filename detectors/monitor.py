@@ -500,12 +500,11 @@ class MonitorBank:
         if fresh:
             self._new_slots(cols, rows[slots.bank[rows] < 0].tolist(), slots)
         names = list(self._banks)
-        in_bank = slots.bank[rows] if len(names) > 1 else rows
         events: list[tuple[int, MonitorEvent]] = []
-        for b in range(len(names)):
-            sel = rows[in_bank == b] if len(names) > 1 else rows
+        for b, name in enumerate(names):
+            sel = rows if len(names) == 1 else rows[slots.bank[rows] == b]
             if len(sel):
-                events += self._step_bank(names[b], ts, cols, sel, slots)
+                events += self._step_bank(name, ts, cols, sel, slots)
         events.sort(key=lambda e: e[0])
         return events
 
