@@ -34,18 +34,15 @@ Key = tuple[str, str]
 """(series id, entity) of a KPI series (:func:`~noc_assistant.stream.correlate.series_id`)."""
 
 
-_ALL = np.ones(0, np.bool_)
-
-
 @kernel
 def _append(
     rows: NDArray[np.int64], ts: NDArray[np.float64], values: NDArray[np.float64],
-    keep: NDArray[np.bool_], every: bool, t_rows: NDArray[np.float64],
-    v_rows: NDArray[np.float64], head: NDArray[np.int64], size: NDArray[np.int64], length: int,
+    keep: NDArray[np.bool_], t_rows: NDArray[np.float64], v_rows: NDArray[np.float64],
+    head: NDArray[np.int64], size: NDArray[np.int64], length: int,
 ) -> None:  # fmt: skip
-    """:meth:`KpiHistory.append` into the rings ``t_rows``/``v_rows`` (``every``: keep all)."""
+    """:meth:`KpiHistory.append` into the rings ``t_rows``/``v_rows``."""
     for k in range(len(rows)):
-        if not every and not keep[k]:
+        if not keep[k]:
             continue
         r = rows[k]
         at = head[r]
@@ -118,10 +115,10 @@ class KpiHistory(Mapping[Key, list[tuple[float, float]]]):
         if not len(rows):
             return
         times = np.full(len(rows), ts) if np.ndim(ts) == 0 else np.asarray(ts, np.float64)
-        every = _ALL if keep is None else keep
         _append(
-            rows, times, np.asarray(values, np.float64), every, keep is None, self.ts, self.vals,
-            self.head, self.size, self.length,
+            rows, times, np.asarray(values, np.float64),
+            np.ones(len(rows), np.bool_) if keep is None else keep,
+            self.ts, self.vals, self.head, self.size, self.length,
         )  # fmt: skip
 
     def __getitem__(self, key: Key) -> list[tuple[float, float]]:
