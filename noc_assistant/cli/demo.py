@@ -15,7 +15,7 @@ from rich.table import Table
 
 from noc_assistant.cli._console import console
 from noc_assistant.ingest.replay import parse_ts
-from noc_assistant.models import Finding, Maintenance
+from noc_assistant.models import Finding, Incident, Maintenance
 from noc_assistant.settings import get_settings
 from noc_assistant.stream.correlate import IncidentEvent, MaintenanceWindow
 
@@ -194,30 +194,22 @@ def _print_event(event: IncidentEvent) -> None:
             else ""
         )
         word = "[blue]NOTICE[/]" if inc.severity == "info" else "[red]ALERT[/]"
-        console.print(
-            f"{word} {_utc(inc.opened_at)}  [bold]{', '.join(inc.entities)}[/]  "
-            f"{detail}  [dim]{inc.id}[/]",
-            highlight=False,
-            soft_wrap=True,
-        )
+        _line(f"{word} {_utc(inc.opened_at)}  [bold]{', '.join(inc.entities)}[/]  {detail}", inc)
     elif event.kind == "resolved":
         top = inc.hypotheses[0] if inc.hypotheses else None
         verdict = f"  → {top.fault} on {top.entity} ({top.confidence:.0%})" if top else ""
-        console.print(
-            f"[green]RESOLVED[/] {_utc(inc.resolved_at or inc.updated_at)}  "
-            f"{', '.join(inc.entities)}{verdict}  [dim]{inc.id}[/]",
-            highlight=False,
-            soft_wrap=True,
-        )
+        at = _utc(inc.resolved_at or inc.updated_at)
+        _line(f"[green]RESOLVED[/] {at}  {', '.join(inc.entities)}{verdict}", inc)
     elif event.kind in ("reopened", "escalated"):
         f = event.finding
         why = f"  {f.kpi} {f.direction} (score {f.score:.3g})" if f else ""
-        console.print(
-            f"[yellow]{event.kind.upper()}[/] {_utc(inc.updated_at)}  "
-            f"{', '.join(inc.entities)}{why}  [dim]{inc.id}[/]",
-            highlight=False,
-            soft_wrap=True,
-        )
+        at = _utc(inc.updated_at)
+        _line(f"[yellow]{event.kind.upper()}[/] {at}  {', '.join(inc.entities)}{why}", inc)
+
+
+def _line(text: str, inc: Incident) -> None:
+    """One event line, the incident's id after it."""
+    console.print(f"{text}  [dim]{inc.id}[/]", highlight=False, soft_wrap=True)
 
 
 def _stream_scenario(pipe: Pipeline, scenario: Scenario, days: float) -> float:
