@@ -414,8 +414,7 @@ def _split_up(pipe: Pipeline) -> None:
     evaluator = parts["evaluator"]
     assert isinstance(evaluator, KpiEvaluator)
     vars(evaluator).update(kpis=state["kpis"], store=state["store"], guess=parts["guess"])
-    evaluator.forget_plans()
-    evaluator.adopt_history()
+    evaluator.restored()
     fan_in = state.pop("fan_in", None)
     state.update(parts, network=NetworkCorrelator(fan_in) if fan_in is not None else None)
 

@@ -94,8 +94,9 @@ class Tick(NamedTuple):
     grace: list[float]
 
 
-#: what :class:`KpiEvaluator` works out again after a restore
-_CACHES = ("_plans", "_ticks", "_due", "_sorted", "_last_at")
+#: what a snapshot of a :class:`KpiEvaluator` leaves out: its caches, and the evaluation
+#: times as an array (kept by entity name instead, :attr:`KpiEvaluator._evaluated`)
+_NOT_KEPT = ("_plans", "_ticks", "_due", "_sorted", "_last_at")
 
 
 class KpiEvaluator:
@@ -117,19 +118,20 @@ class KpiEvaluator:
         self._history = history
         self._applicable: dict[str, tuple[int, list[KpiDef]]] = {}
         self._evaluated: dict[str, float] = {}
-        """entity → the time its KPIs were last evaluated at (its latest scrape then)"""
+        """entity → the time its KPIs were last evaluated at (its latest scrape then), as a
+        snapshot keeps it; read into :attr:`_last_at` (and emptied) on the first tick"""
         self._groups: dict[tuple[str, str], tuple[int, list[Group]]] = {}
         self._plans: dict[str, tuple[int, EntityPlan]] = {}
         self._ticks: dict[tuple[float, ...], TickPlan] = {}
         self._due: dict[tuple[float, int, bytes], TickPlan] = {}
         self._sorted: tuple[int, I64] | None = None
-        #: :attr:`_evaluated` by the store's entity numbers, while running
+        #: the evaluation times by the store's entity numbers, while running
         self._last_at: F64 | None = None
 
     def __getstate__(self) -> dict[str, object]:
         """The state without the plans (caches, made again on use), the evaluation times
         by entity name."""
-        state = {k: v for k, v in self.__dict__.items() if k not in _CACHES}
+        state = {k: v for k, v in self.__dict__.items() if k not in _NOT_KEPT}
         if self._last_at is not None:
             names = self.store.entity_clock()[0]
             at = self._last_at.tolist()
@@ -137,24 +139,25 @@ class KpiEvaluator:
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        """Restored with no plan made yet; a snapshot's history from before
-        :class:`KpiHistory` (a dict of deques) moved into one."""
+        """:meth:`restored` from ``state``."""
         self.__dict__.update(state)
+        self.restored()
+
+    def restored(self) -> None:
+        """Ready to go on after a restore: no plan made yet (they are caches, not state), the
+        evaluation times read from :attr:`_evaluated` on the first tick, a snapshot's history
+        from before :class:`KpiHistory` (a dict of deques) moved into one."""
         self.forget_plans()
-        self.adopt_history()
+        self._last_at = None
+        if not isinstance(self.kpi_history, KpiHistory):
+            self.kpi_history = KpiHistory.of(self.kpi_history, self._history)
 
     def forget_plans(self) -> None:
-        """No plan made yet (after a restore: they are caches, not state)."""
+        """No plan made yet."""
         self._plans = {}
         self._ticks = {}
         self._due = {}
         self._sorted = None
-        self._last_at = None
-
-    def adopt_history(self) -> None:
-        """The history in a :class:`KpiHistory` if a snapshot held it as a dict of deques."""
-        if not isinstance(self.kpi_history, KpiHistory):
-            self.kpi_history = KpiHistory.of(self.kpi_history, self._history)
 
     def kpis_for(self, entity: str) -> list[KpiDef]:
         """The KPIs of the roles ``entity`` plays that read a metric it exports."""
@@ -276,6 +279,7 @@ class KpiEvaluator:
         at = self._last_at
         if at is None:  # new, or restored: the snapshot keeps the times by entity name
             at = np.array([self._evaluated.get(n, -math.inf) for n in names], np.float64)
+            self._evaluated = {}  # the array holds them from now on
         elif len(at) < len(names):
             at = np.concatenate([at, np.full(len(names) - len(at), -math.inf)])
         self._last_at = at
