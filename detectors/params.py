@@ -118,8 +118,12 @@ def liveness_grace_s(step: float, *, on_clock: bool = False) -> float:
     >>> [liveness_grace_s(s, on_clock=True) for s in (5.0, 15.0, 300.0, 900.0)]
     [30.0, 37.5, 750.0, 2250.0]
     """
-    missed = LIVENESS_MISSED + (0.5 if on_clock else -0.5)
-    return max(missed * step, LIVENESS_MIN_S)
+    return max(_missed(on_clock) * step, LIVENESS_MIN_S)
+
+
+def _missed(on_clock: bool) -> float:
+    """Intervals of silence :func:`liveness_grace_s` allows (see there)."""
+    return LIVENESS_MISSED + (0.5 if on_clock else -0.5)
 
 
 def liveness_graces_s(
@@ -132,8 +136,7 @@ def liveness_graces_s(
     ...     liveness_grace_s(s, on_clock=True) for s in steps]
     True
     """
-    missed = LIVENESS_MISSED + (0.5 if on_clock else -0.5)
-    return np.maximum(missed * steps, LIVENESS_MIN_S)
+    return np.maximum(_missed(on_clock) * steps, LIVENESS_MIN_S)
 
 
 def monitor_min_duration(step: float, default: int = 2) -> int:
