@@ -3,11 +3,12 @@
 The same points, in the same (file) order, and the same quarantine records as the line-by-line
 reader (:func:`~noc_assistant.ingest.replay.parse_lines`), faster (bench/parse_results.md):
 polars splits a chunk of the file into lines and each line at its separators, in Rust; every
-*distinct* timestamp text, metric and label set of the chunk is read once, by the functions
-the line-by-line reader uses (:func:`~noc_assistant.ingest.replay.parse_ts`, ``_metric_ok``,
-``_label_key`` on what orjson makes of the labels), and the values are parsed and checked as
-arrays. :func:`read_jsonl_columns` gives the chunks as numpy columns, :func:`read_jsonl_points`
-as :class:`Point` s.
+*distinct* timestamp text of a chunk, and metric and label set of the file
+(:mod:`noc_assistant.ingest.series_text`), is read once, by the functions the line-by-line
+reader uses (:func:`~noc_assistant.ingest.replay.parse_ts`, ``_metric_ok``, ``_label_key`` on
+what orjson makes of the labels), and the values are parsed and checked as arrays.
+:func:`read_jsonl_columns` gives the chunks as numpy columns, :func:`read_jsonl_points` as
+:class:`Point` s.
 
 Only a line of the shape the simulator and :func:`~noc_assistant.ingest.replay.write_replay`
 write is read here::
@@ -44,7 +45,6 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import repeat
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NamedTuple
@@ -54,7 +54,7 @@ import orjson
 from numpy.typing import NDArray
 
 from noc_assistant.errors import ReplayFormatError
-from noc_assistant.ingest.point import METRIC_TYPES, Point
+from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
 from noc_assistant.ingest.replay import (
     _ABSURD,
@@ -62,12 +62,11 @@ from noc_assistant.ingest.replay import (
     _READ_ERRORS,
     _TOO_LONG,
     MAX_LINE_BYTES,
-    _label_key,
-    _metric_ok,
     _open,
     _parse_one,
     parse_ts,
 )
+from noc_assistant.ingest.series_text import TYPES, Labels, PairMemo, SeriesKey, codes, utf8
 from noc_assistant.ingest.window import REPLAY_WINDOW, TimeWindow
 
 if TYPE_CHECKING:
@@ -80,8 +79,6 @@ CHUNK_BYTES = 16 << 20
 on 1 and 2 threads, 32 MiB 15 % slower): a chunk and what polars makes of it take a few times
 this in memory."""
 
-Labels = tuple[tuple[str, str], ...]
-
 #: a JSON number as orjson reads it, exactly (an integer part of up to 18 digits: an int that
 #: fits in 64 bits, which both orjson and polars turn into the nearest float)
 _NUMBER = r"^-?(?:0|[1-9][0-9]{0,17})(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$"
@@ -92,17 +89,8 @@ _UNSAFE = re.compile(r'["\\\x00-\x1f]')
 
 _HEAD = '{"ts":'
 
-_TYPES = sorted(METRIC_TYPES)
-_TYPE_TEXTS = [f'{name}"}}'.encode() for name in _TYPES]
+_TYPE_TEXTS = [f'{name}"}}'.encode() for name in TYPES]
 """How each type ends a line of the shape read here: the name, its closing quote, the brace."""
-
-
-class SeriesKey(NamedTuple):
-    """What a point carries besides its time and value."""
-
-    metric: str
-    labels: Labels
-    type: str
 
 
 class SeriesTable:
@@ -205,7 +193,8 @@ def read_jsonl_columns(
     to (the chunk before it yielded). Meant for plain files: a ``.gz`` one is read too, but a
     read that fails mid-chunk loses the lines of that chunk the line reader would have given.
     """
-    ctx = _Context(str(path), quarantine, window, table if table is not None else SeriesTable())
+    table = table if table is not None else SeriesTable()
+    ctx = _Context(str(path), quarantine, window, table, PairMemo())
     with _open(path) as fh:
         blocks = _Blocks(fh, ctx.source, max(1, chunk_bytes))
         for data in blocks:
@@ -226,6 +215,7 @@ class _Context:
     quarantine: Quarantine
     window: TimeWindow | None
     table: SeriesTable
+    memo: PairMemo
 
 
 class _Blocks:
@@ -330,9 +320,8 @@ def _read_chunk(data: bytes, first: int, ctx: _Context) -> tuple[ColumnChunk, in
     if len(bounds.start) != len(fields):  # polars split the lines otherwise: split them here
         fields = _fields(_split_lines(data, exact=True))
     ts = _timestamps(fields["ts"], ctx.window)
-    pairs = _pairs(fields["key"], fields["type"])
-    known = np.array([key is not None for key in pairs.keys], dtype=bool)[pairs.of]
-    counts_up = np.array([key is not None and key.type in _COUNTS_UP for key in pairs.keys])
+    memo = ctx.memo
+    ref = memo.refs(fields["key"], fields["type"], _COUNTS_UP)
     value = fields["v"].to_numpy().astype(np.float64)
     gap = fields["gap"].to_numpy()
     nbytes = fields["nbytes"].fill_null(-1).to_numpy()
@@ -342,9 +331,9 @@ def _read_chunk(data: bytes, first: int, ctx: _Context) -> tuple[ColumnChunk, in
         & ((nbytes == length) | ((nbytes == length - 1) & bounds.cr))
         & (length <= MAX_LINE_BYTES)
         & ~np.isnan(ts)
-        & known
+        & memo.known[ref]
     )
-    in_range = (value > -_ABSURD) & (value < _ABSURD) & ~(counts_up[pairs.of] & (value < 0))
+    in_range = (value > -_ABSURD) & (value < _ABSURD) & ~(memo.up[ref] & (value < 0))
     sure &= (fields["number"].to_numpy() & in_range) | gap
     value[gap] = math.nan
     found: dict[int, Point] = {}
@@ -354,7 +343,7 @@ def _read_chunk(data: bytes, first: int, ctx: _Context) -> tuple[ColumnChunk, in
             found[i] = point
             ts[i] = point.ts
             value[i] = math.nan if point.value is None else point.value
-    series = _number(ctx.table, pairs, sure, found)
+    series = _number(ctx.table, memo, ref, sure, found)
     keep = sure.copy()
     keep[list(found)] = True
     chunk = ColumnChunk(ts[keep], series[keep].astype(np.int32), value[keep], ctx.table)
@@ -362,30 +351,36 @@ def _read_chunk(data: bytes, first: int, ctx: _Context) -> tuple[ColumnChunk, in
 
 
 def _number(
-    table: SeriesTable, pairs: _Pairs, sure: NDArray[np.bool_], found: dict[int, Point]
+    table: SeriesTable,
+    memo: PairMemo,
+    ref: NDArray[np.int64],
+    sure: NDArray[np.bool_],
+    found: dict[int, Point],
 ) -> NDArray[np.int64]:
-    """Each row's series in ``table`` (-1 for a line not kept): the ``sure`` rows' from
-    ``pairs``, the others' from the points the line reader ``found``; a series new to the
-    table is numbered in the order of the rows that first have it."""
-    import polars as pl
-
+    """Each row's series in ``table`` (-1 for a line not kept): the ``sure`` rows' from their
+    pair (``ref`` into ``memo``), the others' from the points the line reader ``found``; a
+    series new to the table is numbered in the order of the rows that first have it."""
     rows = np.flatnonzero(sure)
-    firsts = pl.Series(pairs.of[rows]).arg_unique().to_numpy()
-    used = pairs.of[rows[firsts]].tolist()
-    met = [(row, pairs.keys[pair]) for row, pair in zip(rows[firsts].tolist(), used, strict=True)]
+    todo = rows[memo.number[ref[rows]] < 0]  # rows of pairs no row vouched for had before
+    firsts = todo[np.unique(ref[todo], return_index=True)[1]]
+    met: list[tuple[int, int | SeriesKey]] = [(row, int(ref[row])) for row in firsts.tolist()]
     met += [(row, SeriesKey(p.metric, p.labels, p.type)) for row, p in found.items()]
-    met.sort(key=lambda row_key: row_key[0])
-    for _, key in met:
-        if key is not None:  # it is not: a sure row's key is known
-            table.index(*key)
-    lut = np.full(len(pairs.keys) + 1, -1, dtype=np.int64)  # the last: no pair
-    for pair in used:
-        key = pairs.keys[pair]
-        lut[pair] = -1 if key is None else table.index(*key)
-    series: NDArray[np.int64] = lut[np.where(sure, pairs.of, -1)]
+    met.sort(key=_row)
+    for _, item in met:
+        if isinstance(item, int):
+            key = memo.keys[item]
+            assert key is not None  # a sure row's pair is known
+            memo.number[item] = table.index(*key)
+        else:
+            table.index(*item)
+    series: NDArray[np.int64] = np.where(sure, memo.number[ref], -1)
     for row, p in found.items():
         series[row] = table.index(p.metric, p.labels, p.type)
     return series
+
+
+def _row(met: tuple[int, int | SeriesKey]) -> int:
+    return met[0]
 
 
 def _fallback(data: bytes, bounds: _Lines, i: int, first: int, ctx: _Context) -> Point | None:
@@ -412,16 +407,8 @@ def _split_lines(data: bytes, exact: bool) -> pl.Series:
     parts = data.split(b"\n")
     if data.endswith(b"\n"):
         parts.pop()
-    texts = [_utf8(part[:-1] if part.endswith(b"\r") else part) for part in parts]
+    texts = [utf8(part[:-1] if part.endswith(b"\r") else part) for part in parts]
     return pl.Series("line", texts, dtype=pl.String)
-
-
-def _utf8(raw: bytes | None) -> str | None:
-    """``raw`` as text, None if it is not UTF-8."""
-    try:
-        return None if raw is None else raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def _fields(lines: pl.Series) -> pl.DataFrame:
@@ -462,7 +449,7 @@ def _fields(lines: pl.Series) -> pl.DataFrame:
             type=pl.when(typed)
             .then(raw.bin.slice(at_type + 9))
             .otherwise(b'gauge"}')
-            .replace_strict(_TYPE_TEXTS, range(len(_TYPES)), default=-1, return_dtype=pl.Int64),
+            .replace_strict(_TYPE_TEXTS, range(len(TYPES)), default=-1, return_dtype=pl.Int64),
             value=value.cast(pl.String),
         )
         .with_columns(
@@ -476,22 +463,11 @@ def _fields(lines: pl.Series) -> pl.DataFrame:
     return frame.collect()
 
 
-def _codes(column: pl.Series) -> tuple[NDArray[np.int64], list[str | None]]:
-    """Each row's index into the column's distinct byte strings (a null read as empty), and
-    those as text (None: not UTF-8)."""
-    import polars as pl
-
-    filled = column.fill_null(b"")
-    texts = filled.unique()
-    codes = filled.replace_strict(texts, np.arange(len(texts)), return_dtype=pl.Int64)
-    return codes.to_numpy().astype(np.int64), [_utf8(text) for text in texts.to_list()]
-
-
 def _timestamps(column: pl.Series, window: TimeWindow | None) -> NDArray[np.float64]:
     """Each row's timestamp, NaN where the line reader is to say what is wrong with it."""
-    codes, texts = _codes(column)
+    index, texts = codes(column)
     seconds = np.array([_ts(text, window) for text in texts], dtype=np.float64)
-    return seconds[codes]
+    return seconds[index]
 
 
 def _ts(text: str | None, window: TimeWindow | None) -> float:
@@ -514,51 +490,3 @@ def _ts(text: str | None, window: TimeWindow | None) -> float:
     except Exception:  # whatever it is, the line reader says it (or raises it) in its turn
         return math.nan
     return seconds if window is None or window.contains(seconds) else math.nan
-
-
-class _Pairs(NamedTuple):
-    """The distinct (metric and labels, type) texts of a chunk: ``keys``, the series each
-    reads as (None: the line reader is to say what is wrong with it), and ``of``, each row's
-    index in ``keys``."""
-
-    keys: list[SeriesKey | None]
-    of: NDArray[np.int64]
-
-
-def _pairs(keys: pl.Series, types: pl.Series) -> _Pairs:
-    """The series of each row, from its distinct metric and labels text and its type."""
-    key_codes, key_texts = _codes(keys)
-    kinds = len(_TYPES) + 1  # and none of them
-    both = key_codes * kinds + types.to_numpy() + 1
-    if len(key_texts) * kinds <= 4 * len(both) + 4096:  # a table of every pair
-        present = np.zeros(len(key_texts) * kinds, dtype=bool)
-        present[both] = True
-        pairs = np.flatnonzero(present)
-        index = np.zeros(len(present), dtype=np.int64)
-        index[pairs] = np.arange(len(pairs))
-        of = index[both]
-    else:
-        pairs, of = np.unique(both, return_inverse=True)
-    read: list[SeriesKey | None] = []
-    for pair in pairs.tolist():
-        key, kind = _series_key(key_texts[pair // kinds]), pair % kinds - 1
-        read.append(None if key is None or kind < 0 else SeriesKey(*key, _TYPES[kind]))
-    return _Pairs(read, of.reshape(-1).astype(np.int64))
-
-
-@lru_cache(maxsize=65536)
-def _series_key(text: str | None) -> tuple[str, Labels] | None:
-    """Metric and sorted labels from ``metric","labels":{...`` (the object less its closing
-    brace), as the line reader makes them, or None where it would refuse them."""
-    if text is None:
-        return None
-    metric, sep, labels = text.partition('","labels":')
-    if not sep or not _metric_ok(metric):  # a metric name needs no escapes
-        return None
-    try:
-        obj = orjson.loads(labels + "}")
-        if not isinstance(obj, dict):
-            return None
-        return metric, _label_key(tuple(obj.items()))
-    except Exception:  # not JSON, not text → text, a control character: the line reader's
-        return None
