@@ -14,11 +14,12 @@ from pydantic import ValidationError
 
 from evals._io import json_safe
 from noc_assistant.cli._console import console, err_console
-from noc_assistant.errors import BadInputError, NocError
+from noc_assistant.errors import BadInputError, ConfigError, NocError
 from noc_assistant.ingest.files import reading
 
 if TYPE_CHECKING:
     from evals.rca import Labels
+    from knowledge.pack import Pack
 
 __all__ = ["app"]
 
@@ -183,18 +184,29 @@ def _entities(result: Any, inventory: Path | None) -> set[str]:
     return entities
 
 
-def _check_inputs(telemetry: Path, inventory: Path | None) -> Any:
-    """The pipeline module, once the telemetry and inventory are known to be readable."""
+def _check_inputs(telemetry: Path, inventory: Path | None, pack_dir: Path | None) -> Pack:
+    """The knowledge pack (with the overlay ``pack_dir``; loaded once, for the inventory and
+    the replay), once the telemetry and the inventory are known to be readable."""
+    from knowledge.pack import PackError, load_pack
+
     if not telemetry.is_file():
         raise BadInputError(
             "is a folder, not a file" if telemetry.is_dir() else "file not found",
             source=str(telemetry),
         )
+    try:
+        pack = load_pack(pack_dir)
+    except PackError as exc:
+        raise ConfigError(str(exc)) from None
     if inventory is not None:
         from noc_assistant.inventory import load_topology
 
         with reading(str(inventory)):  # its errors named before the replay starts
-            load_topology(inventory)
+            load_topology(inventory, pack)
+    return pack
+
+
+def _replay_module() -> Any:
     try:
         return importlib.import_module("noc_assistant.stream.replay")
     except ImportError:
@@ -229,12 +241,11 @@ def run(
     from evals.scenario import alerts_raised, score_scenario
 
     label_doc, label_set = _read_labels(labels)
-    pipeline = _check_inputs(telemetry, inventory)
+    loaded = _check_inputs(telemetry, inventory, pack)
+    replay = _replay_module()
     maintenance = _maintenance(label_doc, labels)
     start = time.perf_counter()
-    result = pipeline.run_replay(
-        telemetry, inventory=inventory, pack_dir=pack, maintenance=maintenance
-    )
+    result = replay.run_replay(telemetry, inventory=inventory, pack=loaded, maintenance=maintenance)
     elapsed = time.perf_counter() - start
     if result.samples == 0:
         raise BadInputError("no parsable samples", source=str(telemetry))

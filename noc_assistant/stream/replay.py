@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from knowledge.pack import PackError, load_pack
+from knowledge.pack import Pack, PackError, load_pack
 from noc_assistant.errors import ConfigError
 from noc_assistant.ingest import Quarantine, read_replay
 from noc_assistant.ingest.reader import read_replay_columns
@@ -56,6 +56,7 @@ def run_replay(
     *,
     inventory: Path | None = None,
     pack_dir: Path | None = None,
+    pack: Pack | None = None,
     maintenance: Iterable[MaintenanceWindow] = (),
     quarantine_path: Path | None = None,
     on_finding: FindingSink | None = None,
@@ -64,14 +65,16 @@ def run_replay(
 ) -> ReplayResult:
     """Run a replay file through the whole pipeline and return what it found.
 
-    ``pack_dir`` is an operator overlay pack (it extends the default one). Bad lines go to
+    ``pack_dir`` is an operator overlay pack (it extends the default one); ``pack``, a pack
+    the caller loaded already (``pack_dir`` is then not read). Bad lines go to
     ``quarantine_path`` (default ``<telemetry>.quarantine.jsonl``).
     """
     started = time.perf_counter()
-    try:
-        pack = load_pack(pack_dir)
-    except PackError as exc:
-        raise ConfigError(str(exc)) from None
+    if pack is None:
+        try:
+            pack = load_pack(pack_dir)
+        except PackError as exc:
+            raise ConfigError(str(exc)) from None
     topology = load_topology(inventory, pack) if inventory is not None else None
     qpath = quarantine_path or telemetry.with_name(telemetry.name + ".quarantine.jsonl")
     if qpath.exists():

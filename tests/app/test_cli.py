@@ -156,6 +156,21 @@ def test_eval_run_bad_labels_exit_2_naming_file_and_field(
     assert run(["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)]) == 2
 
 
+def test_eval_run_bad_pack_exit_2_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    telemetry = tmp_path / "t.jsonl"
+    telemetry.write_text("")
+    labels = tmp_path / "labels.json"
+    labels.write_text('{"incidents": []}')
+    pack = tmp_path / "operator"
+    pack.mkdir()
+    (pack / "pack.yaml").write_text("name: acme\nversion: [1\n")
+    args = ["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)]
+    assert run([*args, "--pack", str(pack)]) == 2
+    assert "pack.yaml" in capsys.readouterr().err
+
+
 def test_llm_ask_answers_one_question(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["llm", "ask", "Why did PFCP fail?", "--tiny", "--max-tokens", "6", "--stats"]) == 0
     captured = capsys.readouterr()
