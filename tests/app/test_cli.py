@@ -141,32 +141,25 @@ def test_pack_inhibit_rules_follow_the_inventory(tmp_path: Path) -> None:
     assert run(["pack", "inhibit-rules", "--inventory", str(bad)]) == 2
 
 
-def test_eval_run_bad_labels_exit_2_naming_file_and_field(
+def test_eval_run_bad_labels_or_pack_exit_2_naming_file_and_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     telemetry = tmp_path / "t.jsonl"
     telemetry.write_text("")
     labels = tmp_path / "labels.json"
     labels.write_text('{"incidents": [{"id": "inc-1", "start": "2026-11-29T10:00:00Z"}]}')
-    code = run(["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)])
+    args = ["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)]
+    code = run(args)
     err = capsys.readouterr().err
     assert code == 2
     assert "labels.json" in err and "incidents.0" in err
     labels.write_text("[1, 2]")
-    assert run(["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)]) == 2
-
-
-def test_eval_run_bad_pack_exit_2_naming_the_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    telemetry = tmp_path / "t.jsonl"
-    telemetry.write_text("")
-    labels = tmp_path / "labels.json"
+    assert run(args) == 2
     labels.write_text('{"incidents": []}')
     pack = tmp_path / "operator"
     pack.mkdir()
     (pack / "pack.yaml").write_text("name: acme\nversion: [1\n")
-    args = ["eval", "run", "--telemetry", str(telemetry), "--labels", str(labels)]
+    capsys.readouterr()
     assert run([*args, "--pack", str(pack)]) == 2
     assert "pack.yaml" in capsys.readouterr().err
 
