@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-dspine bench-traffic bench-scenarios bench-drafting serve clean
+.PHONY: system-deps run test lint typecheck bench bench-detectors bench-pipeline bench-scale bench-dspine bench-traffic bench-scenarios bench-drafting serve clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,13 @@ bench-detectors: $(VENV)/.full
 bench-pipeline: $(VENV)/.full system-deps
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_bus.py
+
+# 10^5 series x 1 day at 60 s (42 simulated sites, issue 40): fed in memory, then written to
+# a 28.3 GB JSONL file under /tmp (kept and reused with --keep) and replayed by noc eval run:
+# about 15 min on 2 cores, 14 GB of memory at the peak
+bench-scale: $(VENV)/.full
+	$(BIN)/python bench/bench_scale.py --sites 42 --days 1 --columns --out bench/scale_day_results.md
+	$(BIN)/python bench/bench_scale_replay.py --sites 42 --days 1 --keep
 
 # held-out scenarios at 15 s (two weeks), 30 s and 60 s scrapes, 5- and 15-min PM periods, and two with phased scrapes, then the same networks read from 3GPP PM files: about 20 min on 2 cores
 bench-scenarios: $(VENV)/.full
