@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from evals._io import json_safe
 from noc_assistant.cli._console import console, err_console
-from noc_assistant.errors import BadInputError, ConfigError, NocError
+from noc_assistant.errors import BadInputError, NocError
 from noc_assistant.ingest.files import reading
 
 if TYPE_CHECKING:
@@ -187,17 +187,14 @@ def _entities(result: Any, inventory: Path | None) -> set[str]:
 def _check_inputs(telemetry: Path, inventory: Path | None, pack_dir: Path | None) -> Pack:
     """The knowledge pack (with the overlay ``pack_dir``; loaded once, for the inventory and
     the replay), once the telemetry and the inventory are known to be readable."""
-    from knowledge.pack import PackError, load_pack
+    from knowledge.pack import load_pack
 
     if not telemetry.is_file():
         raise BadInputError(
             "is a folder, not a file" if telemetry.is_dir() else "file not found",
             source=str(telemetry),
         )
-    try:
-        pack = load_pack(pack_dir)
-    except PackError as exc:
-        raise ConfigError(str(exc)) from None
+    pack = load_pack(pack_dir)  # a PackError is a ConfigError: exit 2 naming the file
     if inventory is not None:
         from noc_assistant.inventory import load_topology
 

@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from knowledge.pack import Pack, PackError, load_pack
-from noc_assistant.errors import ConfigError
+from knowledge.pack import Pack, load_pack
 from noc_assistant.ingest import Quarantine, read_replay
 from noc_assistant.ingest.reader import read_replay_columns
 from noc_assistant.inventory import load_topology
@@ -71,10 +70,7 @@ def run_replay(
     """
     started = time.perf_counter()
     if pack is None:
-        try:
-            pack = load_pack(pack_dir)
-        except PackError as exc:
-            raise ConfigError(str(exc)) from None
+        pack = load_pack(pack_dir)  # a PackError is a ConfigError, naming the file
     topology = load_topology(inventory, pack) if inventory is not None else None
     qpath = quarantine_path or telemetry.with_name(telemetry.name + ".quarantine.jsonl")
     if qpath.exists():
