@@ -58,7 +58,6 @@ from noc_assistant.ingest.point import Point
 from noc_assistant.ingest.quarantine import Quarantine
 from noc_assistant.ingest.replay import (
     _ABSURD,
-    _COUNTS_UP,
     _READ_ERRORS,
     _TOO_LONG,
     MAX_LINE_BYTES,
@@ -321,7 +320,7 @@ def _read_chunk(data: bytes, first: int, ctx: _Context) -> tuple[ColumnChunk, in
         fields = _fields(_split_lines(data, exact=True))
     ts = _timestamps(fields["ts"], ctx.window)
     memo = ctx.memo
-    ref = memo.refs(fields["key"], fields["type"], _COUNTS_UP)
+    ref = memo.refs(fields["key"], fields["type"])
     value = fields["v"].to_numpy().astype(np.float64)
     gap = fields["gap"].to_numpy()
     nbytes = fields["nbytes"].fill_null(-1).to_numpy()

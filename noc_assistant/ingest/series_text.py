@@ -21,7 +21,7 @@ import orjson
 from numpy.typing import NDArray
 
 from noc_assistant.ingest.point import METRIC_TYPES
-from noc_assistant.ingest.replay import _label_key, _metric_ok
+from noc_assistant.ingest.replay import _COUNTS_UP, _label_key, _metric_ok
 
 if TYPE_CHECKING:
     import polars as pl
@@ -124,12 +124,10 @@ class PairMemo:
         self.number = np.zeros(0, dtype=np.int64)
         self._frame: pl.DataFrame | None = None  # key (bytes), type, ref: each pair's text
 
-    def refs(
-        self, keys: pl.Series, types: pl.Series, counts_up: frozenset[str]
-    ) -> NDArray[np.int64]:
+    def refs(self, keys: pl.Series, types: pl.Series) -> NDArray[np.int64]:
         """Each row's pair (``keys``: its metric and labels text, null read as empty;
         ``types``: its type's index in :data:`TYPES`, -1 for none), the pairs new to the memo
-        read and added (``counts_up``: the types that only count up)."""
+        read and added."""
         import polars as pl
 
         rows = pl.DataFrame({"key": keys.fill_null(b""), "type": types.cast(pl.Int64)})
@@ -151,7 +149,7 @@ class PairMemo:
             self._frame = added if self._frame is None else pl.concat([self._frame, added])
             self.keys += pairs.keys
             known = [key is not None for key in pairs.keys]
-            up = [key is not None and key.type in counts_up for key in pairs.keys]
+            up = [key is not None and key.type in _COUNTS_UP for key in pairs.keys]
             self.known = np.concatenate([self.known, np.array(known, dtype=bool)])
             self.up = np.concatenate([self.up, np.array(up, dtype=bool)])
             self.number = np.concatenate([self.number, np.full(len(known), -1, dtype=np.int64)])
